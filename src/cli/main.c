@@ -1,0 +1,227 @@
+/* main.c — the vramguard command: verb dispatch, option flags, help.
+ *
+ * Every option of the table (src/core/options.h) is also a flag: --mode=guard,
+ * --limit 15G, --verbose. Verbs add their own flags. Exit codes: 0 success, 1 the verb
+ * found a problem, 2 a usage or input error; `run` returns the program's own code.
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/options.h"
+#include "cli.h"
+
+void cli_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("vramguard: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Argument parsing
+ * ------------------------------------------------------------------------------------- */
+
+static bool is_option_key(const char *key, size_t len, const char **type) {
+    for (int i = 0; i < vg__options_count(); i++) {
+        const char *k, *t, *d, *a, *h;
+        vg__option_info(i, &k, &t, &d, &a, &h);
+        if (strlen(k) == len && strncmp(k, key, len) == 0) {
+            *type = t;
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool in_list(const char *name, size_t len, const char *const *list) {
+    for (int i = 0; list && list[i]; i++)
+        if (strlen(list[i]) == len && strncmp(list[i], name, len) == 0)
+            return true;
+    return false;
+}
+
+bool cli_parse(int argc, char **argv, const char *const *verb_flags, cli_args_t *out) {
+    memset(out, 0, sizeof *out);
+    out->argv = calloc((size_t)argc + 1, sizeof *out->argv);
+    if (!out->argv)
+        return false;
+    size_t olen = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            out->rest = &argv[i + 1];
+            out->nrest = argc - i - 1;
+            break;
+        }
+        if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+            out->argv[out->argc++] = argv[i];
+            continue;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        const char *type;
+        if (is_option_key(name, nlen, &type)) {
+            const char *val = eq ? eq + 1 : NULL;
+            if (!val && strcmp(type, "BOOL") == 0)
+                val = "1";
+            else if (!val && i + 1 < argc)
+                val = argv[++i];
+            if (!val) {
+                cli_error("--%.*s needs a value", (int)nlen, name);
+                return false;
+            }
+            int w = snprintf(out->options + olen, sizeof out->options - olen, "%s%.*s=%s",
+                             olen ? "," : "", (int)nlen, name, val);
+            if (w < 0 || (size_t)w >= sizeof out->options - olen) {
+                cli_error("too many options on the command line");
+                return false;
+            }
+            olen += (size_t)w;
+            continue;
+        }
+        if (in_list(name, nlen, verb_flags)) {
+            out->argv[out->argc++] = argv[i];
+            if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
+                out->argv[out->argc++] = argv[++i];
+            continue;
+        }
+        cli_error("unknown flag '%s' (see 'vramguard help')", a);
+        return false;
+    }
+    if (olen && vg__options_validate(out->options) != VG_OK) {
+        cli_error("%s", vg_last_error());
+        return false;
+    }
+    return true;
+}
+
+const char *cli_flag(const cli_args_t *a, const char *name, bool *present) {
+    size_t n = strlen(name);
+    if (present)
+        *present = false;
+    for (int i = 0; i < a->argc; i++) {
+        const char *s = a->argv[i];
+        if (strncmp(s, "--", 2) != 0 || strncmp(s + 2, name, n) != 0)
+            continue;
+        if (s[2 + n] == '=')
+            return s + 3 + n;
+        if (s[2 + n] == '\0') {
+            if (present)
+                *present = true;
+            if (i + 1 < a->argc && strncmp(a->argv[i + 1], "--", 2) != 0)
+                return a->argv[i + 1];
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+const char *cli_positional(const cli_args_t *a, int want) {
+    int k = 0;
+    for (int i = 0; i < a->argc; i++) {
+        const char *s = a->argv[i];
+        if (strncmp(s, "--", 2) == 0) {
+            /* skip a verb flag's separate value */
+            if (!strchr(s, '=') && i + 1 < a->argc && strncmp(a->argv[i + 1], "--", 2) != 0)
+                i++;
+            continue;
+        }
+        if (k++ == want)
+            return s;
+    }
+    return NULL;
+}
+
+static bool dir_has_vgsim(const char *dir) {
+    char p[PATH_MAX + 32];
+    snprintf(p, sizeof p, "%s/libcuda.so.1", dir);
+    return access(p, R_OK) == 0;
+}
+
+bool cli_find_vgsim_dir(char *out, size_t n) {
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            const char *rel[] = {"%s/vgsim", "%s/../lib/vramguard/vgsim",
+                                 "%s/../lib64/vramguard/vgsim"};
+            for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+                char cand[PATH_MAX], resolved[PATH_MAX];
+                snprintf(cand, sizeof cand, rel[i], exe);
+                if (dir_has_vgsim(cand) && realpath(cand, resolved)) {
+                    snprintf(out, n, "%s", resolved);
+                    return true;
+                }
+            }
+        }
+    }
+    const char *fixed[] = {VG_BUILD_SIM_DIR, VG_INSTALL_SIM_DIR};
+    for (size_t i = 0; i < 2; i++) {
+        if (dir_has_vgsim(fixed[i])) {
+            snprintf(out, n, "%s", fixed[i]);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Help
+ * ------------------------------------------------------------------------------------- */
+
+static void print_usage(FILE *f) {
+    fputs("usage: vramguard <verb> [flags] [arguments]\n"
+          "\n"
+          "Verbs:\n"
+          "  demo [--sim]             run the bug scenarios end to end (vgsim when there is no GPU)\n"
+          "  help [options]           this text, or every option with its default\n"
+          "  version                  print the version\n"
+          "\n"
+          "Every option is also a flag, e.g. --mode=guard --limit=15G --verbose;\n"
+          "'vramguard help options' lists them. The same keys work in\n"
+          "VRAMGUARD_OPTIONS=\"key=value,key=value\".\n",
+          f);
+}
+
+static void print_options_help(void) {
+    printf("%-13s %-6s %-14s %s\n", "option", "type", "default", "meaning");
+    for (int i = 0; i < vg__options_count(); i++) {
+        const char *k, *t, *d, *a, *h;
+        vg__option_info(i, &k, &t, &d, &a, &h);
+        printf("%-13s %-6s %-14s %s%s%s%s\n", k, t, d[0] ? d : "\"\"", h, a[0] ? " [" : "",
+               a, a[0] ? "]" : "");
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *verb = argv[1];
+    if (strcmp(verb, "help") == 0 || strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0) {
+        if (argc > 2 && strcmp(argv[2], "options") == 0)
+            print_options_help();
+        else
+            print_usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {
+        printf("vramguard %s\n", VG_VERSION_STRING);
+        return CLI_OK;
+    }
+    if (strcmp(verb, "demo") == 0)
+        return cmd_demo(argc - 2, argv + 2);
+    cli_error("unknown verb '%s' (see 'vramguard help')", verb);
+    return CLI_USAGE;
+}

@@ -1,0 +1,70 @@
+/* common.h — what every core file needs: attributes, errors, logging, output.
+ *
+ * Logging and reporting never allocate and never recurse: messages are formatted into a
+ * fixed buffer on the stack and written with write(2) to the log sink (stderr unless the
+ * `log` option names a file) or handed to the user's output callback. A thread-local
+ * guard drops a message produced while the same thread is already writing one.
+ */
+#ifndef VG_COMMON_H
+#define VG_COMMON_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vramguard.h"
+
+#define VG_LIKELY(x) __builtin_expect(!!(x), 1)
+#define VG_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define VG_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define VG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define VG_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define VG_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+static inline uint64_t vg__align_up(uint64_t x, uint64_t a) { return (x + a - 1) & ~(a - 1); }
+static inline uint64_t vg__align_down(uint64_t x, uint64_t a) { return x & ~(a - 1); }
+
+/* ---------------------------------------------------------------------------------------
+ * Errors: set the calling thread's last-error text and return the status.
+ * ------------------------------------------------------------------------------------- */
+#define VG_LAST_ERROR_MAX 16384
+vg_status_t vg__error(vg_status_t st, const char *fmt, ...) VG_PRINTF(2, 3);
+/* Append to the last-error text (for long explanations built in pieces). */
+void vg__error_append(const char *fmt, ...) VG_PRINTF(1, 2);
+void vg__error_clear(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Logging ("vramguard: ..." lines) and report output (multi-line reports).
+ * ------------------------------------------------------------------------------------- */
+void vg__log(const char *fmt, ...) VG_PRINTF(1, 2);
+void vg__vlog(const char *fmt, va_list ap);
+/* Write text as is to the report sink (the `report` option, else the log sink). */
+void vg__report_write(const char *text, size_t len);
+/* Open the sinks named by the options (called once at initialisation). */
+void vg__output_open(void);
+/* Flush and close file sinks (exit). */
+void vg__output_close(void);
+
+/* A growable text buffer for building reports, JSON and tables. Allocates with the
+ * process's malloc: never use it from a signal handler. */
+typedef struct vg_buf {
+    char *data;
+    size_t len, cap;
+    bool failed; /* an allocation failed: the text is truncated */
+} vg_buf_t;
+void vg__buf_printf(vg_buf_t *b, const char *fmt, ...) VG_PRINTF(2, 3);
+void vg__buf_vprintf(vg_buf_t *b, const char *fmt, va_list ap);
+void vg__buf_append(vg_buf_t *b, const char *s, size_t n);
+void vg__buf_putc(vg_buf_t *b, char c);
+void vg__buf_free(vg_buf_t *b);
+/* JSON string literal (with quotes) of `s`. */
+void vg__buf_json_str(vg_buf_t *b, const char *s);
+
+/* Human-readable byte count: "4000 bytes", "1.50 MiB", "16.00 GiB". */
+const char *vg__fmt_bytes(char out[32], uint64_t bytes);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t vg__now_ns(void);
+
+#endif /* VG_COMMON_H */

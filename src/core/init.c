@@ -1,0 +1,97 @@
+/* init.c — process-wide initialisation and shutdown.
+ *
+ * Initialisation happens once: explicitly through vg_init(), or implicitly on the first
+ * call of any other function (options from VRAMGUARD_OPTIONS only). It reads the
+ * options, opens the output sinks, loads the driver and registers the exit handler.
+ * After it, vg__ready is true and the fast paths only test that flag.
+ */
+#define _GNU_SOURCE
+#include "init.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../driver/driver.h"
+#include "common.h"
+#include "options.h"
+
+_Atomic bool vg__ready;
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_tried;
+static vg_status_t g_init_status;
+static char g_init_error[1024];
+static char g_init_options[8192];
+static bool g_have_init_options;
+
+void vg__options_print(void);
+
+static void at_exit(void) { vg__shutdown(); }
+
+static vg_status_t init_locked(const char *options, vg_opt_source_t src) {
+    vg_status_t st = vg__options_load_env();
+    if (st == VG_OK && options)
+        st = vg__options_apply(options, src);
+    if (st != VG_OK)
+        return st;
+    vg__output_open();
+    if (vg__opt.verbose)
+        vg__options_print();
+    st = vg__driver_load(NULL);
+    if (st != VG_OK)
+        return st;
+    st = vg__modules_init();
+    if (st != VG_OK)
+        return st;
+    atexit(at_exit);
+    return VG_OK;
+}
+
+static vg_status_t init_once(const char *options, vg_opt_source_t src) {
+    pthread_mutex_lock(&g_init_lock);
+    if (!g_tried) {
+        g_tried = true;
+        if (options) {
+            g_have_init_options = true;
+            strncpy(g_init_options, options, sizeof g_init_options - 1);
+        }
+        g_init_status = init_locked(options, src);
+        if (g_init_status == VG_OK)
+            atomic_store(&vg__ready, true);
+        else
+            strncpy(g_init_error, vg_last_error(), sizeof g_init_error - 1);
+        pthread_mutex_unlock(&g_init_lock);
+        return g_init_status;
+    }
+    vg_status_t st = g_init_status;
+    bool same = !options || (g_have_init_options && strcmp(options, g_init_options) == 0);
+    pthread_mutex_unlock(&g_init_lock);
+    if (st != VG_OK)
+        return vg__error(st, "%s", g_init_error);
+    if (!same)
+        return vg__error(VG_ERR_INVALID_ARGUMENT,
+                         "vramguard is already initialised with other options; vg_init() must "
+                         "come before any other vramguard call");
+    return VG_OK;
+}
+
+vg_status_t vg__init_slow(void) { return init_once(NULL, VG_SRC_ENV); }
+
+VG_API vg_status_t vg_init(const char *options) { return init_once(options, VG_SRC_INIT); }
+
+vg_status_t vg__init_from_cli(const char *options) { return init_once(options, VG_SRC_CLI); }
+
+VG_API void vg_print_options(void) {
+    if (vg__ensure_init() == VG_OK || g_tried)
+        vg__options_print();
+}
+
+void vg__shutdown(void) {
+    static _Atomic bool done;
+    if (atomic_exchange(&done, true))
+        return;
+    if (atomic_load(&vg__ready))
+        vg__modules_shutdown();
+    vg__output_close();
+}

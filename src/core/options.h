@@ -1,0 +1,95 @@
+/* options.h — every vramguard option in one table (VRAMGUARD_OPTIONS and CLI flags).
+ *
+ * Syntax: "key=value,key=value". Values are never silently defaulted: an unknown key or a
+ * bad value is an error that names the key and the value. Types:
+ *   BOOL   1/0, true/false, yes/no, on/off
+ *   SIZE   bytes with an optional binary suffix: 512, 64K, 16M, 15G, 1T (KB/KiB/... too)
+ *   INT    a decimal integer in [min, max]
+ *   STR    free text (a path); "" allowed where the default is ""
+ *   ENUM   one of the words in the `allowed` column
+ *   LIMIT  a SIZE, or a fraction of the device's memory in (0, 1] such as 0.2; 0 = none
+ *
+ * Precedence, lowest first: default < VRAMGUARD_OPTIONS (read with secure_getenv, so
+ * ignored in set-uid programs) < vg_init()'s string / CLI flags.
+ */
+#ifndef VG_OPTIONS_H
+#define VG_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vramguard.h"
+
+/* X(key, TYPE, default, allowed/range, help) */
+#define VG_OPTIONS(X)                                                                        \
+    X(driver, STR, "libcuda.so.1", "",                                                       \
+      "CUDA driver library to load (a path to vgsim's libcuda.so.1 runs on the CPU)")        \
+    X(mode, ENUM, "fast", "fast|guard",                                                      \
+      "fast: caching allocator only; guard: redzones, poison, quarantine and checks")        \
+    X(verbose, BOOL, "0", "", "print every option and where its value came from")           \
+    X(log, STR, "", "", "file for vramguard's messages (default: standard error)")           \
+    X(limit, LIMIT, "0", "",                                                                 \
+      "cap on device memory per device: bytes (15G) or a fraction (0.2); 0 = none")          \
+    X(vmm, ENUM, "auto", "auto|on|off",                                                      \
+      "virtual-memory segments (auto: when the driver and device support them)")             \
+    X(stack_depth, INT, "12", "0..64",                                                       \
+      "host frames captured per allocation site (0 = no backtraces)")                        \
+    X(trace, STR, "", "", "record every allocation and free to this file (RMM CSV format)")
+
+typedef enum { VG_MODE_FAST = 0, VG_MODE_GUARD = 1 } vg_mode_t;
+typedef enum { VG_VMM_AUTO = 0, VG_VMM_ON = 1, VG_VMM_OFF = 2 } vg_vmm_t;
+
+typedef struct vg_limit {
+    uint64_t bytes;  /* absolute cap, or 0 */
+    double fraction; /* fraction of the device's total memory, or 0 */
+} vg_limit_t;
+
+#define VG_OPT_STR_MAX 1024
+
+#define VG_OPT_CTYPE_STR char
+#define VG_OPT_CTYPE_BOOL bool
+#define VG_OPT_CTYPE_SIZE uint64_t
+#define VG_OPT_CTYPE_INT long
+#define VG_OPT_CTYPE_ENUM int
+#define VG_OPT_CTYPE_LIMIT vg_limit_t
+#define VG_OPT_DIM_STR [VG_OPT_STR_MAX]
+#define VG_OPT_DIM_BOOL
+#define VG_OPT_DIM_SIZE
+#define VG_OPT_DIM_INT
+#define VG_OPT_DIM_ENUM
+#define VG_OPT_DIM_LIMIT
+
+typedef struct vg_options {
+#define VG_X(key, type, def, allowed, help) VG_OPT_CTYPE_##type key VG_OPT_DIM_##type;
+    VG_OPTIONS(VG_X)
+#undef VG_X
+} vg_options_t;
+
+typedef enum {
+    VG_SRC_DEFAULT = 0,
+    VG_SRC_ENV = 1,
+    VG_SRC_INIT = 2,
+    VG_SRC_CLI = 3
+} vg_opt_source_t;
+
+/* The options in force. Written only during initialisation (under the init lock), read
+ * freely afterwards. */
+extern vg_options_t vg__opt;
+
+/* Reset to defaults, then apply VRAMGUARD_OPTIONS. */
+vg_status_t vg__options_load_env(void);
+/* Apply a string over the current values, tagging each key with `src`. On error nothing
+ * is applied and vg_last_error() names the key and value. */
+vg_status_t vg__options_apply(const char *str, vg_opt_source_t src);
+/* Check a string without applying it (for the CLI). */
+vg_status_t vg__options_validate(const char *str);
+/* Parse a size with suffix ("15G"). Returns false on garbage or overflow. */
+bool vg__parse_size(const char *s, uint64_t *out);
+/* The option table for help texts: count, and the i-th key/type/default/allowed/help. */
+int vg__options_count(void);
+void vg__option_info(int i, const char **key, const char **type, const char **def,
+                     const char **allowed, const char **help);
+/* Format option i's current value. */
+const char *vg__option_value(int i, char *out, size_t n);
+
+#endif /* VG_OPTIONS_H */

@@ -1,0 +1,221 @@
+/* cuda_abi.h — the part of the CUDA driver ABI that vramguard uses, declared here.
+ *
+ * D1: vramguard builds without the CUDA toolkit. This header declares the driver types,
+ * constants and error codes with the same names, layouts and values as the toolkit's
+ * cuda.h (CUDA 13), so that code written against either compiles the same way and
+ * binaries built against either agree on the ABI. Only what the project uses is here.
+ *
+ * Never include this header and <cuda.h> in the same translation unit.
+ */
+#ifndef VG_CUDA_ABI_H
+#define VG_CUDA_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------
+ * Error codes: one X-macro list, name and value as in cuda.h.
+ * ------------------------------------------------------------------------------------- */
+#define VG_CU_ERRORS(X)                                                                     \
+    X(CUDA_SUCCESS, 0, "no error")                                                          \
+    X(CUDA_ERROR_INVALID_VALUE, 1, "invalid argument")                                      \
+    X(CUDA_ERROR_OUT_OF_MEMORY, 2, "out of memory")                                         \
+    X(CUDA_ERROR_NOT_INITIALIZED, 3, "initialization error")                                \
+    X(CUDA_ERROR_DEINITIALIZED, 4, "driver shutting down")                                  \
+    X(CUDA_ERROR_STUB_LIBRARY, 34, "CUDA driver is a stub library")                         \
+    X(CUDA_ERROR_NO_DEVICE, 100, "no CUDA-capable device is detected")                      \
+    X(CUDA_ERROR_INVALID_DEVICE, 101, "invalid device ordinal")                             \
+    X(CUDA_ERROR_INVALID_IMAGE, 200, "device kernel image is invalid")                      \
+    X(CUDA_ERROR_INVALID_CONTEXT, 201, "invalid device context")                            \
+    X(CUDA_ERROR_MAP_FAILED, 205, "mapping of buffer object failed")                        \
+    X(CUDA_ERROR_UNMAP_FAILED, 206, "unmapping of buffer object failed")                    \
+    X(CUDA_ERROR_ALREADY_MAPPED, 208, "resource already mapped")                            \
+    X(CUDA_ERROR_NOT_MAPPED, 211, "resource not mapped")                                    \
+    X(CUDA_ERROR_INVALID_PTX, 218, "a PTX JIT compilation failed")                          \
+    X(CUDA_ERROR_INVALID_SOURCE, 300, "device kernel image is invalid")                     \
+    X(CUDA_ERROR_FILE_NOT_FOUND, 301, "file not found")                                     \
+    X(CUDA_ERROR_OPERATING_SYSTEM, 304, "OS call failed or operation not supported on this OS") \
+    X(CUDA_ERROR_INVALID_HANDLE, 400, "invalid resource handle")                            \
+    X(CUDA_ERROR_ILLEGAL_STATE, 401, "the operation cannot be performed in the present state") \
+    X(CUDA_ERROR_NOT_FOUND, 500, "named symbol not found")                                  \
+    X(CUDA_ERROR_NOT_READY, 600, "device not ready")                                        \
+    X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, "an illegal memory access was encountered")          \
+    X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, "too many resources requested for launch")   \
+    X(CUDA_ERROR_LAUNCH_TIMEOUT, 702, "the launch timed out and was terminated")            \
+    X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, "context is destroyed")                         \
+    X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712,                                       \
+      "part or all of the requested memory range is already mapped")                       \
+    X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 713,                                           \
+      "pointer does not correspond to a registered memory region")                         \
+    X(CUDA_ERROR_MISALIGNED_ADDRESS, 716, "misaligned address")                             \
+    X(CUDA_ERROR_LAUNCH_FAILED, 719, "unspecified launch failure")                          \
+    X(CUDA_ERROR_NOT_PERMITTED, 800, "operation not permitted")                             \
+    X(CUDA_ERROR_NOT_SUPPORTED, 801, "operation not supported")                             \
+    X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900,                                           \
+      "operation not permitted when stream is capturing")                                   \
+    X(CUDA_ERROR_UNKNOWN, 999, "unknown error")
+
+typedef enum cudaError_enum {
+#define VG_X(name, value, text) name = value,
+    VG_CU_ERRORS(VG_X)
+#undef VG_X
+} CUresult;
+
+/* ---------------------------------------------------------------------------------------
+ * Handles and scalar types.
+ * ------------------------------------------------------------------------------------- */
+typedef uint32_t cuuint32_t;
+typedef uint64_t cuuint64_t;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef void (*CUhostFn)(void *userData);
+
+#define CU_STREAM_LEGACY ((CUstream)0x1)
+#define CU_STREAM_PER_THREAD ((CUstream)0x2)
+
+/* ---------------------------------------------------------------------------------------
+ * Enums and flags (values as in cuda.h).
+ * ------------------------------------------------------------------------------------- */
+typedef enum CUstream_flags_enum {
+    CU_STREAM_DEFAULT = 0x0,
+    CU_STREAM_NON_BLOCKING = 0x1
+} CUstream_flags;
+
+typedef enum CUevent_flags_enum {
+    CU_EVENT_DEFAULT = 0x0,
+    CU_EVENT_BLOCKING_SYNC = 0x1,
+    CU_EVENT_DISABLE_TIMING = 0x2,
+    CU_EVENT_INTERPROCESS = 0x4
+} CUevent_flags;
+
+typedef enum CUdevice_attribute_enum {
+    CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 1,
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK = 8,
+    CU_DEVICE_ATTRIBUTE_WARP_SIZE = 10,
+    CU_DEVICE_ATTRIBUTE_CLOCK_RATE = 13,
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY = 19,
+    CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
+    CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
+    CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING = 41,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+    CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
+    CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115
+} CUdevice_attribute;
+
+typedef enum CUmemAllocationType_enum {
+    CU_MEM_ALLOCATION_TYPE_INVALID = 0x0,
+    CU_MEM_ALLOCATION_TYPE_PINNED = 0x1,
+    CU_MEM_ALLOCATION_TYPE_MANAGED = 0x2,
+    CU_MEM_ALLOCATION_TYPE_MAX = 0x7FFFFFFF
+} CUmemAllocationType;
+
+typedef enum CUmemAllocationHandleType_enum {
+    CU_MEM_HANDLE_TYPE_NONE = 0x0,
+    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1,
+    CU_MEM_HANDLE_TYPE_MAX = 0x7FFFFFFF
+} CUmemAllocationHandleType;
+
+typedef enum CUmemLocationType_enum {
+    CU_MEM_LOCATION_TYPE_INVALID = 0x0,
+    CU_MEM_LOCATION_TYPE_DEVICE = 0x1,
+    CU_MEM_LOCATION_TYPE_HOST = 0x2,
+    CU_MEM_LOCATION_TYPE_MAX = 0x7FFFFFFF
+} CUmemLocationType;
+
+typedef enum CUmemAccess_flags_enum {
+    CU_MEM_ACCESS_FLAGS_PROT_NONE = 0x0,
+    CU_MEM_ACCESS_FLAGS_PROT_READ = 0x1,
+    CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3,
+    CU_MEM_ACCESS_FLAGS_PROT_MAX = 0x7FFFFFFF
+} CUmemAccess_flags;
+
+typedef enum CUmemAllocationGranularity_flags_enum {
+    CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0,
+    CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 0x1
+} CUmemAllocationGranularity_flags;
+
+typedef enum CUdriverProcAddressQueryResult_enum {
+    CU_GET_PROC_ADDRESS_SUCCESS = 0,
+    CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
+    CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2
+} CUdriverProcAddressQueryResult;
+
+typedef enum CUdriverProcAddress_flags_enum {
+    CU_GET_PROC_ADDRESS_DEFAULT = 0,
+    CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1 << 0,
+    CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 1 << 1
+} CUdriverProcAddress_flags;
+
+typedef enum CUmemorytype_enum {
+    CU_MEMORYTYPE_HOST = 0x01,
+    CU_MEMORYTYPE_DEVICE = 0x02,
+    CU_MEMORYTYPE_ARRAY = 0x03,
+    CU_MEMORYTYPE_UNIFIED = 0x04
+} CUmemorytype;
+
+typedef enum CUpointer_attribute_enum {
+    CU_POINTER_ATTRIBUTE_CONTEXT = 1,
+    CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+    CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3,
+    CU_POINTER_ATTRIBUTE_HOST_POINTER = 4,
+    CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
+    CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
+    CU_POINTER_ATTRIBUTE_MAPPED = 13
+} CUpointer_attribute;
+
+#define CU_MEMHOSTALLOC_PORTABLE 0x01
+#define CU_MEMHOSTALLOC_DEVICEMAP 0x02
+#define CU_MEMHOSTALLOC_WRITECOMBINED 0x04
+#define CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
+#define CU_MEMHOSTREGISTER_IOMEMORY 0x04
+#define CU_MEMHOSTREGISTER_READ_ONLY 0x08
+
+#define CU_LAUNCH_PARAM_END ((void *)0x00)
+#define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
+
+/* ---------------------------------------------------------------------------------------
+ * Structures (layouts as in cuda.h).
+ * ------------------------------------------------------------------------------------- */
+typedef struct CUmemLocation_st {
+    CUmemLocationType type;
+    int id;
+} CUmemLocation;
+
+typedef struct CUmemAllocationProp_st {
+    CUmemAllocationType type;
+    CUmemAllocationHandleType requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+
+typedef struct CUmemAccessDesc_st {
+    CUmemLocation location;
+    CUmemAccess_flags flags;
+} CUmemAccessDesc;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VG_CUDA_ABI_H */

@@ -1,0 +1,159 @@
+/* driver_funcs.h — the one list of CUDA driver functions vramguard knows about.
+ *
+ * X(api, symbol, need, params, args)
+ *   api     the name a program writes (the cuda.h macro name, e.g. cuMemAlloc)
+ *   symbol  the ABI symbol that name maps to in CUDA 13's cuda.h (e.g. cuMemAlloc_v2):
+ *           what libcuda.so.1 exports, what vgsim exports, what the interposer hooks
+ *   need    REQ: the driver layer refuses a driver without it; OPT: optional, and
+ *           the feature that needs it is off when it is missing (VMM, modules, ...)
+ *   params  the parenthesised parameter list, args the matching argument names
+ *
+ * Everything that must stay in step with this list — the function-pointer table, the
+ * loader, vgsim's prototypes, the interposer's name tables — is generated from it.
+ * The order is free; it groups by API area.
+ */
+#ifndef VG_DRIVER_FUNCS_H
+#define VG_DRIVER_FUNCS_H
+
+#include "cuda_abi.h"
+
+#define VG_DRIVER_FUNCS(X)                                                                  \
+    /* --- initialisation, errors, entry points --- */                                      \
+    X(cuInit, cuInit, REQ, (unsigned int flags), (flags))                                   \
+    X(cuDriverGetVersion, cuDriverGetVersion, REQ, (int *version), (version))               \
+    X(cuGetErrorName, cuGetErrorName, REQ, (CUresult error, const char **str), (error, str)) \
+    X(cuGetErrorString, cuGetErrorString, REQ, (CUresult error, const char **str),          \
+      (error, str))                                                                         \
+    X(cuGetProcAddress, cuGetProcAddress_v2, OPT,                                           \
+      (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,                   \
+       CUdriverProcAddressQueryResult *status),                                             \
+      (symbol, pfn, cudaVersion, flags, status))                                            \
+    /* --- devices --- */                                                                   \
+    X(cuDeviceGet, cuDeviceGet, REQ, (CUdevice *device, int ordinal), (device, ordinal))    \
+    X(cuDeviceGetCount, cuDeviceGetCount, REQ, (int *count), (count))                       \
+    X(cuDeviceGetName, cuDeviceGetName, REQ, (char *name, int len, CUdevice dev),           \
+      (name, len, dev))                                                                     \
+    X(cuDeviceTotalMem, cuDeviceTotalMem_v2, REQ, (size_t *bytes, CUdevice dev), (bytes, dev)) \
+    X(cuDeviceGetAttribute, cuDeviceGetAttribute, REQ,                                      \
+      (int *value, CUdevice_attribute attrib, CUdevice dev), (value, attrib, dev))          \
+    /* --- contexts --- */                                                                  \
+    X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, REQ, (CUcontext *pctx, CUdevice dev), \
+      (pctx, dev))                                                                          \
+    X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, REQ, (CUdevice dev), (dev))  \
+    X(cuCtxGetCurrent, cuCtxGetCurrent, REQ, (CUcontext *pctx), (pctx))                     \
+    X(cuCtxSetCurrent, cuCtxSetCurrent, REQ, (CUcontext ctx), (ctx))                        \
+    X(cuCtxPushCurrent, cuCtxPushCurrent_v2, OPT, (CUcontext ctx), (ctx))                   \
+    X(cuCtxPopCurrent, cuCtxPopCurrent_v2, OPT, (CUcontext *pctx), (pctx))                  \
+    X(cuCtxGetDevice, cuCtxGetDevice, REQ, (CUdevice *device), (device))                    \
+    X(cuCtxSynchronize, cuCtxSynchronize, REQ, (void), ())                                  \
+    X(cuCtxDestroy, cuCtxDestroy_v2, OPT, (CUcontext ctx), (ctx))                           \
+    /* --- device memory --- */                                                             \
+    X(cuMemGetInfo, cuMemGetInfo_v2, REQ, (size_t *free, size_t *total), (free, total))     \
+    X(cuMemAlloc, cuMemAlloc_v2, REQ, (CUdeviceptr *dptr, size_t bytesize), (dptr, bytesize)) \
+    X(cuMemAllocPitch, cuMemAllocPitch_v2, OPT,                                             \
+      (CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned int elemsize), \
+      (dptr, pitch, width, height, elemsize))                                               \
+    X(cuMemFree, cuMemFree_v2, REQ, (CUdeviceptr dptr), (dptr))                             \
+    X(cuMemGetAddressRange, cuMemGetAddressRange_v2, OPT,                                   \
+      (CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr), (pbase, psize, dptr))          \
+    X(cuPointerGetAttribute, cuPointerGetAttribute, OPT,                                    \
+      (void *data, CUpointer_attribute attribute, CUdeviceptr ptr), (data, attribute, ptr)) \
+    X(cuMemAllocAsync, cuMemAllocAsync, OPT,                                                \
+      (CUdeviceptr *dptr, size_t bytesize, CUstream stream), (dptr, bytesize, stream))      \
+    X(cuMemFreeAsync, cuMemFreeAsync, OPT, (CUdeviceptr dptr, CUstream stream), (dptr, stream)) \
+    /* --- pinned host memory --- */                                                        \
+    X(cuMemAllocHost, cuMemAllocHost_v2, OPT, (void **pp, size_t bytesize), (pp, bytesize)) \
+    X(cuMemHostAlloc, cuMemHostAlloc, OPT, (void **pp, size_t bytesize, unsigned int flags), \
+      (pp, bytesize, flags))                                                                \
+    X(cuMemFreeHost, cuMemFreeHost, OPT, (void *p), (p))                                    \
+    X(cuMemHostRegister, cuMemHostRegister_v2, OPT,                                         \
+      (void *p, size_t bytesize, unsigned int flags), (p, bytesize, flags))                 \
+    X(cuMemHostUnregister, cuMemHostUnregister, OPT, (void *p), (p))                        \
+    X(cuMemHostGetDevicePointer, cuMemHostGetDevicePointer_v2, OPT,                         \
+      (CUdeviceptr *pdptr, void *p, unsigned int flags), (pdptr, p, flags))                 \
+    /* --- copies and sets --- */                                                           \
+    X(cuMemcpy, cuMemcpy, OPT, (CUdeviceptr dst, CUdeviceptr src, size_t bytes),            \
+      (dst, src, bytes))                                                                    \
+    X(cuMemcpyAsync, cuMemcpyAsync, OPT,                                                    \
+      (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream),                    \
+      (dst, src, bytes, stream))                                                            \
+    X(cuMemcpyHtoD, cuMemcpyHtoD_v2, REQ,                                                   \
+      (CUdeviceptr dst, const void *src, size_t bytes), (dst, src, bytes))                  \
+    X(cuMemcpyDtoH, cuMemcpyDtoH_v2, REQ, (void *dst, CUdeviceptr src, size_t bytes),       \
+      (dst, src, bytes))                                                                    \
+    X(cuMemcpyDtoD, cuMemcpyDtoD_v2, OPT, (CUdeviceptr dst, CUdeviceptr src, size_t bytes), \
+      (dst, src, bytes))                                                                    \
+    X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, REQ,                                         \
+      (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream),                    \
+      (dst, src, bytes, stream))                                                            \
+    X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, REQ,                                         \
+      (void *dst, CUdeviceptr src, size_t bytes, CUstream stream), (dst, src, bytes, stream)) \
+    X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, OPT,                                         \
+      (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream),                    \
+      (dst, src, bytes, stream))                                                            \
+    X(cuMemsetD8, cuMemsetD8_v2, OPT, (CUdeviceptr dst, unsigned char value, size_t count), \
+      (dst, value, count))                                                                  \
+    X(cuMemsetD32, cuMemsetD32_v2, OPT, (CUdeviceptr dst, unsigned int value, size_t count), \
+      (dst, value, count))                                                                  \
+    X(cuMemsetD8Async, cuMemsetD8Async, REQ,                                                \
+      (CUdeviceptr dst, unsigned char value, size_t count, CUstream stream),                \
+      (dst, value, count, stream))                                                          \
+    X(cuMemsetD32Async, cuMemsetD32Async, REQ,                                              \
+      (CUdeviceptr dst, unsigned int value, size_t count, CUstream stream),                 \
+      (dst, value, count, stream))                                                          \
+    /* --- streams and events --- */                                                       \
+    X(cuStreamCreate, cuStreamCreate, REQ, (CUstream *pstream, unsigned int flags),         \
+      (pstream, flags))                                                                     \
+    X(cuStreamCreateWithPriority, cuStreamCreateWithPriority, OPT,                          \
+      (CUstream *pstream, unsigned int flags, int priority), (pstream, flags, priority))    \
+    X(cuStreamDestroy, cuStreamDestroy_v2, REQ, (CUstream stream), (stream))                \
+    X(cuStreamQuery, cuStreamQuery, REQ, (CUstream stream), (stream))                       \
+    X(cuStreamSynchronize, cuStreamSynchronize, REQ, (CUstream stream), (stream))           \
+    X(cuStreamWaitEvent, cuStreamWaitEvent, REQ,                                            \
+      (CUstream stream, CUevent event, unsigned int flags), (stream, event, flags))         \
+    X(cuEventCreate, cuEventCreate, REQ, (CUevent *pevent, unsigned int flags), (pevent, flags)) \
+    X(cuEventRecord, cuEventRecord, REQ, (CUevent event, CUstream stream), (event, stream)) \
+    X(cuEventQuery, cuEventQuery, REQ, (CUevent event), (event))                            \
+    X(cuEventSynchronize, cuEventSynchronize, REQ, (CUevent event), (event))                \
+    X(cuEventElapsedTime, cuEventElapsedTime_v2, OPT,                                       \
+      (float *ms, CUevent start, CUevent end), (ms, start, end))                            \
+    X(cuEventDestroy, cuEventDestroy_v2, REQ, (CUevent event), (event))                     \
+    X(cuLaunchHostFunc, cuLaunchHostFunc, OPT, (CUstream stream, CUhostFn fn, void *data),  \
+      (stream, fn, data))                                                                   \
+    /* --- modules and kernels --- */                                                       \
+    X(cuModuleLoadData, cuModuleLoadData, OPT, (CUmodule *module, const void *image),       \
+      (module, image))                                                                      \
+    X(cuModuleUnload, cuModuleUnload, OPT, (CUmodule module), (module))                     \
+    X(cuModuleGetFunction, cuModuleGetFunction, OPT,                                        \
+      (CUfunction *func, CUmodule module, const char *name), (func, module, name))          \
+    X(cuFuncGetName, cuFuncGetName, OPT, (const char **name, CUfunction func), (name, func)) \
+    X(cuLaunchKernel, cuLaunchKernel, OPT,                                                  \
+      (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,    \
+       unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,               \
+       void **params, void **extra),                                                        \
+      (f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra))                            \
+    /* --- virtual memory management --- */                                                \
+    X(cuMemAddressReserve, cuMemAddressReserve, OPT,                                        \
+      (CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,                   \
+       unsigned long long flags),                                                           \
+      (ptr, size, alignment, addr, flags))                                                  \
+    X(cuMemAddressFree, cuMemAddressFree, OPT, (CUdeviceptr ptr, size_t size), (ptr, size)) \
+    X(cuMemCreate, cuMemCreate, OPT,                                                        \
+      (CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,  \
+       unsigned long long flags),                                                           \
+      (handle, size, prop, flags))                                                          \
+    X(cuMemRelease, cuMemRelease, OPT, (CUmemGenericAllocationHandle handle), (handle))     \
+    X(cuMemMap, cuMemMap, OPT,                                                              \
+      (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,    \
+       unsigned long long flags),                                                           \
+      (ptr, size, offset, handle, flags))                                                   \
+    X(cuMemUnmap, cuMemUnmap, OPT, (CUdeviceptr ptr, size_t size), (ptr, size))             \
+    X(cuMemSetAccess, cuMemSetAccess, OPT,                                                  \
+      (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count),            \
+      (ptr, size, desc, count))                                                             \
+    X(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity, OPT,                    \
+      (size_t *granularity, const CUmemAllocationProp *prop,                                \
+       CUmemAllocationGranularity_flags option),                                            \
+      (granularity, prop, option))
+
+#endif /* VG_DRIVER_FUNCS_H */

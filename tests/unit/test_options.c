@@ -1,0 +1,90 @@
+/* test_options.c — the option table: parsing, errors that name the key, precedence. */
+#include <stdlib.h>
+
+#include "core/common.h"
+#include "core/options.h"
+#include "harness.h"
+
+VG_TEST(defaults_parse) {
+    /* Every default in the table must parse with its own parser. */
+    unsetenv("VRAMGUARD_OPTIONS");
+    CHECK_EQ(vg__options_load_env(), VG_OK);
+    CHECK_EQ(vg__opt.mode, VG_MODE_FAST);
+    CHECK_STREQ(vg__opt.driver, "libcuda.so.1");
+    CHECK_EQ(vg__opt.verbose, 0);
+    CHECK_EQ(vg__opt.limit.bytes, 0);
+    CHECK_EQ(vg__opt.stack_depth, 12);
+}
+
+VG_TEST(sizes_and_suffixes) {
+    uint64_t v = 0;
+    CHECK(vg__parse_size("512", &v) && v == 512);
+    CHECK(vg__parse_size("64K", &v) && v == 64u << 10);
+    CHECK(vg__parse_size("16M", &v) && v == 16u << 20);
+    CHECK(vg__parse_size("15G", &v) && v == 15ull << 30);
+    CHECK(vg__parse_size("1T", &v) && v == 1ull << 40);
+    CHECK(vg__parse_size("2GiB", &v) && v == 2ull << 30);
+    CHECK(vg__parse_size("3kb", &v) && v == 3u << 10);
+    CHECK(!vg__parse_size("", &v));
+    CHECK(!vg__parse_size("G", &v));
+    CHECK(!vg__parse_size("-1", &v));
+    CHECK(!vg__parse_size("12X", &v));
+    CHECK(!vg__parse_size("99999999999999999999", &v));
+    CHECK(!vg__parse_size("20000000T", &v)); /* overflows 64 bits */
+}
+
+VG_TEST(apply_values) {
+    unsetenv("VRAMGUARD_OPTIONS");
+    CHECK_EQ(vg__options_load_env(), VG_OK);
+    CHECK_EQ(vg__options_apply("mode=guard, verbose=yes ,limit=15G,stack_depth=4", VG_SRC_INIT),
+             VG_OK);
+    CHECK_EQ(vg__opt.mode, VG_MODE_GUARD);
+    CHECK_EQ(vg__opt.verbose, 1);
+    CHECK_EQ(vg__opt.limit.bytes, 15ull << 30);
+    CHECK_EQ(vg__opt.stack_depth, 4);
+    CHECK_EQ(vg__options_apply("limit=0.25", VG_SRC_INIT), VG_OK);
+    CHECK_EQ(vg__opt.limit.bytes, 0);
+    CHECK(vg__opt.limit.fraction > 0.249 && vg__opt.limit.fraction < 0.251);
+    CHECK_STREQ(vg_option("mode"), "guard");
+    CHECK_STREQ(vg_option("limit"), "0.25");
+    CHECK(vg_option("no_such_key") == NULL);
+}
+
+VG_TEST(unknown_key_is_an_error_naming_it) {
+    unsetenv("VRAMGUARD_OPTIONS");
+    CHECK_EQ(vg__options_load_env(), VG_OK);
+    CHECK_EQ(vg__options_apply("mode=guard,colour=blue", VG_SRC_INIT), VG_ERR_INVALID_OPTION);
+    CHECK_CONTAINS(vg_last_error(), "unknown option 'colour'");
+    /* Nothing of a bad string is applied, not even its valid part. */
+    CHECK_EQ(vg__opt.mode, VG_MODE_FAST);
+}
+
+VG_TEST(bad_values_name_key_and_value) {
+    unsetenv("VRAMGUARD_OPTIONS");
+    CHECK_EQ(vg__options_load_env(), VG_OK);
+    CHECK_EQ(vg__options_apply("mode=paranoid", VG_SRC_INIT), VG_ERR_INVALID_OPTION);
+    CHECK_CONTAINS(vg_last_error(), "bad value 'paranoid' for option 'mode'");
+    CHECK_CONTAINS(vg_last_error(), "fast|guard");
+    CHECK_EQ(vg__options_apply("limit=lots", VG_SRC_INIT), VG_ERR_INVALID_OPTION);
+    CHECK_CONTAINS(vg_last_error(), "option 'limit'");
+    CHECK_EQ(vg__options_apply("limit=1.5", VG_SRC_INIT), VG_ERR_INVALID_OPTION);
+    CHECK_EQ(vg__options_apply("verbose=maybe", VG_SRC_INIT), VG_ERR_INVALID_OPTION);
+    CHECK_CONTAINS(vg_last_error(), "option 'verbose'");
+    CHECK_EQ(vg__options_apply("stack_depth=100", VG_SRC_INIT), VG_ERR_INVALID_OPTION);
+    CHECK_CONTAINS(vg_last_error(), "0..64");
+    CHECK_EQ(vg__options_apply("mode", VG_SRC_INIT), VG_ERR_INVALID_OPTION);
+    CHECK_CONTAINS(vg_last_error(), "has no value");
+}
+
+VG_TEST(environment_then_init_string) {
+    setenv("VRAMGUARD_OPTIONS", "mode=guard,limit=1G", 1);
+    CHECK_EQ(vg__options_load_env(), VG_OK);
+    CHECK_EQ(vg__opt.mode, VG_MODE_GUARD);
+    CHECK_EQ(vg__options_apply("limit=2G", VG_SRC_INIT), VG_OK);
+    CHECK_EQ(vg__opt.limit.bytes, 2ull << 30);
+    CHECK_EQ(vg__opt.mode, VG_MODE_GUARD); /* untouched keys keep the environment's value */
+    setenv("VRAMGUARD_OPTIONS", "mode=bogus", 1);
+    CHECK_EQ(vg__options_load_env(), VG_ERR_INVALID_OPTION);
+    CHECK_CONTAINS(vg_last_error(), "in VRAMGUARD_OPTIONS");
+    unsetenv("VRAMGUARD_OPTIONS");
+}

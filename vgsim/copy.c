@@ -1,0 +1,213 @@
+/* copy.c — vgsim: memcpy and memset, synchronous and asynchronous, with CUDA's rules
+ * for when the host waits ("API synchronization behavior" in the driver manual):
+ *
+ *  - HtoD from pageable memory: the source is staged before the call returns, so the
+ *    host may reuse it at once; from pinned memory the copy reads the buffer when the
+ *    stream reaches it (the hazard of scenario S3).
+ *  - DtoH into pageable memory: the call waits for the copy; into pinned memory an async
+ *    copy writes the buffer when the stream reaches it (scenario S4).
+ *  - DtoD and memsets of device memory never make the host wait, even the "synchronous"
+ *    entry points, which are ordered on the legacy default stream.
+ *  - Synchronous HtoD/DtoH copies return when the copy is complete.
+ *
+ * Device ranges are checked when the call is made (CUDA_ERROR_INVALID_VALUE if any byte
+ * is not mapped device memory or mapped pinned memory), as the real driver does.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { SIDE_HOST = 0, SIDE_PINNED, SIDE_DEVICE, SIDE_BAD };
+
+static int classify(const void *p, size_t n) {
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    if (sim_is_device_addr(a))
+        return sim_device_range_ok(a, n) ? SIDE_DEVICE : SIDE_BAD;
+    return sim_is_pinned(p, n) ? SIDE_PINNED : SIDE_HOST;
+}
+
+static bool device_side(int side) { return side == SIDE_DEVICE || side == SIDE_PINNED; }
+
+/* Queue a copy on `stream`. `wait` makes the host wait for it; `stage` copies the
+ * source now. */
+static CUresult copy_on(CUstream stream, void *dst, const void *src, size_t n, bool wait,
+                        bool stage) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_stream_t *s = sim_stream_resolve(c, stream);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    sim_op_t *op = sim_op_new(OP_COPY);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.copy.dst = dst;
+    op->u.copy.src = src;
+    op->u.copy.n = n;
+    if (stage) {
+        op->u.copy.staging = malloc(n);
+        if (!op->u.copy.staging) {
+            free(op);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        memcpy(op->u.copy.staging, src, n);
+    }
+    return wait ? sim_enqueue_wait(s, op) : sim_enqueue(s, op);
+}
+
+static CUresult copy_any(void *dst, const void *src, size_t n, CUstream stream, bool async) {
+    int ds = classify(dst, n), ss = classify(src, n);
+    if (ds == SIDE_BAD || ss == SIDE_BAD)
+        return CUDA_ERROR_INVALID_VALUE;
+    bool dst_dev = ds == SIDE_DEVICE, src_dev = ss == SIDE_DEVICE;
+    if (!async) /* synchronous copies: DtoD does not wait, everything else does */
+        return copy_on(stream, dst, src, n, !(dst_dev && src_dev), false);
+    if (!src_dev && !dst_dev) /* host to host through the driver: ordered and waited */
+        return copy_on(stream, dst, src, n, true, false);
+    if (dst_dev && ss == SIDE_HOST) /* pageable source: staged, host may reuse it */
+        return copy_on(stream, dst, src, n, false, true);
+    if (src_dev && ds == SIDE_HOST) /* pageable destination: the host waits */
+        return copy_on(stream, dst, src, n, true, false);
+    return copy_on(stream, dst, src, n, false, false);
+}
+
+static CUresult check_dev(CUdeviceptr p, size_t n) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return device_side(classify((void *)(uintptr_t)p, n)) ? CUDA_SUCCESS
+                                                           : CUDA_ERROR_INVALID_VALUE;
+}
+
+#define DEV(p) ((void *)(uintptr_t)(p))
+
+VGSIM_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    return copy_any(DEV(dst), DEV(src), bytes, NULL, false);
+}
+
+VGSIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+    return copy_any(DEV(dst), DEV(src), bytes, stream, true);
+}
+
+VGSIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
+    CUresult r = check_dev(dst, bytes);
+    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), src, bytes, NULL, false);
+}
+
+VGSIM_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+    CUresult r = check_dev(src, bytes);
+    return r != CUDA_SUCCESS ? r : copy_any(dst, DEV(src), bytes, NULL, false);
+}
+
+VGSIM_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    CUresult r = check_dev(dst, bytes);
+    if (r == CUDA_SUCCESS)
+        r = check_dev(src, bytes);
+    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), DEV(src), bytes, NULL, false);
+}
+
+VGSIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
+                                        CUstream stream) {
+    CUresult r = check_dev(dst, bytes);
+    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), src, bytes, stream, true);
+}
+
+VGSIM_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes,
+                                        CUstream stream) {
+    CUresult r = check_dev(src, bytes);
+    return r != CUDA_SUCCESS ? r : copy_any(dst, DEV(src), bytes, stream, true);
+}
+
+VGSIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                        CUstream stream) {
+    CUresult r = check_dev(dst, bytes);
+    if (r == CUDA_SUCCESS)
+        r = check_dev(src, bytes);
+    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), DEV(src), bytes, stream, true);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Memsets: never make the host wait for device memory.
+ * ------------------------------------------------------------------------------------- */
+
+static CUresult memset_on(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned elem,
+                          size_t count) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (elem == 4 && (dst & 3))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (count > SIZE_MAX / elem)
+        return CUDA_ERROR_INVALID_VALUE;
+    int side = classify(DEV(dst), count * elem);
+    if (!device_side(side))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_stream_t *s = sim_stream_resolve(c, stream);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (count == 0)
+        return CUDA_SUCCESS;
+    sim_op_t *op = sim_op_new(OP_MEMSET);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.set.dst = DEV(dst);
+    op->u.set.value = value;
+    op->u.set.elem = elem;
+    op->u.set.count = count;
+    return side == SIDE_PINNED ? sim_enqueue_wait(s, op) : sim_enqueue(s, op);
+}
+
+VGSIM_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count) {
+    return memset_on(NULL, dst, value, 1, count);
+}
+
+VGSIM_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t count) {
+    return memset_on(NULL, dst, value, 4, count);
+}
+
+VGSIM_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count,
+                                   CUstream stream) {
+    return memset_on(stream, dst, value, 1, count);
+}
+
+VGSIM_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count,
+                                    CUstream stream) {
+    return memset_on(stream, dst, value, 4, count);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Stream-ordered allocation: allocate at once, free when the stream reaches the free.
+ * ------------------------------------------------------------------------------------- */
+
+VGSIM_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!sim_stream_resolve(c, stream))
+        return CUDA_ERROR_INVALID_HANDLE;
+    return cuMemAlloc_v2(dptr, bytesize);
+}
+
+VGSIM_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_stream_t *s = sim_stream_resolve(c, stream);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    CUdeviceptr base;
+    if (cuMemGetAddressRange_v2(&base, NULL, dptr) != CUDA_SUCCESS || base != dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_op_t *op = sim_op_new(OP_FREE);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.free.ptr = dptr;
+    return sim_enqueue(s, op);
+}

@@ -1,0 +1,234 @@
+/* internal.h — vgsim's shared state. See docs/vgsim.md for what is emulated.
+ *
+ * Model
+ *  - Each device owns an arena: a PROT_NONE, MAP_NORESERVE range of host address space
+ *    (8x the device's memory). Device virtual addresses are addresses in the arena, so a
+ *    host function acting as a kernel dereferences them directly.
+ *  - "Physical" device memory is a sparse memfd per device. cuMemAlloc and cuMemCreate
+ *    take offsets from it (a bump pointer; released ranges are hole-punched, so RAM is
+ *    only used for bytes actually written) and count against the device's size.
+ *  - Mapping = mmap(MAP_SHARED|MAP_FIXED) of the memfd over arena addresses; unmapping
+ *    puts PROT_NONE anonymous memory back. Touching anything not mapped with access
+ *    faults; on a stream worker running a kernel that fault becomes the context's sticky
+ *    CUDA_ERROR_ILLEGAL_ADDRESS.
+ *  - Streams are FIFO queues served by one worker thread each; cross-stream ordering is
+ *    expressed as dependencies (stream, sequence number) that a worker waits for.
+ *
+ * Locking: g_sim.lock protects devices' extent lists, the region table, handles and the
+ * pinned table. Each stream has its own lock. Never hold g_sim.lock while waiting for a
+ * stream.
+ */
+#ifndef VGSIM_INTERNAL_H
+#define VGSIM_INTERNAL_H
+
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../src/driver/driver_funcs.h"
+#include "vgsim.h"
+
+#define VGSIM_API __attribute__((visibility("default")))
+#define VGSIM_GRANULE (2ull << 20) /* VMM granularity */
+#define VGSIM_PAGE 4096ull
+#define VGSIM_MAX_DEVICES 8
+#define VGSIM_VERSION "vgsim 0.1 (CUDA 13 driver API subset)"
+
+/* Prototypes of every exported driver function, from the one list. */
+#define VG_X(api, sym, need, params, args) VGSIM_API CUresult sym params;
+VG_DRIVER_FUNCS(VG_X)
+#undef VG_X
+
+/* ---------------------------------------------------------------------------------------
+ * Devices, regions, handles
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct sim_extent {
+    uint64_t start, end; /* [start, end) */
+} sim_extent_t;
+
+typedef struct sim_ctx sim_ctx_t;
+
+typedef struct sim_device {
+    int ordinal;
+    uint64_t total;          /* device memory in bytes */
+    _Atomic uint64_t used;   /* physical bytes in use */
+    char *arena;             /* base of the address-space arena */
+    uint64_t arena_size;
+    int memfd;               /* backing store of "physical" memory */
+    uint64_t phys_next;      /* bump pointer into the memfd */
+    sim_extent_t *free;      /* free address ranges of the arena, sorted */
+    size_t nfree, capfree;
+    sim_ctx_t *primary;      /* created on first retain, never destroyed */
+    int primary_refs;
+} sim_device_t;
+
+enum { REGION_ALLOC = 1, REGION_RESERVE = 2 };
+
+typedef struct sim_handle {
+    sim_device_t *dev;
+    uint64_t size, phys_off;
+    int maps;                /* live mappings of this handle */
+    bool released;           /* cuMemRelease called: free when maps reaches 0 */
+} sim_handle_t;
+
+typedef struct sim_mapping {
+    uint64_t va, size, offset;
+    sim_handle_t *handle;
+    int prot;                /* PROT_NONE until cuMemSetAccess */
+} sim_mapping_t;
+
+typedef struct sim_region {
+    uint64_t base, size;     /* address range taken from the arena */
+    int kind;                /* REGION_ALLOC or REGION_RESERVE */
+    sim_device_t *dev;
+    uint64_t user_size;      /* ALLOC: bytes asked for */
+    uint64_t phys_off;       /* ALLOC: offset in the memfd */
+    sim_mapping_t **pages;   /* RESERVE: mapping per granule, or NULL */
+} sim_region_t;
+
+enum { PINNED_HOSTALLOC = 1, PINNED_REGISTERED = 2 };
+
+typedef struct sim_pinned {
+    char *base;
+    size_t size;
+    char *alias;             /* HOSTALLOC: a second view the copy engine uses */
+    int kind;
+} sim_pinned_t;
+
+/* ---------------------------------------------------------------------------------------
+ * Contexts, streams, events, operations
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct sim_stream sim_stream_t;
+
+struct sim_ctx {
+    sim_device_t *dev;
+    _Atomic int sticky;      /* CUresult that kills the context, or 0 */
+    pthread_mutex_t lock;    /* the streams array */
+    sim_stream_t *legacy;    /* the legacy default stream */
+    sim_stream_t **streams;  /* every live stream, legacy included */
+    size_t nstreams, capstreams;
+    bool primary;
+};
+
+typedef struct sim_dep {
+    sim_stream_t *stream;
+    uint64_t seq;
+} sim_dep_t;
+
+enum {
+    OP_NOP = 0,
+    OP_COPY,
+    OP_MEMSET,
+    OP_KERNEL,
+    OP_HOSTFN,
+    OP_RECORD,
+    OP_FREE,
+    OP_EXIT
+};
+
+typedef struct sim_event sim_event_t;
+
+typedef struct sim_op {
+    struct sim_op *next;
+    int kind;
+    uint64_t seq;
+    sim_dep_t *deps;
+    size_t ndeps;
+    union {
+        struct { void *dst; const void *src; size_t n; void *staging; } copy;
+        struct { void *dst; uint32_t value; unsigned elem; size_t count; } set;
+        struct { vgsim_kernel_fn fn; vgsim_launch_t launch; const char *name;
+                 unsigned char *storage; } kernel;
+        struct { CUhostFn fn; void *data; } host;
+        struct { sim_event_t *event; } record;
+        struct { CUdeviceptr ptr; } free;
+    } u;
+} sim_op_t;
+
+struct sim_stream {
+    sim_ctx_t *ctx;
+    unsigned flags;          /* CU_STREAM_NON_BLOCKING or 0 */
+    int priority;
+    bool legacy;
+    pthread_t worker;
+    pthread_mutex_t lock;    /* queue and counters */
+    pthread_cond_t work;     /* signalled when ops are queued */
+    pthread_cond_t done;     /* broadcast when an op completes */
+    sim_op_t *head, *tail;
+    _Atomic uint64_t enqueued; /* sequence number of the last queued op */
+    _Atomic uint64_t completed;/* sequence number of the last completed op */
+};
+
+struct sim_event {
+    sim_ctx_t *ctx;
+    unsigned flags;
+    pthread_mutex_t lock;
+    sim_stream_t *stream;    /* last record, or NULL if never recorded */
+    uint64_t seq;
+    uint64_t time_ns;        /* when the record completed */
+    bool timed;              /* time_ns belongs to the last record */
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Global state
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct sim_state {
+    pthread_mutex_t lock;
+    bool initialised;
+    int ndevices;
+    bool vmm;
+    bool log;                /* VGSIM_LOG=1: say why kernels fault */
+    sim_device_t devices[VGSIM_MAX_DEVICES];
+    sim_region_t **regions;  /* sorted by base */
+    size_t nregions, capregions;
+    sim_pinned_t *pinned;    /* sorted by base */
+    size_t npinned, cappinned;
+    int procmem_fd;          /* /proc/self/mem for copies into protected registered memory */
+} sim_state_t;
+
+extern sim_state_t g_sim;
+
+/* core.c */
+CUresult sim_check_init(void);
+sim_ctx_t *sim_current_ctx(void);
+CUresult sim_ctx_check(sim_ctx_t **out); /* current context, alive: or the error */
+void sim_install_fault_handler(void);
+void sim_logf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Run fn(arg) on the calling (worker) thread with faults turned into the return value
+ * CUDA_ERROR_ILLEGAL_ADDRESS; *fault_addr gets the address. */
+CUresult sim_run_guarded(void (*fn)(void *), void *arg, void **fault_addr);
+bool sim_on_worker(void);
+
+/* memory.c */
+sim_region_t *sim_region_find(uint64_t addr); /* region containing addr (lock held) */
+bool sim_device_range_ok(uint64_t addr, size_t n); /* mapped with access, one device */
+bool sim_is_device_addr(uint64_t addr);
+sim_pinned_t *sim_pinned_find(const void *p); /* lock held */
+bool sim_is_pinned(const void *p, size_t n);
+/* Copy to/from host memory the way the copy engine does: through the alias of
+ * cuMemHostAlloc memory, /proc/self/mem for registered memory (so page protections
+ * set by a race detector do not stop it), plain memcpy otherwise. */
+void sim_host_copy(void *dst, const void *src, size_t n);
+CUresult sim_memory_init_device(sim_device_t *d);
+CUresult sim_free_device_ptr(CUdeviceptr p);
+
+/* stream.c */
+sim_stream_t *sim_stream_resolve(sim_ctx_t *ctx, CUstream s); /* NULL/legacy/ptds/handle */
+CUresult sim_stream_create(sim_ctx_t *ctx, unsigned flags, int priority, sim_stream_t **out);
+sim_op_t *sim_op_new(int kind);
+CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op);            /* takes op */
+CUresult sim_enqueue_wait(sim_stream_t *s, sim_op_t *op);       /* enqueue, then wait */
+void sim_wait_seq(sim_stream_t *s, uint64_t seq);
+CUresult sim_ctx_synchronize(sim_ctx_t *ctx);
+bool sim_valid_stream(sim_ctx_t *ctx, sim_stream_t *s);
+
+/* module.c */
+void sim_register_builtin_kernels(void);
+
+#endif /* VGSIM_INTERNAL_H */

@@ -1,0 +1,333 @@
+/* module.c — vgsim: modules, the kernel registry, launches, and built-in kernels.
+ *
+ * cuModuleLoadData takes PTX text. Each `.entry NAME(...)` becomes a function; its
+ * `.param` list gives the size of every argument, so that cuLaunchKernel can copy the
+ * arguments at launch time as the real driver does (the caller may reuse them at once).
+ * The host implementation is looked up by name at launch: registered by the program
+ * (vgsim_register_kernel) or built in (vramguard's checker kernel).
+ */
+#include "internal.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kernels/checker_abi.h"
+
+#define MAX_KERNELS 256
+#define MAX_NAME 128
+
+typedef struct kernel_reg {
+    char name[MAX_NAME];
+    vgsim_kernel_fn fn;
+} kernel_reg_t;
+
+static kernel_reg_t g_kernels[MAX_KERNELS];
+static int g_nkernels;
+static pthread_mutex_t g_kernels_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct sim_func {
+    char name[MAX_NAME];
+    int nparams;
+    size_t sizes[VGSIM_MAX_PARAMS];
+    size_t aligns[VGSIM_MAX_PARAMS];
+} sim_func_t;
+
+typedef struct sim_module {
+    int nfuncs;
+    sim_func_t *funcs;
+} sim_module_t;
+
+VGSIM_API int vgsim_register_kernel(const char *name, vgsim_kernel_fn fn) {
+    if (!name || !fn || strlen(name) >= MAX_NAME)
+        return -1;
+    pthread_mutex_lock(&g_kernels_lock);
+    int rc = -1;
+    for (int i = 0; i < g_nkernels; i++) {
+        if (strcmp(g_kernels[i].name, name) == 0) {
+            g_kernels[i].fn = fn;
+            rc = 0;
+        }
+    }
+    if (rc != 0 && g_nkernels < MAX_KERNELS) {
+        snprintf(g_kernels[g_nkernels].name, MAX_NAME, "%s", name);
+        g_kernels[g_nkernels].fn = fn;
+        g_nkernels++;
+        rc = 0;
+    }
+    pthread_mutex_unlock(&g_kernels_lock);
+    return rc;
+}
+
+static vgsim_kernel_fn lookup_kernel(const char *name) {
+    pthread_mutex_lock(&g_kernels_lock);
+    vgsim_kernel_fn fn = NULL;
+    for (int i = 0; i < g_nkernels && !fn; i++)
+        if (strcmp(g_kernels[i].name, name) == 0)
+            fn = g_kernels[i].fn;
+    pthread_mutex_unlock(&g_kernels_lock);
+    return fn;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * PTX parsing: just the entries and their parameter sizes.
+ * ------------------------------------------------------------------------------------- */
+
+static size_t type_size(const char *t) {
+    /* .u8 .s8 .b8 .u16 .f16 .u32 .f32 .b32 .u64 .s64 .f64 .b64 ... */
+    while (*t && !isdigit((unsigned char)*t))
+        t++;
+    int bits = atoi(t);
+    return bits >= 8 ? (size_t)bits / 8 : 0;
+}
+
+/* Parse "(.param .u64 a, .param .align 8 .b8 b[16], ...)" starting at p (after '('). */
+static const char *parse_params(const char *p, sim_func_t *f) {
+    f->nparams = 0;
+    while (*p && *p != ')') {
+        const char *param = strstr(p, ".param");
+        const char *close = strchr(p, ')');
+        if (!param || (close && param > close))
+            break;
+        p = param + 6;
+        size_t align = 0, size = 0, count = 1;
+        char word[64];
+        for (;;) {
+            while (isspace((unsigned char)*p))
+                p++;
+            if (*p != '.')
+                break;
+            int n = 0;
+            while (*p && !isspace((unsigned char)*p) && *p != ',' && *p != ')' &&
+                   n < (int)sizeof word - 1)
+                word[n++] = *p++;
+            word[n] = '\0';
+            if (strcmp(word, ".align") == 0) {
+                while (isspace((unsigned char)*p))
+                    p++;
+                align = (size_t)strtoul(p, (char **)&p, 10);
+            } else if (strcmp(word, ".ptr") != 0 && strcmp(word, ".global") != 0 &&
+                       strcmp(word, ".const") != 0 && strcmp(word, ".local") != 0 &&
+                       strcmp(word, ".shared") != 0) {
+                size = type_size(word);
+            }
+        }
+        while (*p && *p != ',' && *p != ')' && *p != '[')
+            p++;
+        if (*p == '[') {
+            count = (size_t)strtoul(p + 1, (char **)&p, 10);
+            while (*p && *p != ']')
+                p++;
+            if (*p)
+                p++;
+        }
+        if (size == 0 || f->nparams >= VGSIM_MAX_PARAMS)
+            return NULL;
+        f->sizes[f->nparams] = size * count;
+        f->aligns[f->nparams] = align ? align : size;
+        f->nparams++;
+        while (*p && *p != ',' && *p != ')')
+            p++;
+        if (*p == ',')
+            p++;
+    }
+    return p;
+}
+
+VGSIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!module || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    const char *text = image;
+    if ((unsigned char)text[0] == 0x7f && text[1] == 'E')
+        return CUDA_ERROR_INVALID_IMAGE; /* cubin: vgsim runs PTX-named kernels only */
+    sim_module_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    for (const char *p = strstr(text, ".entry"); p; p = strstr(p, ".entry")) {
+        p += 6;
+        while (isspace((unsigned char)*p))
+            p++;
+        sim_func_t f;
+        memset(&f, 0, sizeof f);
+        size_t n = 0;
+        while ((isalnum((unsigned char)*p) || *p == '_' || *p == '$') && n < MAX_NAME - 1)
+            f.name[n++] = *p++;
+        while (isspace((unsigned char)*p))
+            p++;
+        if (n == 0 || *p != '(') {
+            if (n > 0 && (*p == '{' || *p == '.')) { /* an entry with no parameters */
+                f.nparams = 0;
+            } else {
+                continue;
+            }
+        } else if (!(p = parse_params(p + 1, &f))) {
+            free(m->funcs);
+            free(m);
+            return CUDA_ERROR_INVALID_PTX;
+        }
+        sim_func_t *grown = realloc(m->funcs, (size_t)(m->nfuncs + 1) * sizeof *grown);
+        if (!grown) {
+            free(m->funcs);
+            free(m);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        m->funcs = grown;
+        m->funcs[m->nfuncs++] = f;
+    }
+    if (m->nfuncs == 0) {
+        free(m);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    *module = (CUmodule)m;
+    return CUDA_SUCCESS;
+}
+
+VGSIM_API CUresult cuModuleUnload(CUmodule module) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_module_t *m = (sim_module_t *)module;
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
+    /* Functions may still be queued on a stream: keep the memory (a few bytes). */
+    return CUDA_SUCCESS;
+}
+
+VGSIM_API CUresult cuModuleGetFunction(CUfunction *func, CUmodule module, const char *name) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_module_t *m = (sim_module_t *)module;
+    if (!func || !m || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < m->nfuncs; i++) {
+        if (strcmp(m->funcs[i].name, name) == 0) {
+            *func = (CUfunction)&m->funcs[i];
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+VGSIM_API CUresult cuFuncGetName(const char **name, CUfunction func) {
+    if (!name || !func)
+        return CUDA_ERROR_INVALID_VALUE;
+    *name = ((sim_func_t *)func)->name;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Launches
+ * ------------------------------------------------------------------------------------- */
+
+static size_t align_to(size_t x, size_t a) { return a ? (x + a - 1) / a * a : x; }
+
+VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                  unsigned int gz, unsigned int bx, unsigned int by,
+                                  unsigned int bz, unsigned int shmem, CUstream stream,
+                                  void **params, void **extra) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_func_t *fn = (sim_func_t *)f;
+    if (!fn)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_stream_t *s = sim_stream_resolve(c, stream);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    vgsim_kernel_fn impl = lookup_kernel(fn->name);
+    if (!impl) {
+        sim_logf("no host implementation of kernel '%s' is registered", fn->name);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    /* Arguments come from kernelParams, or packed in an `extra` buffer. */
+    const unsigned char *packed = NULL;
+    size_t packed_size = 0;
+    if (!params && extra) {
+        for (size_t i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+                packed = extra[i + 1];
+            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+                packed_size = *(size_t *)extra[i + 1];
+            else
+                return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    if (fn->nparams > 0 && !params && !packed)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t total = 0;
+    for (int i = 0; i < fn->nparams; i++)
+        total = align_to(total, fn->aligns[i]) + fn->sizes[i];
+    if (packed && packed_size < total)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_op_t *op = sim_op_new(OP_KERNEL);
+    unsigned char *storage = total ? malloc(total) : NULL;
+    if (!op || (total && !storage)) {
+        free(op);
+        free(storage);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    vgsim_launch_t *l = &op->u.kernel.launch;
+    size_t off = 0;
+    for (int i = 0; i < fn->nparams; i++) {
+        off = align_to(off, fn->aligns[i]);
+        memcpy(storage + off, packed ? packed + off : params[i], fn->sizes[i]);
+        l->params[i] = storage + off;
+        off += fn->sizes[i];
+    }
+    l->nparams = fn->nparams;
+    l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = gz;
+    l->block[0] = bx, l->block[1] = by, l->block[2] = bz;
+    l->shared_mem = shmem;
+    op->u.kernel.fn = impl;
+    op->u.kernel.name = fn->name;
+    op->u.kernel.storage = storage;
+    return sim_enqueue(s, op);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Built-in kernels: vramguard's guard checker, the host twin of kernels/checker.cu.
+ * ------------------------------------------------------------------------------------- */
+
+static void guard_check_kernel(const vgsim_launch_t *l) {
+    const vg_check_desc_t *descs = *(const vg_check_desc_t **)l->params[0];
+    unsigned n = *(const unsigned *)l->params[1];
+    vg_check_result_t *res = *(vg_check_result_t **)l->params[2];
+    unsigned *n_bad = *(unsigned **)l->params[3];
+    for (unsigned i = 0; i < n; i++) {
+        const unsigned char *p = (const unsigned char *)(uintptr_t)descs[i].addr;
+        uint64_t len = descs[i].len, a = descs[i].addr;
+        uint32_t pat = descs[i].pattern;
+        uint64_t k = 0;
+        /* Compare 8 bytes at a time where aligned; fall back to bytes around mismatches. */
+        uint64_t word = (uint64_t)pat | ((uint64_t)pat << 32);
+        while (k < len) {
+            if (((a + k) & 7) == 0 && k + 8 <= len &&
+                *(const uint64_t *)(const void *)(p + k) == word) {
+                k += 8;
+                continue;
+            }
+            if (p[k] != vg_pattern_byte(pat, a + k)) {
+                if (res[i].first_bad == VG_CHECK_NONE) {
+                    res[i].first_bad = k;
+                    (*n_bad)++;
+                }
+                res[i].last_bad = k;
+                res[i].bad_bytes++;
+            }
+            k++;
+        }
+    }
+}
+
+void sim_register_builtin_kernels(void) {
+    vgsim_register_kernel(VG_CHECK_KERNEL_NAME, guard_check_kernel);
+}

@@ -1,0 +1,568 @@
+/* stream.c — vgsim: streams, events, the worker threads, synchronisation.
+ *
+ * Each stream is a FIFO of operations served by its own worker thread. An operation
+ * carries dependencies (stream, seq): the worker waits until each named stream has
+ * completed that sequence number before running it. Dependencies express:
+ *  - the legacy default stream: an op on it waits for everything already queued on every
+ *    blocking stream of the context, and an op on a blocking stream waits for everything
+ *    already queued on the legacy stream (non-blocking streams skip both);
+ *  - cuStreamWaitEvent: a no-op that waits for the event's recorded (stream, seq).
+ * Completion is published by bumping `completed` under the stream's lock and
+ * broadcasting `done`; waiting on a stream never holds another stream's lock.
+ *
+ * After a sticky error the workers still drain their queues, but skip the work, so that
+ * synchronisation returns (with the error) instead of hanging.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Operations
+ * ------------------------------------------------------------------------------------- */
+
+sim_op_t *sim_op_new(int kind) {
+    sim_op_t *op = calloc(1, sizeof *op);
+    if (op)
+        op->kind = kind;
+    return op;
+}
+
+static void op_free(sim_op_t *op) {
+    if (op->kind == OP_COPY)
+        free(op->u.copy.staging);
+    if (op->kind == OP_KERNEL)
+        free(op->u.kernel.storage);
+    free(op->deps);
+    free(op);
+}
+
+static bool op_add_dep(sim_op_t *op, sim_stream_t *s, uint64_t seq) {
+    if (seq == 0 || atomic_load(&s->completed) >= seq)
+        return true; /* already satisfied */
+    sim_dep_t *d = realloc(op->deps, (op->ndeps + 1) * sizeof *d);
+    if (!d)
+        return false;
+    op->deps = d;
+    op->deps[op->ndeps++] = (sim_dep_t){s, seq};
+    return true;
+}
+
+typedef struct run_arg {
+    sim_op_t *op;
+} run_arg_t;
+
+static void run_copy(void *arg) {
+    sim_op_t *op = ((run_arg_t *)arg)->op;
+    sim_host_copy(op->u.copy.dst, op->u.copy.staging ? op->u.copy.staging : op->u.copy.src,
+                  op->u.copy.n);
+}
+
+static void run_memset(void *arg) {
+    sim_op_t *op = ((run_arg_t *)arg)->op;
+    if (op->u.set.elem == 1) {
+        memset(op->u.set.dst, (int)op->u.set.value, op->u.set.count);
+    } else {
+        uint32_t *p = op->u.set.dst, v = op->u.set.value;
+        for (size_t i = 0; i < op->u.set.count; i++)
+            p[i] = v;
+    }
+}
+
+static void run_kernel(void *arg) {
+    sim_op_t *op = ((run_arg_t *)arg)->op;
+    op->u.kernel.fn(&op->u.kernel.launch);
+}
+
+static void execute(sim_stream_t *s, sim_op_t *op) {
+    sim_ctx_t *ctx = s->ctx;
+    bool dead = atomic_load(&ctx->sticky) != 0;
+    run_arg_t arg = {op};
+    void *fault = NULL;
+    CUresult r = CUDA_SUCCESS;
+    switch (op->kind) {
+    case OP_COPY:
+        if (!dead)
+            r = sim_run_guarded(run_copy, &arg, &fault);
+        break;
+    case OP_MEMSET:
+        if (!dead)
+            r = sim_run_guarded(run_memset, &arg, &fault);
+        break;
+    case OP_KERNEL:
+        if (!dead)
+            r = sim_run_guarded(run_kernel, &arg, &fault);
+        break;
+    case OP_HOSTFN:
+        if (!dead)
+            op->u.host.fn(op->u.host.data);
+        break;
+    case OP_RECORD: {
+        sim_event_t *e = op->u.record.event;
+        pthread_mutex_lock(&e->lock);
+        if (e->stream == s && e->seq == op->seq) {
+            e->time_ns = now_ns();
+            e->timed = true;
+        }
+        pthread_mutex_unlock(&e->lock);
+        break;
+    }
+    case OP_FREE:
+        if (!dead)
+            sim_free_device_ptr(op->u.free.ptr);
+        break;
+    default: break;
+    }
+    if (r != CUDA_SUCCESS) {
+        int expected = 0;
+        atomic_compare_exchange_strong(&ctx->sticky, &expected, (int)r);
+        sim_logf("%s%s%s touched %p, which is not mapped device memory: the context now "
+                 "fails with CUDA_ERROR_ILLEGAL_ADDRESS",
+                 op->kind == OP_KERNEL ? "kernel '" : "a copy or memset",
+                 op->kind == OP_KERNEL ? op->u.kernel.name : "",
+                 op->kind == OP_KERNEL ? "'" : "", fault);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Workers
+ * ------------------------------------------------------------------------------------- */
+
+void sim_wait_seq(sim_stream_t *s, uint64_t seq) {
+    if (atomic_load(&s->completed) >= seq)
+        return;
+    pthread_mutex_lock(&s->lock);
+    while (atomic_load(&s->completed) < seq)
+        pthread_cond_wait(&s->done, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void *worker_main(void *arg) {
+    sim_stream_t *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        while (!s->head)
+            pthread_cond_wait(&s->work, &s->lock);
+        sim_op_t *op = s->head;
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+
+        for (size_t i = 0; i < op->ndeps; i++)
+            sim_wait_seq(op->deps[i].stream, op->deps[i].seq);
+        execute(s, op);
+
+        int kind = op->kind;
+        pthread_mutex_lock(&s->lock);
+        atomic_store(&s->completed, op->seq);
+        pthread_cond_broadcast(&s->done);
+        pthread_mutex_unlock(&s->lock);
+        op_free(op);
+        if (kind == OP_EXIT)
+            return NULL; /* the stream struct stays: events and deps may still name it */
+    }
+}
+
+CUresult sim_stream_create(sim_ctx_t *ctx, unsigned flags, int priority, sim_stream_t **out) {
+    sim_stream_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->ctx = ctx;
+    s->flags = flags;
+    s->priority = priority;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->done, NULL);
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->nstreams == ctx->capstreams) {
+        size_t cap = ctx->capstreams ? ctx->capstreams * 2 : 8;
+        sim_stream_t **p = realloc(ctx->streams, cap * sizeof *p);
+        if (!p) {
+            pthread_mutex_unlock(&ctx->lock);
+            free(s);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        ctx->streams = p;
+        ctx->capstreams = cap;
+    }
+    /* Worker threads must not take the program's signals meant for its own threads;
+     * they inherit the creator's mask, which is what the program expects. */
+    if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
+        pthread_mutex_unlock(&ctx->lock);
+        free(s);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_detach(s->worker);
+    ctx->streams[ctx->nstreams++] = s;
+    pthread_mutex_unlock(&ctx->lock);
+    *out = s;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Enqueueing
+ * ------------------------------------------------------------------------------------- */
+
+static bool is_blocking(sim_stream_t *s) { return !(s->flags & CU_STREAM_NON_BLOCKING); }
+
+CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op) {
+    sim_ctx_t *ctx = s->ctx;
+    bool ok = true;
+    if (s->legacy) {
+        pthread_mutex_lock(&ctx->lock);
+        for (size_t i = 0; i < ctx->nstreams && ok; i++) {
+            sim_stream_t *o = ctx->streams[i];
+            if (o != s && is_blocking(o))
+                ok = op_add_dep(op, o, atomic_load(&o->enqueued));
+        }
+        pthread_mutex_unlock(&ctx->lock);
+    } else if (is_blocking(s)) {
+        ok = op_add_dep(op, ctx->legacy, atomic_load(&ctx->legacy->enqueued));
+    }
+    if (!ok) {
+        op_free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&s->lock);
+    op->seq = atomic_load(&s->enqueued) + 1;
+    atomic_store(&s->enqueued, op->seq);
+    if (op->kind == OP_RECORD) { /* publish the record's position under the stream lock */
+        sim_event_t *e = op->u.record.event;
+        pthread_mutex_lock(&e->lock);
+        e->stream = s;
+        e->seq = op->seq;
+        e->timed = false;
+        pthread_mutex_unlock(&e->lock);
+    }
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_enqueue_wait(sim_stream_t *s, sim_op_t *op) {
+    CUresult r = sim_enqueue(s, op);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_wait_seq(s, atomic_load(&s->enqueued));
+    int sticky = atomic_load(&s->ctx->sticky);
+    return sticky ? (CUresult)sticky : CUDA_SUCCESS;
+}
+
+static __thread sim_stream_t *t_ptds;
+static __thread sim_ctx_t *t_ptds_ctx;
+
+bool sim_valid_stream(sim_ctx_t *ctx, sim_stream_t *s) {
+    pthread_mutex_lock(&ctx->lock);
+    bool ok = false;
+    for (size_t i = 0; i < ctx->nstreams && !ok; i++)
+        ok = ctx->streams[i] == s;
+    pthread_mutex_unlock(&ctx->lock);
+    return ok;
+}
+
+sim_stream_t *sim_stream_resolve(sim_ctx_t *ctx, CUstream h) {
+    if (h == NULL || h == CU_STREAM_LEGACY)
+        return ctx->legacy;
+    if (h == CU_STREAM_PER_THREAD) {
+        if (t_ptds_ctx != ctx || !t_ptds) {
+            sim_stream_t *s;
+            if (sim_stream_create(ctx, CU_STREAM_DEFAULT, 0, &s) != CUDA_SUCCESS)
+                return NULL;
+            t_ptds = s;
+            t_ptds_ctx = ctx;
+        }
+        return t_ptds;
+    }
+    sim_stream_t *s = (sim_stream_t *)h;
+    return sim_valid_stream(ctx, s) ? s : NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Stream API
+ * ------------------------------------------------------------------------------------- */
+
+VGSIM_API CUresult cuStreamCreate(CUstream *pstream, unsigned int flags) {
+    return cuStreamCreateWithPriority(pstream, flags, 0);
+}
+
+VGSIM_API CUresult cuStreamCreateWithPriority(CUstream *pstream, unsigned int flags,
+                                              int priority) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pstream || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_stream_t *s;
+    r = sim_stream_create(c, flags, priority, &s);
+    if (r == CUDA_SUCCESS)
+        *pstream = (CUstream)s;
+    return r;
+}
+
+VGSIM_API CUresult cuStreamDestroy_v2(CUstream stream) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_ctx_t *c = sim_current_ctx(); /* destroying works on a dead context too */
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    sim_stream_t *s = (sim_stream_t *)stream;
+    if (!s || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD || s->legacy)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&c->lock);
+    size_t i = 0;
+    while (i < c->nstreams && c->streams[i] != s)
+        i++;
+    if (i == c->nstreams) {
+        pthread_mutex_unlock(&c->lock);
+        return CUDA_ERROR_INVALID_HANDLE;
+    }
+    memmove(&c->streams[i], &c->streams[i + 1], (c->nstreams - i - 1) * sizeof s);
+    c->nstreams--;
+    pthread_mutex_unlock(&c->lock);
+    /* Queued work still runs (as on a GPU); then the worker exits. */
+    sim_op_t *op = sim_op_new(OP_EXIT);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&s->lock);
+    op->seq = atomic_load(&s->enqueued) + 1;
+    atomic_store(&s->enqueued, op->seq);
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    pthread_cond_signal(&s->work);
+    pthread_mutex_unlock(&s->lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult resolve(CUstream h, sim_ctx_t **pc, sim_stream_t **ps) {
+    CUresult r = sim_ctx_check(pc);
+    if (r != CUDA_SUCCESS)
+        return r;
+    *ps = sim_stream_resolve(*pc, h);
+    return *ps ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+VGSIM_API CUresult cuStreamQuery(CUstream stream) {
+    sim_ctx_t *c;
+    sim_stream_t *s;
+    CUresult r = resolve(stream, &c, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return atomic_load(&s->completed) >= atomic_load(&s->enqueued) ? CUDA_SUCCESS
+                                                                   : CUDA_ERROR_NOT_READY;
+}
+
+VGSIM_API CUresult cuStreamSynchronize(CUstream stream) {
+    sim_ctx_t *c;
+    sim_stream_t *s;
+    CUresult r = resolve(stream, &c, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (s->legacy) { /* a marker on the legacy stream also waits for blocking streams */
+        sim_op_t *op = sim_op_new(OP_NOP);
+        if (!op)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        return sim_enqueue_wait(s, op);
+    }
+    sim_wait_seq(s, atomic_load(&s->enqueued));
+    int sticky = atomic_load(&c->sticky);
+    return sticky ? (CUresult)sticky : CUDA_SUCCESS;
+}
+
+CUresult sim_ctx_synchronize(sim_ctx_t *ctx) {
+    /* Snapshot (stream, last queued seq) pairs, then wait without holding the lock. */
+    pthread_mutex_lock(&ctx->lock);
+    size_t n = ctx->nstreams;
+    sim_dep_t local[64];
+    sim_dep_t *list = n <= 64 ? local : malloc(n * sizeof *list);
+    if (!list) {
+        pthread_mutex_unlock(&ctx->lock);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (size_t i = 0; i < n; i++)
+        list[i] = (sim_dep_t){ctx->streams[i], atomic_load(&ctx->streams[i]->enqueued)};
+    pthread_mutex_unlock(&ctx->lock);
+    for (size_t i = 0; i < n; i++)
+        sim_wait_seq(list[i].stream, list[i].seq);
+    if (list != local)
+        free(list);
+    int sticky = atomic_load(&ctx->sticky);
+    return sticky ? (CUresult)sticky : CUDA_SUCCESS;
+}
+
+VGSIM_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
+    sim_ctx_t *c;
+    sim_stream_t *s;
+    CUresult r = resolve(stream, &c, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event_t *e = (sim_event_t *)event;
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&e->lock);
+    sim_stream_t *es = e->stream;
+    uint64_t seq = e->seq;
+    pthread_mutex_unlock(&e->lock);
+    if (!es)
+        return CUDA_SUCCESS; /* never recorded: nothing to wait for */
+    sim_op_t *op = sim_op_new(OP_NOP);
+    if (!op || !op_add_dep(op, es, seq)) {
+        free(op);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return sim_enqueue(s, op);
+}
+
+VGSIM_API CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data) {
+    sim_ctx_t *c;
+    sim_stream_t *s;
+    CUresult r = resolve(stream, &c, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!fn)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_op_t *op = sim_op_new(OP_HOSTFN);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.host.fn = fn;
+    op->u.host.data = data;
+    return sim_enqueue(s, op);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Events
+ * ------------------------------------------------------------------------------------- */
+
+VGSIM_API CUresult cuEventCreate(CUevent *pevent, unsigned int flags) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!pevent || (flags & ~0x7u))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_event_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->ctx = c;
+    e->flags = flags;
+    pthread_mutex_init(&e->lock, NULL);
+    *pevent = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+VGSIM_API CUresult cuEventDestroy_v2(CUevent event) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event_t *e = (sim_event_t *)event;
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    /* A pending record still points at the event: wait for it before freeing. */
+    pthread_mutex_lock(&e->lock);
+    sim_stream_t *s = e->stream;
+    uint64_t seq = e->seq;
+    pthread_mutex_unlock(&e->lock);
+    if (s)
+        sim_wait_seq(s, seq);
+    pthread_mutex_destroy(&e->lock);
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+VGSIM_API CUresult cuEventRecord(CUevent event, CUstream stream) {
+    sim_ctx_t *c;
+    sim_stream_t *s;
+    CUresult r = resolve(stream, &c, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event_t *e = (sim_event_t *)event;
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    sim_op_t *op = sim_op_new(OP_RECORD);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    op->u.record.event = e;
+    return sim_enqueue(s, op);
+}
+
+VGSIM_API CUresult cuEventQuery(CUevent event) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event_t *e = (sim_event_t *)event;
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&e->lock);
+    sim_stream_t *s = e->stream;
+    uint64_t seq = e->seq;
+    pthread_mutex_unlock(&e->lock);
+    if (!s || atomic_load(&s->completed) >= seq)
+        return CUDA_SUCCESS;
+    return CUDA_ERROR_NOT_READY;
+}
+
+VGSIM_API CUresult cuEventSynchronize(CUevent event) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event_t *e = (sim_event_t *)event;
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&e->lock);
+    sim_stream_t *s = e->stream;
+    uint64_t seq = e->seq;
+    pthread_mutex_unlock(&e->lock);
+    if (s)
+        sim_wait_seq(s, seq);
+    int sticky = atomic_load(&c->sticky);
+    return sticky ? (CUresult)sticky : CUDA_SUCCESS;
+}
+
+VGSIM_API CUresult cuEventElapsedTime_v2(float *ms, CUevent start, CUevent end) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_event_t *a = (sim_event_t *)start, *b = (sim_event_t *)end;
+    if (!ms || !a || !b)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (cuEventQuery(start) != CUDA_SUCCESS || cuEventQuery(end) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_READY;
+    pthread_mutex_lock(&a->lock);
+    bool ta = a->timed && a->stream;
+    uint64_t t0 = a->time_ns;
+    pthread_mutex_unlock(&a->lock);
+    pthread_mutex_lock(&b->lock);
+    bool tb = b->timed && b->stream;
+    uint64_t t1 = b->time_ns;
+    pthread_mutex_unlock(&b->lock);
+    if (!ta || !tb)
+        return CUDA_ERROR_INVALID_HANDLE; /* never recorded */
+    *ms = (float)((double)((int64_t)(t1 - t0)) / 1e6);
+    return CUDA_SUCCESS;
+}

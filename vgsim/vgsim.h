@@ -1,0 +1,52 @@
+/* vgsim.h — vgsim's own additions to the driver API, for test and example programs.
+ *
+ * vgsim is a CPU implementation of the CUDA driver API (see docs/vgsim.md). A "kernel" on
+ * vgsim is a host function registered under the kernel's name; cuModuleLoadData() accepts
+ * PTX text, and every `.entry NAME(...)` in it whose NAME is registered becomes a function
+ * that cuLaunchKernel() runs in stream order on the stream's worker thread. A kernel that
+ * touches device memory that is not mapped (or mapped without access) kills the context
+ * with a sticky CUDA_ERROR_ILLEGAL_ADDRESS, as on a GPU.
+ *
+ * Programs should look these functions up with dlsym(RTLD_DEFAULT, "vgsim_...") so that
+ * the same binary also runs on a real driver (where the lookup returns NULL).
+ *
+ * Settings (environment, read at cuInit):
+ *   VGSIM_MEMORY=80G   device memory per device (K/M/G/T suffixes)
+ *   VGSIM_DEVICES=1    number of devices
+ *   VGSIM_VMM=1        0 makes the device report no virtual memory management support
+ */
+#ifndef VGSIM_H
+#define VGSIM_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VGSIM_MAX_PARAMS 32
+
+typedef struct vgsim_launch {
+    unsigned int grid[3];   /* gridDimX/Y/Z */
+    unsigned int block[3];  /* blockDimX/Y/Z */
+    unsigned int shared_mem;
+    int nparams;            /* parameters declared by the .entry */
+    void *params[VGSIM_MAX_PARAMS]; /* params[i] points to a copy of argument i */
+} vgsim_launch_t;
+
+/* A host implementation of a kernel: runs once per launch, and loops over the logical
+ * grid itself if it needs to. */
+typedef void (*vgsim_kernel_fn)(const vgsim_launch_t *launch);
+
+/* Register (or replace) the host implementation of kernel `name`. Returns 0, or -1 when
+ * the name is too long or the registry is full. Thread safe. */
+int vgsim_register_kernel(const char *name, vgsim_kernel_fn fn);
+
+/* vgsim's version; its presence tells a program (or vramguard) that it runs on vgsim. */
+const char *vgsim_version(void);
+
+typedef const char *(*vgsim_version_fn)(void);
+typedef int (*vgsim_register_kernel_fn)(const char *name, vgsim_kernel_fn fn);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VGSIM_H */
