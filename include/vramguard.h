@@ -100,6 +100,146 @@ VG_API const char *vg_option(const char *key);
 VG_API void vg_set_output_callback(void (*fn)(const char *text, size_t len, void *arg),
                                    void *arg);
 
+/* =========================================================================================
+ * Allocation
+ * =======================================================================================*/
+
+/* Allocate `size` bytes of device memory on the current context's device, ordered on
+ * `stream` (a CUstream; NULL is the legacy default stream). If no context is current,
+ * the primary context of device 0 is made current, as the CUDA runtime does.
+ *
+ * The memory may be used by work on `stream` at once; other streams must first wait for
+ * `stream` (or see vg_record_stream). The pointer is aligned to 512 bytes. size 0 gives
+ * a valid, unique pointer. On failure *ptr is NULL and, for VG_ERR_OUT_OF_MEMORY,
+ * vg_last_error() explains: the request, the device's memory, what is free, the largest
+ * block that could be served, and the top holders by allocation site.
+ *
+ *   void *p;
+ *   vg_status_t st = vg_malloc(&p, n * sizeof(float), stream);
+ */
+VG_API vg_status_t vg_malloc(void **ptr, size_t size, void *stream);
+
+/* Allocate on a given device (its primary context); what PyTorch's allocator does. */
+VG_API vg_status_t vg_malloc_device(void **ptr, size_t size, int device, void *stream);
+
+/* Free memory from vg_malloc, ordered on `stream`: work queued on `stream` before this call
+ * may still use it; the memory is reused on `stream` at once and on other streams only
+ * after that work completes. NULL ptr is a no-op. A pointer vramguard did not hand out, one
+ * already freed, one inside an allocation, or one of another device is reported and
+ * returned as VG_ERR_INVALID_FREE / VG_ERR_DOUBLE_FREE / VG_ERR_INTERIOR_FREE /
+ * VG_ERR_WRONG_DEVICE; the allocator's state is left intact. */
+VG_API vg_status_t vg_free(void *ptr, void *stream);
+
+/* As vg_free, also checking that the allocation belongs to `device`. */
+VG_API vg_status_t vg_free_device(void *ptr, int device, void *stream);
+
+/* Record that `stream` uses the allocation at ptr (PyTorch's record_stream): when it is
+ * freed, it is not reused before the work queued on `stream` up to the free completes. */
+VG_API vg_status_t vg_record_stream(void *ptr, void *stream);
+
+/* Tell vramguard that all work queued on `stream` so far has completed (the program
+ * synchronised it). Optional: it lets memory freed on `stream` move to other streams
+ * without an event. The interposer calls it on every synchronisation it sees. */
+VG_API vg_status_t vg_stream_synchronized(void *stream);
+
+/* Forget a stream before the program destroys it: waits for its work, then lets every
+ * block freed on it serve any stream. */
+VG_API vg_status_t vg_forget_stream(void *stream);
+
+/* Return cached, unused device memory to the driver (every device). Waits for the
+ * streams whose freed blocks it releases. */
+VG_API vg_status_t vg_empty_cache(void);
+
+/* Cap the device memory vramguard reserves on `device` (0 removes the cap). Memory
+ * already reserved above a new cap is released where it is free. The `limit` option
+ * sets the same cap for every device, as bytes or a fraction (limit=0.2). */
+VG_API vg_status_t vg_set_memory_limit(int device, size_t bytes);
+
+/* Check every invariant of every heap (blocks tile their segments, the free index and the
+ * statistics agree, ...). VG_OK, or VG_ERR_INTERNAL with the violation in
+ * vg_last_error(). Costs O(blocks); meant for tests and debugging. */
+VG_API vg_status_t vg_validate(void);
+
+/* =========================================================================================
+ * Statistics
+ * =======================================================================================*/
+
+/* One counter, as in PyTorch's memory_stats(): current value, peak, total increase and
+ * total decrease since the start (or the last reset). */
+typedef struct vg_stat {
+    int64_t current, peak, allocated, freed;
+} vg_stat_t;
+
+/* Pools, as PyTorch splits its statistics: all memory, blocks <= 1 MiB, larger blocks. */
+enum { VG_POOL_ALL = 0, VG_POOL_SMALL = 1, VG_POOL_LARGE = 2, VG_POOLS = 3 };
+
+/* X(field, PyTorch key, summary row, bytes?) — the per-pool counters. */
+#define VG_STATS_POOLED(X)                                                                  \
+    X(allocated_bytes, "allocated_bytes", "Allocated memory", 1)                            \
+    X(active_bytes, "active_bytes", "Active memory", 1)                                     \
+    X(requested_bytes, "requested_bytes", "Requested memory", 1)                            \
+    X(reserved_bytes, "reserved_bytes", "GPU reserved memory", 1)                           \
+    X(inactive_split_bytes, "inactive_split_bytes", "Non-releasable memory", 1)             \
+    X(allocation, "allocation", "Allocations", 0)                                           \
+    X(active, "active", "Active allocs", 0)                                                 \
+    X(segment, "segment", "GPU reserved segments", 0)                                       \
+    X(inactive_split, "inactive_split", "Non-releasable allocs", 0)
+
+/* X(field, PyTorch key, summary row) — counters without pools. */
+#define VG_STATS_SINGLE(X)                                                                  \
+    X(oversize_allocations, "oversize_allocations", "Oversize allocations")                 \
+    X(oversize_segments, "oversize_segments", "Oversize GPU segments")
+
+/* X(field, PyTorch key) — event counters. */
+#define VG_STATS_EVENTS(X)                                                                  \
+    X(num_alloc_retries, "num_alloc_retries")                                               \
+    X(num_ooms, "num_ooms")                                                                 \
+    X(num_sync_all_streams, "num_sync_all_streams")                                         \
+    X(num_device_alloc, "num_device_alloc")                                                 \
+    X(num_device_free, "num_device_free")
+
+#define VG_STATS_VERSION 1
+
+typedef struct vg_stats {
+    uint32_t version;       /* VG_STATS_VERSION */
+    uint32_t size;          /* sizeof(vg_stats_t), set by the caller */
+#define VG_X(f, key, row, bytes) vg_stat_t f[VG_POOLS];
+    VG_STATS_POOLED(VG_X)
+#undef VG_X
+#define VG_X(f, key, row) vg_stat_t f;
+    VG_STATS_SINGLE(VG_X)
+#undef VG_X
+#define VG_X(f, key) uint64_t f;
+    VG_STATS_EVENTS(VG_X)
+#undef VG_X
+    uint64_t largest_free_block;   /* largest free block held in the cache, bytes */
+    uint64_t largest_servable;     /* largest request that would succeed now, bytes */
+    uint64_t device_total;         /* the device's memory, bytes */
+    uint64_t limit;                /* the cap on reserved memory, 0 = none */
+} vg_stats_t;
+
+/* Fill *out with the statistics of `device` (-1: the current context's device). Set
+ * out->size = sizeof *out first; fields the library does not know stay untouched.
+ * active/requested/allocated match PyTorch's meanings; reserved_bytes is device memory
+ * mapped by vramguard; inactive_split* are computed when read (peak: the largest seen by
+ * a read). */
+VG_API vg_status_t vg_get_stats(int device, vg_stats_t *out);
+
+/* Reset the peaks (to the current values) / the accumulated counters of `device`. */
+VG_API vg_status_t vg_reset_peak_stats(int device);
+VG_API vg_status_t vg_reset_accumulated_stats(int device);
+
+/* A text table with the rows and columns of PyTorch's torch.cuda.memory_summary() for
+ * `device` (-1: current). The caller frees it with vg_free_string(). NULL on error. */
+VG_API char *vg_memory_summary(int device);
+
+/* The statistics as one JSON object with PyTorch's memory_stats() keys
+ * ("allocated_bytes.all.current": 123, ...). Free with vg_free_string(). */
+VG_API char *vg_memory_stats_json(int device);
+
+/* Free a string returned by vramguard. */
+VG_API void vg_free_string(char *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -45,5 +45,6 @@ bool cli_find_vgsim_dir(char *out, size_t n);
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 int cmd_demo(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
 
 #endif /* VG_CLI_H */

@@ -184,6 +184,8 @@ static void print_usage(FILE *f) {
           "\n"
           "Verbs:\n"
           "  demo [--sim]             run the bug scenarios end to end (vgsim when there is no GPU)\n"
+          "  replay TRACE.csv         replay an allocation trace (RMM log format) through the\n"
+          "                           allocator: --device-memory=80G --repeat=5 --json --validate\n"
           "  help [options]           this text, or every option with its default\n"
           "  version                  print the version\n"
           "\n"
@@ -222,6 +224,8 @@ int main(int argc, char **argv) {
     }
     if (strcmp(verb, "demo") == 0)
         return cmd_demo(argc - 2, argv + 2);
+    if (strcmp(verb, "replay") == 0)
+        return cmd_replay(argc - 2, argv + 2);
     cli_error("unknown verb '%s' (see 'vramguard help')", verb);
     return CLI_USAGE;
 }

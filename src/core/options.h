@@ -34,10 +34,14 @@
       "virtual-memory segments (auto: when the driver and device support them)")             \
     X(stack_depth, INT, "12", "0..64",                                                       \
       "host frames captured per allocation site (0 = no backtraces)")                        \
+    X(unwind, ENUM, "auto", "auto|fp|full",                                                  \
+      "stack capture: fp (frame pointers, fast), full (unwind tables); auto: fp in fast "    \
+      "mode, full in guard mode")                                                            \
     X(trace, STR, "", "", "record every allocation and free to this file (RMM CSV format)")
 
 typedef enum { VG_MODE_FAST = 0, VG_MODE_GUARD = 1 } vg_mode_t;
 typedef enum { VG_VMM_AUTO = 0, VG_VMM_ON = 1, VG_VMM_OFF = 2 } vg_vmm_t;
+typedef enum { VG_UNWIND_AUTO = 0, VG_UNWIND_FP = 1, VG_UNWIND_FULL = 2 } vg_unwind_t;
 
 typedef struct vg_limit {
     uint64_t bytes;  /* absolute cap, or 0 */

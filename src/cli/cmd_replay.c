@@ -1,0 +1,247 @@
+/* cmd_replay.c — `vramguard replay TRACE.csv`: replay an allocation trace through the
+ * allocator on vgsim and report its time per operation and its memory.
+ *
+ * Timing: each repeat runs every event of the trace through vg_malloc/vg_free and is
+ * timed as a whole (clock_gettime around the loop); after it, the allocations the trace
+ * leaves live are freed, untimed, so every repeat starts from the same state. The first
+ * repeat meets a cold cache (pages are mapped in vgsim, which costs system calls); later
+ * repeats run warm, as a training loop does after its first step. ns_per_op is the median
+ * over repeats of (loop time / events); the first repeat is reported apart. The simulated
+ * device only does work when the allocator maps or unmaps pages, so on warm repeats the
+ * time measured is the allocator's own. An extra, untimed-overall repeat reads the cycle
+ * counter around every operation for the latency percentiles.
+ *
+ * Memory: peaks are vramguard's own statistics (allocated_bytes, requested_bytes,
+ * reserved_bytes), and reserved_over_allocated is peak reserved / peak allocated — the
+ * figure the traces' .json files give for PyTorch.
+ */
+#define _GNU_SOURCE
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <x86intrin.h>
+
+#include "../core/common.h"
+#include "../core/init.h"
+#include "../core/options.h"
+#include "../driver/driver.h"
+#include "cli.h"
+#include "trace_csv.h"
+
+static const char *const replay_flags[] = {"device-memory", "repeat", "json", "validate", NULL};
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct replay {
+    const vg_trace_t *t;
+    void **ptrs;
+    CUstream *streams;
+    uint64_t ooms;
+    char first_oom[4096];
+    bool validate;
+    char validate_error[1024];
+} replay_t;
+
+/* Run every event once; returns false if validation failed. */
+static bool run_once(replay_t *r, uint64_t *ticks) {
+    const vg_trace_t *t = r->t;
+    for (size_t i = 0; i < t->nops; i++) {
+        const vg_trace_op_t *op = &t->ops[i];
+        CUstream s = r->streams[op->stream];
+        uint64_t c0 = ticks ? __rdtsc() : 0;
+        if (op->alloc) {
+            if (vg_malloc(&r->ptrs[op->slot], op->size, s) != VG_OK) {
+                if (r->ooms++ == 0)
+                    snprintf(r->first_oom, sizeof r->first_oom, "%s", vg_last_error());
+                r->ptrs[op->slot] = NULL;
+            }
+        } else if (r->ptrs[op->slot]) {
+            vg_free(r->ptrs[op->slot], s);
+            r->ptrs[op->slot] = NULL;
+        }
+        if (ticks)
+            ticks[i] = __rdtsc() - c0;
+        if (r->validate && vg_validate() != VG_OK) {
+            snprintf(r->validate_error, sizeof r->validate_error, "after event %zu: %s", i + 1,
+                     vg_last_error());
+            return false;
+        }
+    }
+    return true;
+}
+
+static void free_live(replay_t *r) {
+    for (size_t i = 0; i < r->t->nslots; i++) {
+        if (r->ptrs[i]) {
+            vg_free(r->ptrs[i], NULL);
+            r->ptrs[i] = NULL;
+        }
+    }
+}
+
+static double ns_per_tick(void) {
+    uint64_t t0 = now_ns(), c0 = __rdtsc();
+    struct timespec d = {0, 20 * 1000 * 1000};
+    nanosleep(&d, NULL);
+    uint64_t t1 = now_ns(), c1 = __rdtsc();
+    return (double)(t1 - t0) / (double)(c1 - c0);
+}
+
+int cmd_replay(int argc, char **argv) {
+    cli_args_t a;
+    if (!cli_parse(argc, argv, replay_flags, &a))
+        return CLI_USAGE;
+    const char *path = cli_positional(&a, 0);
+    if (!path) {
+        cli_error("usage: vramguard replay TRACE.csv [--device-memory=80G] [--repeat=5] "
+                  "[--mode=fast|guard] [--json]");
+        return CLI_USAGE;
+    }
+    bool json = false, validate = false;
+    cli_flag(&a, "json", &json);
+    cli_flag(&a, "validate", &validate);
+    const char *mem = cli_flag(&a, "device-memory", NULL);
+    const char *rep = cli_flag(&a, "repeat", NULL);
+    uint64_t device_memory = 80ull << 30;
+    if (mem && !vg__parse_size(mem, &device_memory)) {
+        cli_error("bad value '%s' for --device-memory (expected a size such as 80G)", mem);
+        return CLI_USAGE;
+    }
+    long repeats = 5;
+    if (rep) {
+        char *end;
+        repeats = strtol(rep, &end, 10);
+        if (*end || repeats < 1 || repeats > 1000) {
+            cli_error("bad value '%s' for --repeat (expected 1 to 1000)", rep);
+            return CLI_USAGE;
+        }
+    }
+    vg_trace_t t;
+    char err[1024];
+    if (vg_trace_load(path, &t, err, sizeof err) != 0) {
+        cli_error("%s", err);
+        return CLI_USAGE;
+    }
+    char dir[PATH_MAX], opts[PATH_MAX + sizeof a.options + 64], memtext[32];
+    if (!cli_find_vgsim_dir(dir, sizeof dir)) {
+        cli_error("cannot find vgsim (libcuda.so.1) next to the vramguard executable");
+        vg_trace_free(&t);
+        return CLI_USAGE;
+    }
+    snprintf(memtext, sizeof memtext, "%llu", (unsigned long long)device_memory);
+    setenv("VGSIM_MEMORY", memtext, 1);
+    snprintf(opts, sizeof opts, "driver=%s/libcuda.so.1%s%s", dir, a.options[0] ? "," : "",
+             a.options);
+    if (vg__init_from_cli(opts) != VG_OK) {
+        cli_error("%s", vg_last_error());
+        vg_trace_free(&t);
+        return CLI_USAGE;
+    }
+    replay_t r = {.t = &t, .validate = validate};
+    r.ptrs = calloc(t.nslots ? t.nslots : 1, sizeof *r.ptrs);
+    r.streams = calloc(t.nstreams, sizeof *r.streams);
+    uint64_t *times = calloc((size_t)repeats, sizeof *times);
+    uint64_t *ticks = calloc(t.nops ? t.nops : 1, sizeof *ticks);
+    if (!r.ptrs || !r.streams || !times || !ticks) {
+        cli_error("out of memory");
+        return CLI_FAILED;
+    }
+    /* The trace's streams become real (simulated) streams; stream 0 is the default. */
+    CUdevice dev;
+    CUcontext ctx;
+    if (vg__cuDeviceGet(&dev, 0) || vg__cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        vg__cuCtxSetCurrent(ctx)) {
+        cli_error("the simulated device did not start");
+        return CLI_FAILED;
+    }
+    for (uint32_t i = 1; i < t.nstreams; i++) {
+        if (vg__cuStreamCreate(&r.streams[i], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS) {
+            cli_error("cannot create stream %u of the trace", i);
+            return CLI_FAILED;
+        }
+    }
+    int rc = CLI_OK;
+    for (long k = 0; k < repeats; k++) {
+        uint64_t t0 = now_ns();
+        bool ok = run_once(&r, NULL);
+        times[k] = now_ns() - t0;
+        if (!ok) {
+            cli_error("the allocator's invariants broke %s", r.validate_error);
+            return CLI_FAILED;
+        }
+        free_live(&r);
+    }
+    uint64_t ooms_timed = r.ooms;
+    vg_stats_t s = {.size = sizeof s};
+    vg_get_stats(0, &s);
+    /* One more repeat with a cycle-counter reading around every operation. */
+    double tick_ns = ns_per_tick();
+    run_once(&r, ticks);
+    free_live(&r);
+    qsort(ticks, t.nops, sizeof *ticks, cmp_u64);
+    double p50 = t.nops ? (double)ticks[t.nops / 2] * tick_ns : 0;
+    double p99 = t.nops ? (double)ticks[(size_t)((double)t.nops * 0.99)] * tick_ns : 0;
+    double cold = t.nops ? (double)times[0] / (double)t.nops : 0;
+    uint64_t *sorted = malloc((size_t)repeats * sizeof *sorted);
+    memcpy(sorted, times, (size_t)repeats * sizeof *sorted);
+    qsort(sorted, (size_t)repeats, sizeof *sorted, cmp_u64);
+    double nsop = t.nops ? (double)sorted[repeats / 2] / (double)t.nops : 0;
+    uint64_t peak_alloc = (uint64_t)s.allocated_bytes[VG_POOL_ALL].peak;
+    uint64_t peak_req = (uint64_t)s.requested_bytes[VG_POOL_ALL].peak;
+    uint64_t peak_res = (uint64_t)s.reserved_bytes[VG_POOL_ALL].peak;
+    double ratio = peak_alloc ? (double)peak_res / (double)peak_alloc : 0;
+    const char *mode = vg_option("mode");
+    if (json) {
+        printf("{\"trace\":\"%s\",\"events\":%zu,\"repeats\":%ld,\"mode\":\"%s\","
+               "\"device_memory\":%llu,\"ns_per_op\":%.1f,\"ns_per_op_cold\":%.1f,"
+               "\"p50_ns\":%.1f,\"p99_ns\":%.1f,\"peak_allocated\":%llu,"
+               "\"peak_requested\":%llu,\"peak_reserved\":%llu,"
+               "\"reserved_over_allocated\":%.4f,\"ooms\":%llu,\"num_device_alloc\":%llu,"
+               "\"num_device_free\":%llu,\"num_alloc_retries\":%llu}\n",
+               path, t.nops, repeats, mode, (unsigned long long)device_memory, nsop, cold, p50,
+               p99, (unsigned long long)peak_alloc, (unsigned long long)peak_req,
+               (unsigned long long)peak_res, ratio, (unsigned long long)ooms_timed,
+               (unsigned long long)s.num_device_alloc, (unsigned long long)s.num_device_free,
+               (unsigned long long)s.num_alloc_retries);
+    } else {
+        char b1[32], b2[32], b3[32];
+        printf("vramguard replay of %s\n", path);
+        printf("  %zu events, %zu allocations, %zu still live at the end of the trace\n", t.nops,
+               t.nslots, t.live_at_end);
+        printf("  simulated device: %s; mode %s; %ld repeats\n",
+               vg__fmt_bytes(b1, device_memory), mode, repeats);
+        printf("  allocator time:   %.0f ns per operation (median of %ld repeats; the first, "
+               "cold: %.0f ns)\n",
+               nsop, repeats, cold);
+        printf("  latency:          p50 %.0f ns, p99 %.0f ns per operation\n", p50, p99);
+        printf("  peak allocated:   %s (%llu bytes)\n", vg__fmt_bytes(b1, peak_alloc),
+               (unsigned long long)peak_alloc);
+        printf("  peak requested:   %s\n", vg__fmt_bytes(b2, peak_req));
+        printf("  peak reserved:    %s\n", vg__fmt_bytes(b3, peak_res));
+        printf("  reserved/allocated at peak: %.4f\n", ratio);
+        printf("  out-of-memory failures: %llu\n", (unsigned long long)ooms_timed);
+        if (ooms_timed)
+            printf("\nthe first failure:\n%s\n", r.first_oom);
+    }
+    if (ooms_timed)
+        rc = CLI_FAILED;
+    free(sorted);
+    free(times);
+    free(ticks);
+    free(r.ptrs);
+    free(r.streams);
+    vg_trace_free(&t);
+    return rc;
+}

@@ -1,0 +1,859 @@
+/* heap.c — the allocator: one heap per device context (docs/decisions.md A1, A2).
+ *
+ * Allocation (lock held): round the size up to 512 bytes; take the tightest block the
+ * stream may use from the free index; if it is fully mapped (the usual case), split it
+ * and return: no driver call, O(1). Otherwise the slow path:
+ *   1. map the pages the block lacks (spare, idle or new pages: segment.c);
+ *   2. if nothing fits, learn which frees have completed (query or record one event per
+ *      stream with pending frees), merge what became mergeable, and search again;
+ *   3. grow (new VMM reservation or cuMemAlloc segment);
+ *   4. on failure: count a retry, wait for every stream's freed blocks, release the
+ *      cache, try once more; then fail with VG_ERR_OUT_OF_MEMORY and an explanation.
+ * Nothing allocated is touched by a failed request.
+ *
+ * Free (lock held): stamp the block with the freeing stream and its epoch, merge it with
+ * free neighbours whose tags allow it, and insert it in the index. Blocks that other
+ * streams used (record_stream) wait on the deferred list until those streams pass the
+ * free; guard mode holds blocks in quarantine first (guard.c).
+ *
+ * Stream epochs: a free on stream S is stamped with S.epoch. Recording an event on S
+ * ends the epoch (S.epoch++); when that event completes, every free stamped before it is
+ * complete (S.done). A synchronisation observed by vramguard completes S at once.
+ */
+#define _GNU_SOURCE
+#include "heap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+#include "guard.h"
+#include "init.h"
+#include "oom.h"
+#include "options.h"
+#include "sites.h"
+
+#define VG_MAX_HEAPS 64
+
+static vg_heap_t *g_heaps[VG_MAX_HEAPS];
+static _Atomic int g_nheaps;
+static pthread_mutex_t g_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext g_primary[VG_MAX_HEAPS];
+static __thread CUcontext t_last_ctx;
+static __thread vg_heap_t *t_last_heap;
+
+int vg__heap_count(void) { return atomic_load(&g_nheaps); }
+vg_heap_t *vg__heap_at(int i) { return i < atomic_load(&g_nheaps) ? g_heaps[i] : NULL; }
+
+/* ---------------------------------------------------------------------------------------
+ * Contexts
+ * ------------------------------------------------------------------------------------- */
+
+/* Make the heap's context current for driver calls; returns whether it pushed. */
+static bool ctx_enter(vg_heap_t *h) {
+    CUcontext cur = NULL;
+    if (vg__cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == h->ctx)
+        return false;
+    return vg__cuCtxPushCurrent(h->ctx) == CUDA_SUCCESS;
+}
+
+static void ctx_leave(bool pushed) {
+    if (pushed) {
+        CUcontext popped;
+        vg__cuCtxPopCurrent(&popped);
+    }
+}
+
+static uint64_t limit_for(uint64_t total) {
+    if (vg__opt.limit.fraction > 0)
+        return vg__align_down((uint64_t)(vg__opt.limit.fraction * (double)total), VG_ALIGN);
+    return vg__opt.limit.bytes;
+}
+
+static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
+    vg_heap_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
+    pthread_mutex_init(&h->lock, NULL);
+    h->ctx = ctx;
+    h->device = device;
+    size_t total = 0;
+    CUresult r = vg__cuDeviceTotalMem(&total, device);
+    if (r != CUDA_SUCCESS) {
+        free(h);
+        return vg__error(vg__cu_status(r), "cuDeviceTotalMem failed: %s", vg__cu_error_name(r));
+    }
+    h->device_total = total;
+    h->limit = limit_for(total);
+    bool pushed = ctx_enter(h);
+    vg_status_t st = vg__heap_init_segments(h);
+    ctx_leave(pushed);
+    if (st != VG_OK) {
+        free(h);
+        return st;
+    }
+    if (h->vmm)
+        vg__stat_pool(h->stats.segment, VG_POOL_LARGE, 1);
+    *out = h;
+    return VG_OK;
+}
+
+static vg_heap_t *find_heap(CUcontext ctx) {
+    int n = atomic_load(&g_nheaps);
+    for (int i = 0; i < n; i++)
+        if (g_heaps[i]->ctx == ctx)
+            return g_heaps[i];
+    return NULL;
+}
+
+static vg_status_t heap_for_ctx(CUcontext ctx, int device, vg_heap_t **out) {
+    if (ctx == t_last_ctx && t_last_heap) {
+        *out = t_last_heap;
+        return VG_OK;
+    }
+    vg_heap_t *h = find_heap(ctx);
+    if (!h) {
+        pthread_mutex_lock(&g_heaps_lock);
+        h = find_heap(ctx);
+        vg_status_t st = VG_OK;
+        if (!h) {
+            if (atomic_load(&g_nheaps) == VG_MAX_HEAPS)
+                st = vg__error(VG_ERR_NOT_SUPPORTED, "more than %d CUDA contexts", VG_MAX_HEAPS);
+            else if ((st = heap_create(ctx, device, &h)) == VG_OK) {
+                g_heaps[atomic_load(&g_nheaps)] = h;
+                atomic_fetch_add(&g_nheaps, 1);
+            }
+        }
+        pthread_mutex_unlock(&g_heaps_lock);
+        if (st != VG_OK)
+            return st;
+    }
+    t_last_ctx = ctx;
+    t_last_heap = h;
+    *out = h;
+    return VG_OK;
+}
+
+vg_status_t vg__heap_for_device(int device, vg_heap_t **out) {
+    int count = 0;
+    CUresult r = vg__cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS)
+        return vg__error(vg__cu_status(r), "cuDeviceGetCount failed: %s", vg__cu_error_name(r));
+    if (device < 0 || device >= count || device >= VG_MAX_HEAPS)
+        return vg__error(VG_ERR_INVALID_ARGUMENT, "device %d does not exist (%d device%s)",
+                         device, count, count == 1 ? "" : "s");
+    pthread_mutex_lock(&g_heaps_lock);
+    CUcontext ctx = g_primary[device];
+    if (!ctx) {
+        CUdevice dev;
+        r = vg__cuDeviceGet(&dev, device);
+        if (r == CUDA_SUCCESS)
+            r = vg__cuDevicePrimaryCtxRetain(&ctx, dev);
+        if (r == CUDA_SUCCESS)
+            g_primary[device] = ctx;
+    }
+    pthread_mutex_unlock(&g_heaps_lock);
+    if (!ctx)
+        return vg__error(vg__cu_status(r), "cannot get the primary context of device %d: %s",
+                         device, vg__cu_error_name(r));
+    return heap_for_ctx(ctx, device, out);
+}
+
+vg_status_t vg__heap_current(vg_heap_t **out) {
+    CUcontext ctx = NULL;
+    CUresult r = vg__cuCtxGetCurrent(&ctx);
+    if (r != CUDA_SUCCESS)
+        return vg__error(vg__cu_status(r), "cuCtxGetCurrent failed: %s", vg__cu_error_name(r));
+    if (!ctx) { /* as the runtime does: device 0's primary context becomes current */
+        vg_status_t st = vg__heap_for_device(0, out);
+        if (st == VG_OK)
+            vg__cuCtxSetCurrent((*out)->ctx);
+        return st;
+    }
+    if (ctx == t_last_ctx && t_last_heap) {
+        *out = t_last_heap;
+        return VG_OK;
+    }
+    CUdevice dev = 0;
+    r = vg__cuCtxGetDevice(&dev);
+    if (r != CUDA_SUCCESS)
+        return vg__error(vg__cu_status(r), "cuCtxGetDevice failed: %s", vg__cu_error_name(r));
+    return heap_for_ctx(ctx, dev, out);
+}
+
+vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block) {
+    int n = atomic_load(&g_nheaps);
+    for (int i = 0; i < n; i++) {
+        vg_heap_t *h = g_heaps[i];
+        pthread_mutex_lock(&h->lock);
+        vg_block_t *b = vg__ptrmap_get(&h->live, p);
+        if (b) {
+            *block = b;
+            return h;
+        }
+        pthread_mutex_unlock(&h->lock);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Streams
+ * ------------------------------------------------------------------------------------- */
+
+static uintptr_t stream_key(CUstream s) {
+    if (s == CU_STREAM_LEGACY)
+        return 0;
+    if (s == CU_STREAM_PER_THREAD) /* one per host thread: key by thread */
+        return (uintptr_t)pthread_self() | 3;
+    return (uintptr_t)s;
+}
+
+static __thread vg_heap_t *t_stream_heap;
+static __thread uintptr_t t_stream_key = ~(uintptr_t)0;
+static __thread vg_stream_t *t_stream;
+
+static vg_stream_t *stream_lookup(vg_heap_t *h, uintptr_t key, bool create, CUstream handle) {
+    if (h == t_stream_heap && key == t_stream_key)
+        return t_stream;
+    vg_stream_t *s = h->streams;
+    while (s && (s->key != key || s->forgotten))
+        s = s->next;
+    if (!s && create) {
+        s = calloc(1, sizeof *s);
+        if (!s)
+            return NULL;
+        s->handle = handle == CU_STREAM_LEGACY ? NULL : handle;
+        s->key = key;
+        s->epoch = 1;
+        s->next = h->streams;
+        h->streams = s;
+    }
+    if (s) {
+        t_stream_heap = h;
+        t_stream_key = key;
+        t_stream = s;
+    }
+    return s;
+}
+
+vg_stream_t *vg__heap_stream(vg_heap_t *h, CUstream handle) {
+    return stream_lookup(h, stream_key(handle), true, handle);
+}
+
+static void stream_complete(vg_heap_t *h, vg_stream_t *s) {
+    s->done = s->epoch;
+    s->epoch++;
+    h->completion_gen++;
+}
+
+static void process_deferred(vg_heap_t *h);
+
+void vg__heap_stream_synced(vg_heap_t *h, CUstream handle) {
+    vg_stream_t *s = stream_lookup(h, stream_key(handle), false, handle);
+    if (s)
+        stream_complete(h, s);
+    if (h->deferred)
+        process_deferred(h);
+}
+
+void vg__heap_all_synced(vg_heap_t *h) {
+    for (vg_stream_t *s = h->streams; s; s = s->next)
+        stream_complete(h, s);
+    if (h->deferred)
+        process_deferred(h);
+}
+
+void vg__heap_forget_stream(vg_heap_t *h, CUstream handle) {
+    vg_stream_t *s = stream_lookup(h, stream_key(handle), false, handle);
+    if (!s)
+        return;
+    bool pushed = ctx_enter(h);
+    if (s->handle != CU_STREAM_PER_THREAD)
+        vg__cuStreamSynchronize(s->handle);
+    ctx_leave(pushed);
+    stream_complete(h, s);
+    s->forgotten = true; /* blocks still point at it; every one of them is complete */
+    if (t_stream == s)
+        t_stream_key = ~(uintptr_t)0;
+}
+
+/* Learn which frees have completed. Without `wait`: query outstanding events and record
+ * one on every stream with pending frees. With `wait`: wait for all of them. Returns
+ * whether some epoch completed. */
+static bool refresh_streams(vg_heap_t *h, bool wait) {
+    bool progressed = false;
+    for (vg_stream_t *s = h->streams; s; s = s->next) {
+        if (s->forgotten)
+            continue;
+        if (s->event_pending) {
+            CUresult r = wait ? vg__cuEventSynchronize(s->event) : vg__cuEventQuery(s->event);
+            if (r == CUDA_SUCCESS) {
+                if (s->event_epoch > s->done)
+                    s->done = s->event_epoch;
+                s->event_pending = false;
+                progressed = true;
+            } else if (r != CUDA_ERROR_NOT_READY) {
+                s->event_pending = false; /* the context is failing: nothing completes */
+            }
+        }
+        if (s->last_free_epoch <= s->done || s->event_pending)
+            continue;
+        if (s->handle == CU_STREAM_PER_THREAD && s->key != stream_key(CU_STREAM_PER_THREAD))
+            continue; /* another thread's per-thread stream: only its thread may record */
+        if (!s->event && vg__cuEventCreate(&s->event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+            s->event = NULL;
+            continue;
+        }
+        s->event_epoch = s->epoch;
+        if (vg__cuEventRecord(s->event, s->handle) != CUDA_SUCCESS)
+            continue;
+        s->epoch++;
+        s->event_pending = true;
+        if (wait && vg__cuEventSynchronize(s->event) == CUDA_SUCCESS) {
+            s->done = s->event_epoch;
+            s->event_pending = false;
+            progressed = true;
+        }
+    }
+    if (wait)
+        h->stats.num_sync_all_streams++;
+    if (progressed)
+        h->completion_gen++;
+    return progressed;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Blocks
+ * ------------------------------------------------------------------------------------- */
+
+/* The tag of two free neighbours merged, or false if they must stay apart. Blocks merge
+ * when both are complete (the result serves any stream) or both wait on the same stream.
+ * A waiting block never absorbs a complete one: that would hide memory every stream may
+ * use behind one stream's pending work. The two merge once the stream completes. */
+static bool merged_tag(const vg_block_t *a, const vg_block_t *b, vg_stream_t **s, uint64_t *e) {
+    bool ca = vg__block_complete(a), cb = vg__block_complete(b);
+    if (ca && cb) {
+        *s = NULL;
+        *e = 0;
+        return true;
+    }
+    if (!ca && !cb && a->stream == b->stream) {
+        *s = a->stream;
+        *e = VG_MAX(a->epoch, b->epoch);
+        return true;
+    }
+    return false;
+}
+
+/* Absorb b (free, not in the index) into a (its lower neighbour, same segment). */
+static void absorb(vg_heap_t *h, vg_block_t *a, vg_block_t *b, vg_stream_t *s, uint64_t e) {
+    a->size += b->size;
+    a->next = b->next;
+    if (b->next)
+        b->next->prev = a;
+    a->stream = s;
+    a->epoch = e;
+    a->mapped = a->mapped && b->mapped;
+    vg__block_put(h, b);
+}
+
+vg_block_t *vg__block_coalesce(vg_heap_t *h, vg_block_t *b) {
+    vg_stream_t *s;
+    uint64_t e;
+    if (vg__block_complete(b)) { /* normalise: a complete block serves any stream */
+        b->stream = NULL;
+        b->epoch = 0;
+    }
+    /* Keep going: a neighbour that has completed since it was freed may now merge, and
+     * the merged block may then reach another one. */
+    for (vg_block_t *p = b->prev; p && p->state == VG_BLOCK_FREE && merged_tag(p, b, &s, &e);
+         p = b->prev) {
+        vg__tlsf_remove(&h->index, p);
+        absorb(h, p, b, s, e);
+        b = p;
+    }
+    for (vg_block_t *n = b->next; n && n->state == VG_BLOCK_FREE && merged_tag(b, n, &s, &e);
+         n = b->next) {
+        vg__tlsf_remove(&h->index, n);
+        absorb(h, b, n, s, e);
+    }
+    return b;
+}
+
+/* After epochs complete, neighbours that had to stay apart may merge now. */
+static void merge_pass(vg_heap_t *h) {
+    for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
+        for (vg_block_t *b = seg->first; b; b = b->next) {
+            vg_block_t *n = b->next;
+            vg_stream_t *s;
+            uint64_t e;
+            while (b->state == VG_BLOCK_FREE && n && n->state == VG_BLOCK_FREE &&
+                   merged_tag(b, n, &s, &e)) {
+                vg__tlsf_remove(&h->index, b);
+                vg__tlsf_remove(&h->index, n);
+                absorb(h, b, n, s, e);
+                vg__tlsf_insert(&h->index, b);
+                n = b->next;
+            }
+        }
+    }
+}
+
+/* Turn block b (out of the index, pages mapped) into an allocation. */
+static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requested,
+                                  vg_stream_t *s) {
+    b->state = VG_BLOCK_ALLOCATED;
+    b->stream = s;
+    b->epoch = 0;
+    b->user = b->addr;
+    b->requested = requested;
+    b->nuses = 0;
+    b->flags = 0;
+    b->id = ++h->next_id;
+    if (!vg__ptrmap_put(&h->live, b->user, b)) {
+        b->state = VG_BLOCK_FREE;
+        b->stream = NULL;
+        b->mapped = 1;
+        vg__tlsf_insert(&h->index, vg__block_coalesce(h, b));
+        return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
+    }
+    int pool = vg__pool_of(b->size);
+    vg__stat_pool(h->stats.allocation, pool, 1);
+    vg__stat_pool(h->stats.allocated_bytes, pool, (int64_t)b->size);
+    vg__stat_pool(h->stats.requested_bytes, pool, (int64_t)requested);
+    vg__stat_pool(h->stats.active, pool, 1);
+    vg__stat_pool(h->stats.active_bytes, pool, (int64_t)b->size);
+    return VG_OK;
+}
+
+/* Hand out the first `size` bytes of free block b (in the index, pages mapped). */
+static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t requested,
+                         vg_stream_t *s) {
+    vg__tlsf_remove(&h->index, b);
+    if (b->size - size >= VG_ALIGN) {
+        vg_block_t *r = vg__block_new(h);
+        if (r) { /* without a struct to split with, hand out the whole block */
+            r->addr = b->addr + size;
+            r->size = b->size - size;
+            r->seg = b->seg;
+            r->state = VG_BLOCK_FREE;
+            r->stream = b->stream;
+            r->epoch = b->epoch;
+            r->mapped = b->mapped;
+            r->prev = b;
+            r->next = b->next;
+            if (b->next)
+                b->next->prev = r;
+            b->next = r;
+            b->size = size;
+            vg__tlsf_insert(&h->index, r);
+        }
+    }
+    return make_allocated(h, b, requested, s);
+}
+
+/* Block b was chosen for a request on stream s. If b serves any stream and the free block
+ * just below it waits on s (so s may use it at once) but is too small alone, the request
+ * should start there: the freed memory is reused instead of being left as a hole. (The
+ * two are not merged when freed: that would hide b from every other stream.) */
+static vg_block_t *down_neighbour(const vg_block_t *b, uint64_t size, const vg_stream_t *s) {
+    vg_block_t *p = b->prev;
+    if (p && p->state == VG_BLOCK_FREE && p->stream == s && !vg__block_complete(p) &&
+        vg__block_complete(b) && p->size < size)
+        return p;
+    return NULL;
+}
+
+/* Allocate [p->addr, p->addr + size): all of p and the front of b (its upper neighbour,
+ * in the index, pages mapped). What is left of b stays complete. */
+static vg_status_t carve_down(vg_heap_t *h, vg_block_t *p, vg_block_t *b, uint64_t size,
+                              uint64_t requested, vg_stream_t *s) {
+    uint64_t take = size - p->size;
+    vg__tlsf_remove(&h->index, p);
+    vg__tlsf_remove(&h->index, b);
+    p->size = size;
+    if (take == b->size) {
+        p->next = b->next;
+        if (b->next)
+            b->next->prev = p;
+        vg__block_put(h, b);
+    } else {
+        b->addr += take;
+        b->size -= take;
+        vg__tlsf_insert(&h->index, b);
+    }
+    return make_allocated(h, p, requested, s);
+}
+
+/* Place a request on block b (or NULL: search): extend it down, map its pages, carve. */
+static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, vg_stream_t *s,
+                         vg_block_t *b, vg_block_t **out) {
+    vg_status_t st;
+    if (!b)
+        b = vg__tlsf_find(&h->index, size, s);
+    if (!b) {
+        if ((st = vg__segment_grow(h, size, &b)) != VG_OK)
+            return st;
+    }
+    vg_block_t *p = down_neighbour(b, size, s);
+    vg_block_t *start = p ? p : b;
+    if (!(p ? p->mapped && b->mapped : b->mapped) &&
+        (st = vg__segment_map_range(h, b->seg, start->addr, size)) != VG_OK)
+        return st;
+    st = p ? carve_down(h, p, b, size, requested, s) : carve(h, b, size, requested, s);
+    if (st == VG_OK)
+        *out = start;
+    return st;
+}
+
+static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, vg_stream_t *s,
+                              vg_block_t *b, vg_block_t **out) {
+    bool pushed = ctx_enter(h);
+    vg_status_t st = place(h, size, requested, s, b, out);
+    if (st == VG_ERR_OUT_OF_MEMORY) { /* wait for every stream and retry; then release
+                                        * the cache (whole free segments) and retry */
+        h->stats.num_alloc_retries++;
+        refresh_streams(h, true);
+        process_deferred(h);
+        merge_pass(h);
+        vg__guard_flush_quarantine(h);
+        st = place(h, size, requested, s, NULL, out);
+        if (st == VG_ERR_OUT_OF_MEMORY && vg__segment_trim(h) == VG_OK)
+            st = place(h, size, requested, s, NULL, out);
+    }
+    if (st == VG_ERR_OUT_OF_MEMORY) {
+        h->stats.num_ooms++;
+        vg__oom_explain(h, requested, size, s ? s->handle : NULL);
+    }
+    ctx_leave(pushed);
+    return st;
+}
+
+vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested, CUstream stream,
+                           vg_block_t **out) {
+    uint64_t rounded = vg__align_up(size ? size : 1, VG_ALIGN);
+    if (rounded < size || rounded > (1ull << 56)) {
+        h->stats.num_ooms++;
+        vg__oom_explain(h, requested, rounded < size ? UINT64_MAX : rounded, stream);
+        return VG_ERR_OUT_OF_MEMORY;
+    }
+    vg_stream_t *s = vg__heap_stream(h, stream);
+    if (!s)
+        return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
+    if (h->limit && rounded > h->limit) { /* cannot succeed: say so without touching anything */
+        h->stats.num_ooms++;
+        vg__oom_explain(h, requested, rounded, stream);
+        return VG_ERR_OUT_OF_MEMORY;
+    }
+    vg_block_t *b = vg__tlsf_find(&h->index, rounded, s);
+    if (VG_LIKELY(b && b->mapped)) {
+        vg_block_t *p = down_neighbour(b, rounded, s);
+        if (!p || p->mapped) {
+            vg_status_t st = p ? carve_down(h, p, b, rounded, requested, s)
+                               : carve(h, b, rounded, requested, s);
+            if (st == VG_OK)
+                *out = p ? p : b;
+            return st;
+        }
+    }
+    return alloc_slow(h, rounded, requested, s, b, out);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Free
+ * ------------------------------------------------------------------------------------- */
+
+/* Put a freed block (stamped, not in any list) into the free index. */
+static void release_free(vg_heap_t *h, vg_block_t *b) {
+    int pool = vg__pool_of(b->size);
+    vg__stat_pool(h->stats.active, pool, -1);
+    vg__stat_pool(h->stats.active_bytes, pool, -(int64_t)b->size);
+    b->state = VG_BLOCK_FREE;
+    b->mapped = 1; /* it was allocated, so all its pages are mapped */
+    b->nuses = 0;
+    b->flags = 0;
+    vg__tlsf_insert(&h->index, vg__block_coalesce(h, b));
+}
+
+static bool deferred_ready(vg_heap_t *h, vg_block_t *b) {
+    (void)h;
+    for (int i = 0; i < b->nuses; i++) {
+        vg_stream_t *u = b->uses[i];
+        if (u != b->stream && !u->forgotten && u->done < b->use_epochs[i]) {
+            if (u->last_free_epoch < b->use_epochs[i]) /* make refresh record an event */
+                u->last_free_epoch = b->use_epochs[i];
+            return false;
+        }
+    }
+    return true;
+}
+
+static void process_deferred(vg_heap_t *h) {
+    for (vg_block_t **pp = &h->deferred; *pp;) {
+        vg_block_t *b = *pp;
+        if (deferred_ready(h, b)) {
+            *pp = b->fnext;
+            b->fnext = NULL;
+            release_free(h, b);
+        } else {
+            pp = &b->fnext;
+        }
+    }
+}
+
+void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
+    vg__ptrmap_del(&h->live, b->user);
+    int pool = vg__pool_of(b->size);
+    vg__stat_pool(h->stats.allocation, pool, -1);
+    vg__stat_pool(h->stats.allocated_bytes, pool, -(int64_t)b->size);
+    vg__stat_pool(h->stats.requested_bytes, pool, -(int64_t)b->requested);
+    vg_stream_t *s = vg__heap_stream(h, stream);
+    if (!s)
+        s = b->stream; /* no memory for a new stream record: the allocation's stream */
+    b->stream = s;
+    b->epoch = s->epoch;
+    s->last_free_epoch = s->epoch;
+    if (b->flags & VG_BF_USES_OVERFLOW) { /* too many streams recorded: wait for all */
+        bool pushed = ctx_enter(h);
+        vg__cuCtxSynchronize();
+        ctx_leave(pushed);
+        vg__heap_all_synced(h);
+        b->nuses = 0;
+    }
+    bool wait_uses = false;
+    for (int i = 0; i < b->nuses; i++) {
+        b->use_epochs[i] = b->uses[i]->epoch;
+        if (b->uses[i] != s) {
+            wait_uses = true;
+            if (b->uses[i]->last_free_epoch < b->use_epochs[i])
+                b->uses[i]->last_free_epoch = b->use_epochs[i];
+        }
+    }
+    if (vg__guard_quarantine(h, b)) /* guard mode keeps it poisoned for a while */
+        return;
+    if (wait_uses) {
+        b->state = VG_BLOCK_DEFERRED;
+        b->fnext = h->deferred;
+        h->deferred = b;
+        return;
+    }
+    release_free(h, b);
+}
+
+/* A block leaving guard's quarantine: back to the normal path (deferred or free). */
+void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b) {
+    if (!deferred_ready(h, b)) {
+        b->state = VG_BLOCK_DEFERRED;
+        b->fnext = h->deferred;
+        h->deferred = b;
+        return;
+    }
+    release_free(h, b);
+}
+
+vg_status_t vg__heap_record_stream(vg_heap_t *h, vg_block_t *b, CUstream stream) {
+    vg_stream_t *s = vg__heap_stream(h, stream);
+    if (!s)
+        return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
+    if (s == b->stream)
+        return VG_OK;
+    for (int i = 0; i < b->nuses; i++)
+        if (b->uses[i] == s)
+            return VG_OK;
+    if (b->nuses == VG_MAX_USES) {
+        b->flags |= VG_BF_USES_OVERFLOW;
+        return VG_OK;
+    }
+    b->uses[b->nuses++] = s;
+    return VG_OK;
+}
+
+vg_status_t vg__heap_trim(vg_heap_t *h, bool wait_for_streams) {
+    bool pushed = ctx_enter(h);
+    refresh_streams(h, wait_for_streams);
+    process_deferred(h);
+    merge_pass(h);
+    if (wait_for_streams)
+        vg__guard_flush_quarantine(h);
+    vg_status_t st = vg__segment_trim(h);
+    ctx_leave(pushed);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Queries
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct largest_ctx {
+    uint64_t best;
+} largest_ctx_t;
+
+static bool largest_complete(vg_block_t *b, void *arg) {
+    largest_ctx_t *c = arg;
+    if (vg__block_complete(b) && b->size > c->best)
+        c->best = b->size;
+    return true;
+}
+
+static uint64_t growable(vg_heap_t *h) {
+    size_t free_b = 0, total = 0;
+    bool pushed = ctx_enter(h);
+    if (vg__cuMemGetInfo(&free_b, &total) != CUDA_SUCCESS)
+        free_b = 0;
+    ctx_leave(pushed);
+    uint64_t g = free_b;
+    if (h->limit) {
+        uint64_t reserved = (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current;
+        uint64_t room = h->limit > reserved ? h->limit - reserved : 0;
+        g = VG_MIN(g, room);
+    }
+    return g;
+}
+
+uint64_t vg__heap_largest_free_block(vg_heap_t *h) {
+    if (h->vmm) /* free pages can be rearranged: cached memory that is idle */
+        return vg__align_down(vg__segment_idle_bytes(h), VG_ALIGN);
+    largest_ctx_t c = {0};
+    vg__tlsf_each_desc(&h->index, largest_complete, &c);
+    return c.best;
+}
+
+uint64_t vg__heap_largest_servable(vg_heap_t *h) {
+    largest_ctx_t c = {0};
+    vg__tlsf_each_desc(&h->index, largest_complete, &c);
+    uint64_t grow = growable(h);
+    if (h->vmm) {
+        uint64_t phys = vg__segment_idle_bytes(h) + vg__align_down(grow, h->page);
+        return VG_MIN(c.best, phys);
+    }
+    return VG_MAX(c.best, vg__align_down(grow, 2ull << 20));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The validator
+ * ------------------------------------------------------------------------------------- */
+
+#define FAIL(...) return vg__error(VG_ERR_INTERNAL, "heap of device %d: " __VA_ARGS__)
+
+typedef struct index_check {
+    uint64_t n, bytes;
+    vg_block_t *bad;
+} index_check_t;
+
+static bool check_index_block(vg_block_t *b, void *arg) {
+    index_check_t *c = arg;
+    if (b->state != VG_BLOCK_FREE) {
+        c->bad = b;
+        return false;
+    }
+    c->n++;
+    c->bytes += b->size;
+    return true;
+}
+
+vg_status_t vg__heap_validate(vg_heap_t *h) {
+    uint64_t nfree = 0, free_bytes = 0, nalloc = 0, alloc_bytes = 0, requested = 0;
+    uint64_t reserved = h->nspare * h->page, active_extra = 0;
+    for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
+        uint64_t at = seg->base;
+        vg_block_t *prev = NULL;
+        size_t mapped = 0;
+        if (seg->vmm) {
+            for (size_t i = 0; i < seg->npages; i++)
+                mapped += seg->pages[i] != 0;
+            if (mapped != seg->nmapped)
+                FAIL("segment %#llx counts %zu mapped pages but has %zu", h->device,
+                     (unsigned long long)seg->base, seg->nmapped, mapped);
+            reserved += mapped * h->page;
+        } else {
+            reserved += seg->size;
+        }
+        for (vg_block_t *b = seg->first; b; prev = b, b = b->next) {
+            if (b->seg != seg || b->prev != prev)
+                FAIL("block %#llx is linked wrongly", h->device, (unsigned long long)b->addr);
+            if (b->addr != at)
+                FAIL("gap or overlap at %#llx (block starts at %#llx)", h->device,
+                     (unsigned long long)at, (unsigned long long)b->addr);
+            if (b->size == 0 || b->size % VG_ALIGN || b->addr % VG_ALIGN)
+                FAIL("block %#llx has size %llu", h->device, (unsigned long long)b->addr,
+                     (unsigned long long)b->size);
+            at += b->size;
+            bool must_be_mapped = b->state != VG_BLOCK_FREE || b->mapped;
+            if (must_be_mapped && !vg__segment_range_mapped(seg, b->addr, b->size))
+                FAIL("block %#llx (state %d) has unmapped pages", h->device,
+                     (unsigned long long)b->addr, b->state);
+            switch (b->state) {
+            case VG_BLOCK_FREE:
+                nfree++;
+                free_bytes += b->size;
+                /* Neighbours that serve any stream, or that both still wait on the same
+                 * stream, are always merged when they become neighbours. */
+                if (prev && prev->state == VG_BLOCK_FREE &&
+                    ((!prev->stream && !b->stream) ||
+                     (prev->stream == b->stream && !vg__block_complete(prev) &&
+                      !vg__block_complete(b))))
+                    FAIL("adjacent free blocks %#llx (%llu bytes, stream %p, epoch %llu) and "
+                         "%#llx (%llu bytes, stream %p, epoch %llu) were not merged",
+                         h->device, (unsigned long long)prev->addr,
+                         (unsigned long long)prev->size, (void *)prev->stream,
+                         (unsigned long long)prev->epoch, (unsigned long long)b->addr,
+                         (unsigned long long)b->size, (void *)b->stream,
+                         (unsigned long long)b->epoch);
+                break;
+            case VG_BLOCK_ALLOCATED:
+                nalloc++;
+                alloc_bytes += b->size;
+                requested += b->requested;
+                if (vg__ptrmap_get(&h->live, b->user) != b)
+                    FAIL("allocated block %#llx is missing from the live map", h->device,
+                         (unsigned long long)b->addr);
+                if (b->user < b->addr || b->user + b->requested > b->addr + b->size)
+                    FAIL("allocated block %#llx: user range outside the block", h->device,
+                         (unsigned long long)b->addr);
+                break;
+            case VG_BLOCK_DEFERRED:
+                active_extra += b->size;
+                break;
+            case VG_BLOCK_QUARANTINED:
+                break;
+            default:
+                FAIL("block %#llx has state %d", h->device, (unsigned long long)b->addr, b->state);
+            }
+        }
+        if (at != seg->base + seg->size)
+            FAIL("blocks of segment %#llx end at %#llx, not at its end", h->device,
+                 (unsigned long long)seg->base, (unsigned long long)at);
+    }
+    index_check_t ic = {0};
+    vg__tlsf_each_desc(&h->index, check_index_block, &ic);
+    if (ic.bad)
+        FAIL("block %#llx in the free index has state %d", h->device,
+             (unsigned long long)ic.bad->addr, ic.bad->state);
+    if (ic.n != nfree || ic.bytes != free_bytes || h->index.nblocks != nfree ||
+        h->index.bytes != free_bytes)
+        FAIL("free index holds %llu blocks / %llu bytes, segments %llu / %llu", h->device,
+             (unsigned long long)ic.n, (unsigned long long)ic.bytes,
+             (unsigned long long)nfree, (unsigned long long)free_bytes);
+    if (h->live.n != nalloc)
+        FAIL("live map holds %zu pointers, segments %llu allocated blocks", h->device, h->live.n,
+             (unsigned long long)nalloc);
+    const vg_stats_t *s = &h->stats;
+    if ((uint64_t)s->allocation[VG_POOL_ALL].current != nalloc ||
+        (uint64_t)s->allocated_bytes[VG_POOL_ALL].current != alloc_bytes ||
+        (uint64_t)s->requested_bytes[VG_POOL_ALL].current != requested)
+        FAIL("stats say %lld allocations / %lld bytes, blocks say %llu / %llu", h->device,
+             (long long)s->allocation[VG_POOL_ALL].current,
+             (long long)s->allocated_bytes[VG_POOL_ALL].current, (unsigned long long)nalloc,
+             (unsigned long long)alloc_bytes);
+    if ((uint64_t)s->active_bytes[VG_POOL_ALL].current != alloc_bytes + active_extra)
+        FAIL("stats say %lld active bytes, blocks say %llu", h->device,
+             (long long)s->active_bytes[VG_POOL_ALL].current,
+             (unsigned long long)(alloc_bytes + active_extra));
+    if ((uint64_t)s->reserved_bytes[VG_POOL_ALL].current != reserved)
+        FAIL("stats say %lld reserved bytes, pages and segments say %llu", h->device,
+             (long long)s->reserved_bytes[VG_POOL_ALL].current, (unsigned long long)reserved);
+    if (h->limit && reserved > h->limit)
+        FAIL("reserved %llu bytes, over the limit of %llu", h->device,
+             (unsigned long long)reserved, (unsigned long long)h->limit);
+    return VG_OK;
+}

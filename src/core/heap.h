@@ -1,0 +1,227 @@
+/* heap.h — the allocator's data structures (see docs/decisions.md A1, A2).
+ *
+ * One heap per device context. All metadata lives on the host (D3).
+ *
+ *  segment   a range of device virtual addresses: one large VMM reservation whose 2 MiB
+ *            pages are mapped on demand, or (fallback) one cuMemAlloc'd chunk, always
+ *            mapped. Blocks tile each segment without gaps.
+ *  block     a piece of a segment: allocated (to a user), free (in the free index),
+ *            deferred (freed, waiting for other streams that used it) or quarantined
+ *            (guard mode). Neighbours are linked in address order within a segment.
+ *  index     one two-level segregated-fit index (TLSF) over every free block of the heap:
+ *            O(1) search and update, at most 1/32 over-fit by class.
+ *  stream    what the heap knows of a CUDA stream: its epoch counter, the epoch known
+ *            complete, and at most one outstanding event.
+ *
+ * Invariants (checked by vg__heap_validate in tests):
+ *  - blocks of a segment are contiguous, in address order, cover it exactly, and are
+ *    512-byte aligned multiples of 512;
+ *  - no two adjacent free blocks could have been merged (same stream tag, or complete);
+ *  - every free block is in the index exactly once, in the bin of its size class;
+ *  - every allocated block is in the live map under its user address;
+ *  - a free block marked `mapped`, and every allocated block, has all its pages mapped;
+ *  - the stats' current values equal the sums over the blocks and pages.
+ */
+#ifndef VG_HEAP_H
+#define VG_HEAP_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../driver/driver.h"
+#include "stats.h"
+
+#define VG_ALIGN 512ull                   /* block alignment and size granularity */
+#define VG_SMALL_BLOCK (1ull << 20)       /* "small pool" in PyTorch's stats: <= 1 MiB */
+#define VG_TLSF_SL_BITS 5                 /* 32 second-level classes per power of two */
+#define VG_TLSF_SL (1u << VG_TLSF_SL_BITS)
+#define VG_TLSF_FL 48                     /* first-level classes: sizes up to 2^57 bytes */
+#define VG_MAX_USES 4                     /* recorded streams kept inline per block */
+
+typedef struct vg_stream vg_stream_t;
+typedef struct vg_segment vg_segment_t;
+typedef struct vg_block vg_block_t;
+typedef struct vg_heap vg_heap_t;
+
+enum {
+    VG_BLOCK_FREE = 0,
+    VG_BLOCK_ALLOCATED = 1,
+    VG_BLOCK_DEFERRED = 2,    /* freed; waiting for recorded streams */
+    VG_BLOCK_QUARANTINED = 3, /* guard mode: freed, poisoned, not reusable yet */
+};
+
+struct vg_block {
+    uint64_t addr, size;        /* device range [addr, addr + size) */
+    vg_block_t *prev, *next;    /* address-order neighbours in the segment, or NULL */
+    vg_block_t *fprev, *fnext;  /* free-index bin, deferred or quarantine list links */
+    vg_segment_t *seg;
+    vg_stream_t *stream;        /* FREE: stream it was freed on (NULL: any stream may use
+                                   it); ALLOCATED: stream it was allocated on */
+    uint64_t epoch;             /* FREE: `stream`'s epoch at the free */
+    uint8_t state;
+    uint8_t mapped;             /* FREE: every page it touches is mapped */
+    uint8_t nuses;              /* ALLOCATED: recorded streams in uses[] */
+    uint8_t flags;              /* VG_BF_* */
+    uint32_t site;              /* allocation site (sites.h) */
+    uint64_t user;              /* ALLOCATED: the pointer handed out (addr in fast mode) */
+    uint64_t requested;         /* ALLOCATED: bytes asked for */
+    uint64_t id;                /* allocation number, 1, 2, ... (0: never allocated) */
+    uint64_t alloc_ns;          /* when it was allocated */
+    vg_stream_t *uses[VG_MAX_USES];  /* ALLOCATED: streams recorded with vg_record_stream */
+    uint64_t use_epochs[VG_MAX_USES];/* DEFERRED: epoch each use stream must complete */
+    void *guard;                /* guard mode's per-block record, or NULL */
+};
+
+enum { VG_BF_USES_OVERFLOW = 1 }; /* more than VG_MAX_USES streams: wait for all streams */
+
+struct vg_stream {
+    CUstream handle;            /* what the driver is given (NULL: legacy default stream) */
+    uintptr_t key;              /* lookup key: the handle, or the thread for per-thread */
+    uint64_t epoch;             /* frees on this stream are stamped with the current epoch */
+    uint64_t done;              /* epochs <= done are known complete on the device */
+    uint64_t last_free_epoch;   /* epoch of the latest free tagged with this stream */
+    CUevent event;              /* event used to learn completion (created lazily) */
+    uint64_t event_epoch;       /* the epoch `event` completes */
+    bool event_pending;         /* `event` is recorded and not yet seen complete */
+    bool forgotten;             /* vg_forget_stream: no longer in the table */
+    vg_stream_t *next;          /* the heap's list of streams */
+};
+
+struct vg_segment {
+    uint64_t base, size;
+    bool vmm;                   /* pages mapped on demand (else one cuMemAlloc) */
+    CUmemGenericAllocationHandle *pages; /* VMM: handle mapped at each page, or 0 */
+    size_t npages, nmapped;
+    vg_block_t *first;          /* the lowest block */
+    vg_segment_t *next;
+};
+
+/* What a free left behind, to recognise a later double free (a ring per heap). */
+typedef struct vg_free_rec {
+    uint64_t user, requested, id;
+    uint32_t alloc_site, free_site;
+} vg_free_rec_t;
+#define VG_FREE_HISTORY 65536
+
+typedef struct vg_tlsf {
+    uint64_t fl_bitmap;
+    uint32_t sl_bitmap[VG_TLSF_FL];
+    vg_block_t *bins[VG_TLSF_FL][VG_TLSF_SL];
+    uint64_t nblocks, bytes;
+} vg_tlsf_t;
+
+/* Open-addressing map: user address -> allocated block. */
+typedef struct vg_ptrmap {
+    uint64_t *keys;
+    vg_block_t **vals;
+    size_t cap, n;              /* cap is a power of two; n <= cap / 2 */
+} vg_ptrmap_t;
+
+struct vg_heap {
+    pthread_mutex_t lock;
+    int device;
+    CUcontext ctx;
+    uint64_t device_total;      /* bytes, from the driver */
+    uint64_t limit;             /* cap on reserved bytes (option `limit`), 0 = none */
+    bool vmm;                   /* segments come from VMM */
+    uint64_t page;              /* VMM granularity (2 MiB) */
+    CUmemAllocationProp prop;   /* for cuMemCreate */
+    vg_tlsf_t index;            /* every free block */
+    vg_segment_t *segments;
+    vg_stream_t *streams;
+    vg_ptrmap_t live;
+    vg_block_t *deferred;       /* list through fnext */
+    vg_block_t *block_pool;     /* recycled block structs */
+    CUmemGenericAllocationHandle *spare; /* unmapped physical pages kept for reuse */
+    size_t nspare, capspare;
+    uint64_t next_id;
+    vg_stats_t stats;
+    uint64_t completion_gen;    /* bumped whenever a stream's completed epoch advances */
+    uint64_t no_idle_gen;       /* a scan at this generation found no idle page */
+    vg_free_rec_t *history;     /* the last VG_FREE_HISTORY frees (allocated lazily) */
+    uint64_t nhistory;          /* frees recorded so far */
+};
+
+/* ---------------------------------------------------------------------------------------
+ * heap.c
+ * ------------------------------------------------------------------------------------- */
+
+/* Find or create the heap of the calling thread's current context (the primary context
+ * of device 0 is made current if there is none). */
+vg_status_t vg__heap_current(vg_heap_t **out);
+/* The heap of a device's primary context (PyTorch passes the device). */
+vg_status_t vg__heap_for_device(int device, vg_heap_t **out);
+/* The heap that owns user pointer p, if any, with its block (heap locked on return when
+ * found). */
+vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block);
+int vg__heap_count(void);
+vg_heap_t *vg__heap_at(int i);
+
+/* Allocate a block of `size` bytes (of which the user asked for `requested`) ordered on
+ * `stream` (heap lock held). On success *out is the block, with user == addr (guard mode
+ * moves it). On VG_ERR_OUT_OF_MEMORY the explanation is in vg_last_error(). */
+vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested, CUstream stream,
+                           vg_block_t **out);
+/* Return an allocated block to the heap, ordered on `stream` (heap lock held). */
+void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream);
+/* A block leaving guard's quarantine: deferred if other streams still use it, else
+ * free (heap lock held). */
+void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b);
+/* Record that `stream` uses block b (heap lock held). */
+vg_status_t vg__heap_record_stream(vg_heap_t *h, vg_block_t *b, CUstream stream);
+/* Release cached memory: unmap idle pages, free empty segments (heap lock held). */
+vg_status_t vg__heap_trim(vg_heap_t *h, bool wait_for_streams);
+/* The stream's work up to now is complete (a synchronisation was observed). */
+void vg__heap_stream_synced(vg_heap_t *h, CUstream stream);
+void vg__heap_all_synced(vg_heap_t *h);
+void vg__heap_forget_stream(vg_heap_t *h, CUstream stream);
+/* Check every invariant; returns VG_OK or VG_ERR_INTERNAL with the first violation in
+ * vg_last_error(). O(blocks + pages). */
+vg_status_t vg__heap_validate(vg_heap_t *h);
+/* The largest request that could be served now without failing. */
+uint64_t vg__heap_largest_servable(vg_heap_t *h);
+uint64_t vg__heap_largest_free_block(vg_heap_t *h);
+vg_stream_t *vg__heap_stream(vg_heap_t *h, CUstream handle);
+
+/* tlsf.c */
+void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b);
+void vg__tlsf_remove(vg_tlsf_t *t, vg_block_t *b);
+/* First block of size >= size usable by `stream` (see vg__block_usable). */
+vg_block_t *vg__tlsf_find(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream);
+/* Visit free blocks from the largest class down; stop when fn returns false. */
+void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void *arg);
+uint64_t vg__tlsf_largest(vg_tlsf_t *t);
+
+/* ptrmap.c */
+bool vg__ptrmap_put(vg_ptrmap_t *m, uint64_t key, vg_block_t *val);
+vg_block_t *vg__ptrmap_get(const vg_ptrmap_t *m, uint64_t key);
+vg_block_t *vg__ptrmap_del(vg_ptrmap_t *m, uint64_t key);
+void vg__ptrmap_free(vg_ptrmap_t *m);
+
+/* A free block may serve `s` if it was freed on `s`, or its freeing stream's work up to
+ * the free is complete. */
+static inline bool vg__block_complete(const vg_block_t *b) {
+    return !b->stream || b->epoch <= b->stream->done;
+}
+static inline bool vg__block_usable(const vg_block_t *b, const vg_stream_t *s) {
+    return b->stream == s || vg__block_complete(b);
+}
+
+/* segment.c — physical memory */
+vg_status_t vg__segment_grow(vg_heap_t *h, uint64_t size, vg_block_t **out);
+/* Make every page of [addr, addr+size) mapped; steals idle pages before creating. */
+vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr,
+                                  uint64_t size);
+bool vg__segment_range_mapped(const vg_segment_t *seg, uint64_t addr, uint64_t size);
+uint64_t vg__segment_idle_bytes(vg_heap_t *h);
+vg_status_t vg__segment_trim(vg_heap_t *h);
+void vg__segment_release_all(vg_heap_t *h);
+vg_status_t vg__heap_init_segments(vg_heap_t *h);
+/* Take a block struct from the pool. */
+vg_block_t *vg__block_new(vg_heap_t *h);
+void vg__block_put(vg_heap_t *h, vg_block_t *b);
+/* Merge a free block with free neighbours that may share its tag; returns the result. */
+vg_block_t *vg__block_coalesce(vg_heap_t *h, vg_block_t *b);
+
+#endif /* VG_HEAP_H */

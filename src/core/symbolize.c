@@ -1,0 +1,248 @@
+/* symbolize.c — return addresses to "function (file:line)", only when a report is printed.
+ *
+ * dladdr() names the module (and exported symbols); file and line come from running
+ * `addr2line -f -C -e MODULE ADDR...` once per module for a batch of addresses, as
+ * AddressSanitizer runs its symbolizer. Without addr2line or debug information a frame
+ * reads "symbol+0xoff (module)" or "module+0xoff". Results are cached by address.
+ *
+ * Never called from a signal handler or a hot path: it allocates and spawns a process.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+#include "sites.h"
+
+extern char **environ;
+
+typedef struct sym_entry {
+    uintptr_t addr;
+    char *text;
+    struct sym_entry *next;
+} sym_entry_t;
+
+#define SYM_BUCKETS 4096
+static sym_entry_t *g_cache[SYM_BUCKETS];
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_have_addr2line = -1;
+
+static size_t bucket(uintptr_t a) { return (size_t)((a * 0x9E3779B97F4A7C15ull) >> 52) % SYM_BUCKETS; }
+
+static const char *cache_get(uintptr_t a) {
+    for (sym_entry_t *e = g_cache[bucket(a)]; e; e = e->next)
+        if (e->addr == a)
+            return e->text;
+    return NULL;
+}
+
+static const char *cache_put(uintptr_t a, char *text) {
+    sym_entry_t *e = malloc(sizeof *e);
+    if (!e) {
+        free(text);
+        return "??";
+    }
+    e->addr = a;
+    e->text = text;
+    e->next = g_cache[bucket(a)];
+    g_cache[bucket(a)] = e;
+    return text;
+}
+
+/* The main program's load address, to recognise it in dladdr() results. */
+static int main_base_cb(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    uintptr_t lo = UINTPTR_MAX;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_vaddr < lo)
+            lo = info->dlpi_phdr[i].p_vaddr;
+    *(uintptr_t *)data = info->dlpi_addr + (lo == UINTPTR_MAX ? 0 : lo);
+    return 1; /* the first object is the main program */
+}
+
+static const char *short_name(const char *path) {
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* Run addr2line on `n` addresses of one module; fills out[i] with "func (file:line)" or
+ * NULL where it knows nothing. */
+static void run_addr2line(const char *module, const uintptr_t *offs, int n, char **out) {
+    for (int i = 0; i < n; i++)
+        out[i] = NULL;
+    if (g_have_addr2line == 0)
+        return;
+    char **argv = calloc((size_t)n + 6, sizeof *argv);
+    char (*hex)[24] = calloc((size_t)n, sizeof *hex);
+    int pipefd[2] = {-1, -1};
+    if (!argv || !hex || pipe2(pipefd, O_CLOEXEC) != 0) {
+        free(argv);
+        free(hex);
+        return;
+    }
+    int k = 0;
+    argv[k++] = "addr2line";
+    argv[k++] = "-f";
+    argv[k++] = "-C";
+    argv[k++] = "-e";
+    argv[k++] = (char *)module;
+    for (int i = 0; i < n; i++) {
+        snprintf(hex[i], sizeof hex[i], "0x%lx", (unsigned long)offs[i]);
+        argv[k++] = hex[i];
+    }
+    argv[k] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    /* Do not let the child inherit vramguard: it must not preload itself into addr2line. */
+    int envn = 0;
+    while (environ && environ[envn])
+        envn++;
+    char **env = calloc((size_t)envn + 1, sizeof *env);
+    int e = 0;
+    for (int i = 0; env && i < envn; i++)
+        if (strncmp(environ[i], "LD_PRELOAD=", 11) != 0 &&
+            strncmp(environ[i], "CUDA_INJECTION64_PATH=", 22) != 0)
+            env[e++] = environ[i];
+    pid_t pid;
+    int rc = posix_spawnp(&pid, "addr2line", &fa, NULL, argv, env ? env : environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pipefd[1]);
+    free(env);
+    if (rc != 0) {
+        g_have_addr2line = 0;
+        close(pipefd[0]);
+        free(argv);
+        free(hex);
+        return;
+    }
+    g_have_addr2line = 1;
+    vg_buf_t b = {0};
+    char chunk[4096];
+    ssize_t r;
+    while ((r = read(pipefd[0], chunk, sizeof chunk)) > 0 || (r < 0 && errno == EINTR))
+        if (r > 0)
+            vg__buf_append(&b, chunk, (size_t)r);
+    close(pipefd[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    /* Two lines per address: function, then file:line. */
+    char *save = NULL, *line = b.data ? strtok_r(b.data, "\n", &save) : NULL;
+    for (int i = 0; i < n && line; i++) {
+        char *func = line;
+        char *loc = strtok_r(NULL, "\n", &save);
+        if (!loc)
+            break;
+        bool known_func = strcmp(func, "??") != 0;
+        bool known_loc = strncmp(loc, "??", 2) != 0;
+        char *disc = strstr(loc, " (discriminator");
+        if (disc)
+            *disc = '\0';
+        if (known_func || known_loc) {
+            vg_buf_t t = {0};
+            vg__buf_printf(&t, "%s", known_func ? func : "??");
+            if (known_loc)
+                vg__buf_printf(&t, " (%s)", loc);
+            out[i] = t.data;
+        }
+        line = strtok_r(NULL, "\n", &save);
+    }
+    vg__buf_free(&b);
+    free(argv);
+    free(hex);
+}
+
+void vg__symbolize_batch(const uintptr_t *addrs, int n) {
+    pthread_mutex_lock(&g_lock);
+    static uintptr_t main_base;
+    static char main_path[4096];
+    if (!main_base) {
+        dl_iterate_phdr(main_base_cb, &main_base);
+        /* The child would read its own /proc/self/exe: resolve the link here. */
+        ssize_t n = readlink("/proc/self/exe", main_path, sizeof main_path - 1);
+        main_path[n > 0 ? n : 0] = '\0';
+    }
+    bool *done = calloc((size_t)n, 1);
+    uintptr_t *offs = calloc((size_t)n, sizeof *offs);
+    uintptr_t *which = calloc((size_t)n, sizeof *which);
+    char **res = calloc((size_t)n, sizeof *res);
+    for (int i = 0; done && offs && which && res && i < n; i++) {
+        if (done[i] || cache_get(addrs[i]))
+            continue;
+        Dl_info info;
+        uintptr_t pc = addrs[i] - 1; /* the call instruction, not the return address */
+        if (!dladdr((void *)pc, &info) || !info.dli_fname) {
+            char *t = NULL;
+            if (asprintf(&t, "0x%lx", (unsigned long)addrs[i]) > 0)
+                cache_put(addrs[i], t);
+            done[i] = true;
+            continue;
+        }
+        /* Gather every pending address of this module. */
+        uintptr_t base = (uintptr_t)info.dli_fbase;
+        bool is_main = base == main_base;
+        const Elf64_Ehdr *eh = (const Elf64_Ehdr *)base;
+        bool absolute = eh->e_type == ET_EXEC;
+        const char *module = is_main && main_path[0] ? main_path : info.dli_fname;
+        int k = 0;
+        for (int j = i; j < n; j++) {
+            if (done[j] || cache_get(addrs[j]))
+                continue;
+            Dl_info dj;
+            if (!dladdr((void *)(addrs[j] - 1), &dj) || (uintptr_t)dj.dli_fbase != base)
+                continue;
+            which[k] = (uintptr_t)j;
+            offs[k] = absolute ? addrs[j] - 1 : addrs[j] - 1 - base;
+            k++;
+        }
+        run_addr2line(module, offs, k, res);
+        for (int m = 0; m < k; m++) {
+            int j = (int)which[m];
+            done[j] = true;
+            char *t = res[m];
+            if (!t) {
+                Dl_info dj;
+                dladdr((void *)(addrs[j] - 1), &dj);
+                const char *mod = is_main ? "program" : short_name(dj.dli_fname);
+                if (dj.dli_sname && asprintf(&t, "%s+0x%lx (%s)", dj.dli_sname,
+                                             (unsigned long)(addrs[j] - (uintptr_t)dj.dli_saddr),
+                                             mod) < 0)
+                    t = NULL;
+                if (!t && asprintf(&t, "%s+0x%lx", mod, (unsigned long)(addrs[j] - base)) < 0)
+                    t = NULL;
+            }
+            if (t)
+                cache_put(addrs[j], t);
+        }
+    }
+    free(done);
+    free(offs);
+    free(which);
+    free(res);
+    pthread_mutex_unlock(&g_lock);
+}
+
+const char *vg__symbolize(uintptr_t addr) {
+    pthread_mutex_lock(&g_lock);
+    const char *t = cache_get(addr);
+    pthread_mutex_unlock(&g_lock);
+    if (t)
+        return t;
+    vg__symbolize_batch(&addr, 1);
+    pthread_mutex_lock(&g_lock);
+    t = cache_get(addr);
+    pthread_mutex_unlock(&g_lock);
+    return t ? t : "??";
+}

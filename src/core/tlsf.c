@@ -1,0 +1,133 @@
+/* tlsf.c — the free index: two-level segregated fit over free blocks.
+ *
+ * A size (a multiple of 512 bytes, in units u = size / 512) maps to a first-level class
+ * fl = floor(log2 u) and a second-level class sl = the next 5 bits, so each power of two
+ * is cut into 32 bins and a bin's sizes differ by less than 1/32. Two bitmaps say which
+ * bins are non-empty, so finding the first non-empty bin at or above a class is a couple
+ * of bit scans: O(1) whatever the number of free blocks.
+ *
+ * Search (vg__tlsf_find): first the request's own bin, where a block may be too small,
+ * looking at up to 16 blocks for the tightest usable fit; then the first non-empty bins
+ * above it, where every block fits, taking the first block the stream may use. Blocks a
+ * stream may not use yet (freed on another stream, not complete) are skipped, at most 64
+ * per bin, so the cost stays bounded when many such blocks wait.
+ */
+#include "heap.h"
+
+#define SMALL_UNITS VG_TLSF_SL
+
+static inline int msb64(uint64_t x) { return 63 - __builtin_clzll(x); }
+
+static inline void mapping(uint64_t size, int *fl, int *sl) {
+    uint64_t u = size / VG_ALIGN;
+    if (u < SMALL_UNITS) {
+        *fl = 0;
+        *sl = (int)u;
+        return;
+    }
+    int m = msb64(u);
+    *fl = m - VG_TLSF_SL_BITS + 1;
+    *sl = (int)((u >> (m - VG_TLSF_SL_BITS)) - VG_TLSF_SL);
+}
+
+void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b) {
+    int fl, sl;
+    mapping(b->size, &fl, &sl);
+    vg_block_t *head = t->bins[fl][sl];
+    b->fprev = NULL;
+    b->fnext = head;
+    if (head)
+        head->fprev = b;
+    t->bins[fl][sl] = b;
+    t->fl_bitmap |= 1ull << fl;
+    t->sl_bitmap[fl] |= 1u << sl;
+    t->nblocks++;
+    t->bytes += b->size;
+}
+
+void vg__tlsf_remove(vg_tlsf_t *t, vg_block_t *b) {
+    int fl, sl;
+    mapping(b->size, &fl, &sl);
+    if (b->fprev)
+        b->fprev->fnext = b->fnext;
+    else
+        t->bins[fl][sl] = b->fnext;
+    if (b->fnext)
+        b->fnext->fprev = b->fprev;
+    if (!t->bins[fl][sl]) {
+        t->sl_bitmap[fl] &= ~(1u << sl);
+        if (!t->sl_bitmap[fl])
+            t->fl_bitmap &= ~(1ull << fl);
+    }
+    b->fprev = b->fnext = NULL;
+    t->nblocks--;
+    t->bytes -= b->size;
+}
+
+/* First non-empty bin strictly after (fl, sl), or false. */
+static bool next_bin(const vg_tlsf_t *t, int *fl, int *sl) {
+    uint32_t sm = (*sl + 1 < (int)VG_TLSF_SL) ? t->sl_bitmap[*fl] & (~0u << (*sl + 1)) : 0;
+    if (sm) {
+        *sl = __builtin_ctz(sm);
+        return true;
+    }
+    uint64_t fm = (*fl + 1 < 64) ? t->fl_bitmap & (~0ull << (*fl + 1)) : 0;
+    if (!fm)
+        return false;
+    *fl = __builtin_ctzll(fm);
+    *sl = __builtin_ctz(t->sl_bitmap[*fl]);
+    return true;
+}
+
+vg_block_t *vg__tlsf_find(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream) {
+    int fl, sl;
+    mapping(size, &fl, &sl);
+    /* The request's own bin: blocks may be smaller than the request. */
+    vg_block_t *best = NULL;
+    int looked = 0;
+    for (vg_block_t *b = t->bins[fl][sl]; b && looked < 16; b = b->fnext, looked++) {
+        if (b->size >= size && vg__block_usable(b, stream) && (!best || b->size < best->size)) {
+            best = b;
+            if (b->size == size)
+                break;
+        }
+    }
+    if (best)
+        return best;
+    /* Larger bins: every block fits. */
+    while (next_bin(t, &fl, &sl)) {
+        int skipped = 0;
+        for (vg_block_t *b = t->bins[fl][sl]; b && skipped < 64; b = b->fnext, skipped++)
+            if (vg__block_usable(b, stream))
+                return b;
+    }
+    return NULL;
+}
+
+void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
+    for (int fl = VG_TLSF_FL - 1; fl >= 0; fl--) {
+        if (!(t->fl_bitmap & (1ull << fl)))
+            continue;
+        for (int sl = VG_TLSF_SL - 1; sl >= 0; sl--) {
+            vg_block_t *b = t->bins[fl][sl];
+            while (b) {
+                vg_block_t *next = b->fnext; /* fn may remove b */
+                if (!fn(b, arg))
+                    return;
+                b = next;
+            }
+        }
+    }
+}
+
+uint64_t vg__tlsf_largest(vg_tlsf_t *t) {
+    if (!t->fl_bitmap)
+        return 0;
+    int fl = msb64(t->fl_bitmap);
+    int sl = 31 - __builtin_clz(t->sl_bitmap[fl]);
+    uint64_t best = 0;
+    for (vg_block_t *b = t->bins[fl][sl]; b; b = b->fnext)
+        if (b->size > best)
+            best = b->size;
+    return best;
+}

@@ -1,0 +1,84 @@
+/* test_faults.c — fault injection over the driver layer (STYLE.md, SQLite's loops).
+ *
+ * For N = 1, 2, 3, ...: make the Nth driver call fail, run a sequence of allocator
+ * operations, then disarm and check that every step ended in a clean result (success, or
+ * an error with its explanation), that the allocator's invariants hold, and that once the
+ * cache is emptied the driver has every byte back. Stop at the first N the sequence
+ * finishes without reaching.
+ */
+#include "vgtest.h"
+
+static int sequence(CUstream s) {
+    void *a = NULL, *b = NULL, *c = NULL;
+    int errors = 0;
+    vg_status_t st;
+    if ((st = vg_malloc(&a, 50 << 20, s)) != VG_OK)
+        errors++;
+    if ((st = vg_malloc(&b, 3 << 20, NULL)) != VG_OK)
+        errors++;
+    if (a && (st = vg_free(a, s)) != VG_OK)
+        errors++;
+    if ((st = vg_malloc(&c, 80 << 20, NULL)) != VG_OK)
+        errors++;
+    if (b && vg_free(b, NULL) != VG_OK)
+        errors++;
+    if (c && vg_free(c, NULL) != VG_OK)
+        errors++;
+    if (vg_empty_cache() != VG_OK)
+        errors++;
+    return errors;
+}
+
+static void fault_loop(int error) {
+    CUstream s = vgt_stream();
+    size_t free0, total;
+    CHECK_VG(vg_empty_cache());
+    CHECK_CU(vg__cuMemGetInfo(&free0, &total));
+    long n;
+    int with_errors = 0;
+    for (n = 1; n < 10000; n++) {
+        vg__fault_inject(n, error);
+        int errors = sequence(s);
+        long calls = vg__fault_calls();
+        vg__fault_inject(0, 0);
+        with_errors += errors > 0;
+        /* Clean: the invariants hold and, with the cache emptied, nothing is held. */
+        CHECK_MSG(vg_validate() == VG_OK, "N=%ld: %s", n, vg_last_error());
+        CHECK_VG(vg_empty_cache());
+        vg_stats_t st = vgt_stats();
+        CHECK_MSG(st.allocation[VG_POOL_ALL].current == 0, "N=%ld: %lld allocations leaked", n,
+                  (long long)st.allocation[VG_POOL_ALL].current);
+        CHECK_MSG(st.reserved_bytes[VG_POOL_ALL].current == 0, "N=%ld: %lld bytes still reserved",
+                  n, (long long)st.reserved_bytes[VG_POOL_ALL].current);
+        size_t free1;
+        CHECK_CU(vg__cuMemGetInfo(&free1, &total));
+        CHECK_MSG(free1 == free0, "N=%ld: the driver lost %lld bytes", n,
+                  (long long)free0 - (long long)free1);
+        if (calls < n)
+            break; /* the sequence completed before the Nth call: every point was tried */
+    }
+    CHECK_MSG(n > 5, "the sequence made only %ld driver calls", n);
+    CHECK_MSG(with_errors > 0, "no injected fault ever surfaced");
+    fprintf(stderr, "fault injection: %ld points tried, %d ended in a clean error\n", n - 1,
+            with_errors);
+}
+
+VG_TEST(every_driver_call_may_run_out_of_memory) {
+    vgt_init("");
+    fault_loop(CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+VG_TEST(every_driver_call_may_fail) {
+    vgt_init("");
+    fault_loop(CUDA_ERROR_UNKNOWN);
+}
+
+VG_TEST(every_driver_call_may_fail_without_vmm) {
+    vgt_init("vmm=off");
+    fault_loop(CUDA_ERROR_UNKNOWN);
+}
+
+VG_TEST(every_driver_call_may_fail_under_a_limit) {
+    vgt_init("limit=96M");
+    fault_loop(CUDA_ERROR_OUT_OF_MEMORY);
+}

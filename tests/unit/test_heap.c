@@ -1,0 +1,413 @@
+/* test_heap.c — the allocator through its public API, on vgsim. */
+#include <string.h>
+
+#include "vgtest.h"
+
+VG_TEST(alloc_free_basic) {
+    vgt_init("");
+    void *p = NULL, *q = NULL;
+    CHECK_VG(vg_malloc(&p, 4000, NULL));
+    CHECK(p != NULL);
+    CHECK_EQ((uintptr_t)p % 512, 0);
+    CHECK_VG(vg_malloc(&q, 1, NULL));
+    CHECK(q != p);
+    CHECK_VALID();
+    vg_stats_t s = vgt_stats();
+    CHECK_EQ(s.allocation[VG_POOL_ALL].current, 2);
+    CHECK_EQ(s.allocated_bytes[VG_POOL_ALL].current, 4096 + 512);
+    CHECK_EQ(s.requested_bytes[VG_POOL_ALL].current, 4001);
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VG(vg_free(q, NULL));
+    CHECK_VG(vg_free(NULL, NULL)); /* a no-op, as free(NULL) */
+    CHECK_VALID();
+    s = vgt_stats();
+    CHECK_EQ(s.allocation[VG_POOL_ALL].current, 0);
+    CHECK_EQ(s.allocated_bytes[VG_POOL_ALL].freed, 4096 + 512);
+}
+
+VG_TEST(memory_is_usable_by_the_device) {
+    vgt_init("");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 3 << 20, NULL));
+    CHECK_CU(vg__cuMemsetD32((CUdeviceptr)(uintptr_t)p, 0x12345678u, (3 << 20) / 4));
+    unsigned h[2];
+    CHECK_CU(vg__cuMemcpyDtoH(&h[0], (CUdeviceptr)(uintptr_t)p, 4));
+    CHECK_CU(vg__cuMemcpyDtoH(&h[1], (CUdeviceptr)(uintptr_t)p + (3 << 20) - 4, 4));
+    CHECK_EQ(h[0], 0x12345678u);
+    CHECK_EQ(h[1], 0x12345678u);
+    CHECK_VG(vg_free(p, NULL));
+}
+
+VG_TEST(zero_size_gives_unique_pointers) {
+    vgt_init("");
+    void *a, *b;
+    CHECK_VG(vg_malloc(&a, 0, NULL));
+    CHECK_VG(vg_malloc(&b, 0, NULL));
+    CHECK(a && b && a != b);
+    CHECK_VG(vg_free(a, NULL));
+    CHECK_VG(vg_free(b, NULL));
+    CHECK_VALID();
+}
+
+VG_TEST(same_stream_reuses_at_once) {
+    vgt_init("");
+    CUstream s = vgt_stream();
+    void *p, *q;
+    CHECK_VG(vg_malloc(&p, 1 << 20, s));
+    CHECK_VG(vg_free(p, s));
+    CHECK_VG(vg_malloc(&q, 1 << 20, s));
+    CHECK(q == p); /* ordered on the same stream: no wait needed */
+    CHECK_VG(vg_free(q, s));
+    CHECK_VALID();
+}
+
+/* The S2 hazard at the allocator level: a block freed on stream A while A still has
+ * queued work on it must not be handed to stream B before that work completes. The
+ * proof is the data: A's late write must not land in B's allocation. */
+VG_TEST(cross_stream_reuse_waits_for_the_freeing_stream) {
+    vgt_init("");
+    CUstream a = vgt_stream(), b = vgt_stream();
+    const size_t n = 1 << 20;
+    void *x, *y;
+    CHECK_VG(vg_malloc(&x, n, a));
+    vgt_gate_t g;
+    vgt_gate_close(&g, a);
+    CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)x, 0xAA, n, a)); /* queued on A */
+    CHECK_VG(vg_free(x, a));                                               /* while queued */
+    CHECK_VG(vg_malloc(&y, n, b));
+    CHECK_MSG(y != x, "stream B got the block A still writes to");
+    CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)y, 0x55, n, b));
+    CHECK_CU(vg__cuStreamSynchronize(b));
+    vgt_gate_open(&g);
+    CHECK_CU(vg__cuStreamSynchronize(a));
+    unsigned char h[64];
+    CHECK_CU(vg__cuMemcpyDtoH(h, (CUdeviceptr)(uintptr_t)y, sizeof h));
+    for (size_t i = 0; i < sizeof h; i++)
+        CHECK_EQ(h[i], 0x55);
+    /* Once A is known complete, B may have the block. */
+    CHECK_VG(vg_stream_synchronized(a));
+    void *z;
+    CHECK_VG(vg_malloc(&z, n, b));
+    CHECK(z == x);
+    CHECK_VG(vg_free(y, b));
+    CHECK_VG(vg_free(z, b));
+    CHECK_VALID();
+}
+
+VG_TEST(completion_is_learned_from_events_when_memory_runs_short) {
+    /* With a limit that leaves no room to grow, B can only be served by the block A freed:
+     * the allocator must record an event on A, wait for it, and reuse the block. */
+    vgt_init("limit=4M");
+    CUstream a = vgt_stream(), b = vgt_stream();
+    void *x, *y;
+    CHECK_VG(vg_malloc(&x, 3 << 20, a));
+    CHECK_VG(vg_free(x, a));
+    CHECK_VG(vg_malloc(&y, 3 << 20, b));
+    CHECK(y == x);
+    vg_stats_t s = vgt_stats();
+    CHECK_EQ(s.num_alloc_retries, 1);
+    CHECK(s.num_sync_all_streams >= 1);
+    CHECK_VG(vg_free(y, b));
+    CHECK_VALID();
+}
+
+VG_TEST(record_stream_delays_reuse) {
+    vgt_init("");
+    CUstream a = vgt_stream(), b = vgt_stream();
+    const size_t n = 2 << 20;
+    void *x, *y, *z;
+    CHECK_VG(vg_malloc(&x, n, a));
+    CHECK_VG(vg_record_stream(x, b));
+    vgt_gate_t g;
+    vgt_gate_close(&g, b);
+    CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)x, 0xAA, n, b)); /* B uses x */
+    CHECK_VG(vg_free(x, a));
+    CHECK_VG(vg_malloc(&y, n, a));
+    CHECK_MSG(y != x, "A got a block that B still uses");
+    vg_stats_t s = vgt_stats();
+    CHECK_EQ(s.active_bytes[VG_POOL_ALL].current, 2 * (int64_t)n); /* x waits, y is live */
+    CHECK_VALID();
+    vgt_gate_open(&g);
+    CHECK_CU(vg__cuStreamSynchronize(b));
+    CHECK_VG(vg_stream_synchronized(b));
+    CHECK_VG(vg_malloc(&z, n, a));
+    CHECK(z == x);
+    CHECK_VG(vg_free(y, a));
+    CHECK_VG(vg_free(z, a));
+    CHECK_VALID();
+}
+
+VG_TEST(oom_over_limit_is_explained_and_disturbs_nothing) {
+    vgt_init("limit=64M");
+    void *p[3];
+    for (int i = 0; i < 3; i++)
+        CHECK_VG(vg_malloc(&p[i], 20 << 20, NULL));
+    CHECK_CU(vg__cuMemsetD8((CUdeviceptr)(uintptr_t)p[0], 7, 20 << 20));
+    void *q = (void *)1;
+    CHECK_EQ(vg_malloc(&q, 20 << 20, NULL), VG_ERR_OUT_OF_MEMORY);
+    CHECK(q == NULL);
+    const char *e = vg_last_error();
+    CHECK_CONTAINS(e, "out of memory: cannot allocate 20.00 MiB (20971520 bytes) on device 0");
+    CHECK_CONTAINS(e, "vramguard's limit on this device: 64.00 MiB");
+    CHECK_CONTAINS(e, "60.00 MiB allocated in 3 blocks");
+    CHECK_CONTAINS(e, "the largest block that could be served now:");
+    CHECK_CONTAINS(e, "why: serving it would take vramguard over its limit");
+    CHECK_CONTAINS(e, "top holders by allocation site:");
+    CHECK_CONTAINS(e, "60.00 MiB in 3 allocations from");
+    CHECK_CONTAINS(e, "test_heap.c"); /* the site is symbolized to this file */
+    CHECK_VALID();
+    unsigned char h[4];
+    CHECK_CU(vg__cuMemcpyDtoH(h, (CUdeviceptr)(uintptr_t)p[0] + 100, 4));
+    CHECK_EQ(h[0], 7);
+    vg_stats_t s = vgt_stats();
+    CHECK_EQ(s.num_ooms, 1);
+    CHECK_VG(vg_free(p[2], NULL));
+    CHECK_VG(vg_malloc(&q, 20 << 20, NULL)); /* room again */
+    CHECK_VG(vg_free(q, NULL));
+    CHECK_VG(vg_free(p[0], NULL));
+    CHECK_VG(vg_free(p[1], NULL));
+    CHECK_VALID();
+}
+
+VG_TEST(oom_larger_than_device) {
+    vgt_init(""); /* VGSIM_MEMORY=16G in the test environment */
+    void *keep, *q;
+    CHECK_VG(vg_malloc(&keep, 4096, NULL));
+    CHECK_EQ(vg_malloc(&q, 17ull << 30, NULL), VG_ERR_OUT_OF_MEMORY);
+    CHECK_CONTAINS(vg_last_error(), "the request is larger than the whole device (16.00 GiB)");
+    CHECK_EQ(vg_malloc(&q, SIZE_MAX, NULL), VG_ERR_OUT_OF_MEMORY); /* absurd: no overflow */
+    CHECK_CONTAINS(vg_last_error(), "larger than the whole device");
+    CHECK_VALID();
+    CHECK_VG(vg_free(keep, NULL));
+}
+
+VG_TEST(fraction_limit) {
+    vgt_init("limit=0.25");
+    vg_stats_t s = vgt_stats();
+    CHECK_EQ(s.limit, 4ull << 30);
+    void *p;
+    CHECK_EQ(vg_malloc(&p, (4ull << 30) + (2 << 20), NULL), VG_ERR_OUT_OF_MEMORY);
+    CHECK_CONTAINS(vg_last_error(), "larger than the limit");
+    CHECK_VG(vg_set_memory_limit(0, 0));
+    CHECK_VG(vg_malloc(&p, (4ull << 30) + (2 << 20), NULL));
+    CHECK_VG(vg_free(p, NULL));
+}
+
+VG_TEST(empty_cache_returns_memory) {
+    vgt_init("");
+    size_t free0, free1, total;
+    CHECK_CU(vg__cuMemGetInfo(&free0, &total));
+    void *p[8];
+    for (int i = 0; i < 8; i++)
+        CHECK_VG(vg_malloc(&p[i], 100 << 20, NULL));
+    for (int i = 0; i < 8; i++)
+        CHECK_VG(vg_free(p[i], NULL));
+    vg_stats_t s = vgt_stats();
+    CHECK(s.reserved_bytes[VG_POOL_ALL].current >= 800 << 20);
+    CHECK_VG(vg_empty_cache());
+    s = vgt_stats();
+    CHECK_EQ(s.reserved_bytes[VG_POOL_ALL].current, 0);
+    CHECK(s.num_device_free > 0);
+    CHECK_CU(vg__cuMemGetInfo(&free1, &total));
+    CHECK_EQ(free1, free0); /* every byte went back to the driver */
+    CHECK_VALID();
+}
+
+VG_TEST(idle_pages_move_instead_of_failing) {
+    /* Free memory must never be stranded by fragmentation (S6): under a limit that leaves
+     * no room for new pages, the pages of a freed block that no longer fits are unmapped
+     * and mapped where the new request fits. */
+    vgt_init("limit=110M");
+    void *a, *b, *c;
+    CHECK_VG(vg_malloc(&a, 64 << 20, NULL));
+    CHECK_VG(vg_malloc(&b, 2 << 20, NULL));
+    CHECK_VG(vg_free(a, NULL));
+    CHECK_VG(vg_stream_synchronized(NULL)); /* a's free is complete: its pages are idle */
+    CHECK_VG(vg_malloc(&c, 100 << 20, NULL)); /* does not fit in a's 64 MiB hole */
+    vg_stats_t s = vgt_stats();
+    CHECK(s.reserved_bytes[VG_POOL_ALL].current <= 110 << 20);
+    CHECK(s.num_device_free >= 20); /* pages were unmapped from the hole */
+    CHECK_EQ(s.num_ooms, 0);
+    CHECK_VALID();
+    CHECK_VG(vg_free(b, NULL));
+    CHECK_VG(vg_free(c, NULL));
+    CHECK_VALID();
+}
+
+VG_TEST(fragmented_cuMemAlloc_segments_are_released_and_retried) {
+    /* Without VMM, free memory split across segments is returned to the driver so that
+     * one segment large enough can be made (PyTorch's retry). */
+    vgt_init("vmm=off,limit=64M");
+    void *p[3], *big;
+    for (int i = 0; i < 3; i++)
+        CHECK_VG(vg_malloc(&p[i], 20 << 20, NULL));
+    for (int i = 0; i < 3; i++)
+        CHECK_VG(vg_free(p[i], NULL));
+    CHECK_VG(vg_malloc(&big, 50 << 20, NULL));
+    vg_stats_t s = vgt_stats();
+    CHECK_EQ(s.num_alloc_retries, 1);
+    CHECK_EQ(s.segment[VG_POOL_ALL].current, 1);
+    CHECK_VG(vg_free(big, NULL));
+    CHECK_VALID();
+}
+
+VG_TEST(vmm_off_uses_cumemalloc_segments) {
+    vgt_init("vmm=off");
+    void *s1, *l1;
+    CHECK_VG(vg_malloc(&s1, 4096, NULL));
+    CHECK_VG(vg_malloc(&l1, 30 << 20, NULL));
+    vg_stats_t s = vgt_stats();
+    CHECK_EQ(s.segment[VG_POOL_ALL].current, 2);
+    CHECK_EQ(s.reserved_bytes[VG_POOL_SMALL].current, 2 << 20);
+    CHECK_EQ(s.reserved_bytes[VG_POOL_LARGE].current, 30 << 20);
+    CHECK_VALID();
+    CHECK_VG(vg_free(s1, NULL));
+    CHECK_VG(vg_free(l1, NULL));
+    CHECK_VG(vg_empty_cache());
+    s = vgt_stats();
+    CHECK_EQ(s.segment[VG_POOL_ALL].current, 0);
+    CHECK_EQ(s.reserved_bytes[VG_POOL_ALL].current, 0);
+    CHECK_VALID();
+}
+
+VG_TEST(vmm_on_without_driver_support_is_a_clear_error) {
+    setenv("VGSIM_VMM", "0", 1);
+    vgt_init("vmm=on");
+    void *p;
+    CHECK_EQ(vg_malloc(&p, 4096, NULL), VG_ERR_NOT_SUPPORTED);
+    CHECK_CONTAINS(vg_last_error(), "vmm=on, but device 0 or its driver has no virtual memory");
+}
+
+VG_TEST(vmm_auto_falls_back_without_driver_support) {
+    setenv("VGSIM_VMM", "0", 1);
+    vgt_init("");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 4096, NULL));
+    CHECK_EQ(vgt_stats().reserved_bytes[VG_POOL_ALL].current, 2 << 20); /* a cuMemAlloc segment */
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VALID();
+}
+
+VG_TEST(stats_pools_and_peaks) {
+    vgt_init("");
+    void *small, *large;
+    CHECK_VG(vg_malloc(&small, 1000, NULL));      /* 1024 B block, small pool */
+    CHECK_VG(vg_malloc(&large, 3 << 20, NULL));   /* large pool */
+    vg_stats_t s = vgt_stats();
+    CHECK_EQ(s.allocated_bytes[VG_POOL_SMALL].current, 1024);
+    CHECK_EQ(s.allocated_bytes[VG_POOL_LARGE].current, 3 << 20);
+    CHECK_EQ(s.allocation[VG_POOL_SMALL].current, 1);
+    CHECK_EQ(s.requested_bytes[VG_POOL_SMALL].current, 1000);
+    CHECK_VG(vg_free(large, NULL));
+    s = vgt_stats();
+    CHECK_EQ(s.allocated_bytes[VG_POOL_ALL].peak, 1024 + (3 << 20));
+    CHECK_EQ(s.allocated_bytes[VG_POOL_ALL].current, 1024);
+    CHECK_VG(vg_reset_peak_stats(-1));
+    s = vgt_stats();
+    CHECK_EQ(s.allocated_bytes[VG_POOL_ALL].peak, 1024);
+    CHECK_VG(vg_reset_accumulated_stats(-1));
+    s = vgt_stats();
+    CHECK_EQ(s.allocated_bytes[VG_POOL_ALL].allocated, 0);
+    CHECK_EQ(s.num_device_alloc, 0);
+    CHECK_VG(vg_free(small, NULL));
+    char *j = vg_memory_stats_json(-1);
+    CHECK(j != NULL);
+    CHECK_CONTAINS(j, "\"allocated_bytes.all.current\":0");
+    CHECK_CONTAINS(j, "\"reserved_bytes.large_pool.peak\":");
+    CHECK_CONTAINS(j, "\"num_alloc_retries\":0");
+    CHECK_CONTAINS(j, "\"oversize_allocations.current\":0");
+    vg_free_string(j);
+}
+
+VG_TEST(summary_has_pytorch_layout) {
+    vgt_init("");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 1 << 20, NULL));
+    char *sum = vg_memory_summary(-1);
+    CHECK(sum != NULL);
+    /* 47 lines of 77 characters, as torch.cuda.memory_summary() prints. */
+    int lines = 0;
+    for (char *l = sum, *nl; (nl = strchr(l, '\n')); l = nl + 1, lines++)
+        CHECK_MSG(nl - l == 77, "line %d is %d characters: '%.*s'", lines + 1, (int)(nl - l),
+                  (int)(nl - l), l);
+    CHECK_EQ(lines, 47);
+    CHECK_CONTAINS(sum, "|                vramguard CUDA memory summary, device ID 0                 |\n");
+    CHECK_CONTAINS(sum, "|            CUDA OOMs: 0            |        cudaMalloc retries: 0         |\n");
+    CHECK_CONTAINS(sum, "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n");
+    CHECK_CONTAINS(sum, "| Allocated memory      |   1024 KiB |   1024 KiB |   1024 KiB |      0 B   |\n");
+    CHECK_CONTAINS(sum, "|       from small pool |   1024 KiB |   1024 KiB |   1024 KiB |      0 B   |\n");
+    CHECK_CONTAINS(sum, "| Allocations           |       1    |       1    |       1    |       0    |\n");
+    CHECK_CONTAINS(sum, "| Oversize GPU segments |       0    |       0    |       0    |       0    |\n");
+    CHECK_CONTAINS(sum, "| Non-releasable memory |");
+    CHECK_CONTAINS(sum, "| GPU reserved memory   |   2048 KiB |");
+    vg_free_string(sum);
+    CHECK_VG(vg_free(p, NULL));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Bad frees: reported, never corrupting (S8)
+ * ------------------------------------------------------------------------------------- */
+
+VG_TEST(double_free_is_reported_with_sites) {
+    vgt_init("");
+    void *p, *q;
+    CHECK_VG(vg_malloc(&p, 4000, NULL));
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_EQ(vg_free(p, NULL), VG_ERR_DOUBLE_FREE);
+    CHECK_CONTAINS(vg_last_error(), "double free of");
+    CHECK_CONTAINS(vg_last_error(), "a 4000-byte allocation (#1)");
+    CHECK_CONTAINS(vg_last_error(), "the allocation was made at:");
+    CHECK_CONTAINS(vg_last_error(), "test_heap.c");
+    CHECK_VALID();
+    CHECK_VG(vg_malloc(&q, 4000, NULL)); /* the allocator still works, and reuses it */
+    CHECK(q == p);
+    CHECK_VG(vg_free(q, NULL));
+    CHECK_VALID();
+}
+
+VG_TEST(invalid_and_interior_frees) {
+    vgt_init("");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 8192, NULL));
+    CHECK_EQ(vg_free((char *)p + 100, NULL), VG_ERR_INTERIOR_FREE);
+    CHECK_CONTAINS(vg_last_error(), "it points 100 bytes into a 8192-byte allocation");
+    int local;
+    CHECK_EQ(vg_free(&local, NULL), VG_ERR_INVALID_FREE);
+    CHECK_CONTAINS(vg_last_error(), "vramguard never allocated this pointer");
+    CHECK_VALID();
+    CHECK_EQ(vgt_stats().allocation[VG_POOL_ALL].current, 1);
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VALID();
+}
+
+VG_TEST(free_on_the_wrong_device) {
+    setenv("VGSIM_DEVICES", "2", 1);
+    vgt_init("");
+    void *p;
+    CHECK_VG(vg_malloc_device(&p, 4096, 1, NULL));
+    CHECK_EQ(vg_free_device(p, 0, NULL), VG_ERR_WRONG_DEVICE);
+    CHECK_CONTAINS(vg_last_error(), "on device 0, but it is a 4096-byte allocation of device 1");
+    CHECK_VALID();
+    CHECK_VG(vg_free_device(p, 1, NULL));
+    CHECK_VALID();
+}
+
+VG_TEST(unknown_device_is_an_error) {
+    vgt_init("");
+    void *p;
+    CHECK_EQ(vg_malloc_device(&p, 4096, 5, NULL), VG_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(vg_last_error(), "device 5 does not exist (1 device)");
+}
+
+VG_TEST(record_stream_of_unknown_pointer) {
+    vgt_init("");
+    int x;
+    CHECK_EQ(vg_record_stream(&x, NULL), VG_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(vg_last_error(), "is not a live vramguard allocation");
+}
+
+VG_TEST(second_init_with_other_options_is_refused) {
+    vgt_init("");
+    CHECK_EQ(vg_init("mode=guard"), VG_ERR_INVALID_ARGUMENT);
+    CHECK_CONTAINS(vg_last_error(), "already initialised with other options");
+}

@@ -1,0 +1,85 @@
+/* vgtest.h — helpers for tests that run vramguard's core on vgsim.
+ *
+ * Tests link the core's objects and talk to vgsim through the driver layer (vg__cu*), so
+ * they can also build streams, gates and kernels around the allocator.
+ */
+#ifndef VG_TESTS_VGTEST_H
+#define VG_TESTS_VGTEST_H
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "driver/driver.h"
+#include "harness.h"
+#include "vramguard.h"
+
+#ifndef VG_TEST_VGSIM_LIB
+#error "VG_TEST_VGSIM_LIB must name vgsim's libcuda.so.1"
+#endif
+
+/* Initialise vramguard on vgsim with extra options ("" for none) and make device 0's
+ * primary context current. */
+static inline void vgt_init(const char *extra) {
+    char opts[2048];
+    snprintf(opts, sizeof opts, "driver=%s%s%s", VG_TEST_VGSIM_LIB, extra && *extra ? "," : "",
+             extra ? extra : "");
+    vg_status_t st = vg_init(opts);
+    CHECK_MSG(st == VG_OK, "vg_init(%s): %s", opts, vg_last_error());
+    CUdevice dev;
+    CUcontext ctx;
+    CHECK_CU(vg__cuDeviceGet(&dev, 0));
+    CHECK_CU(vg__cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK_CU(vg__cuCtxSetCurrent(ctx));
+}
+
+#define CHECK_VG(call)                                                                      \
+    do {                                                                                    \
+        vg_status_t vgt_st = (call);                                                        \
+        CHECK_MSG(vgt_st == VG_OK, "%s: %s (%s)", #call, vg_strerror(vgt_st), vg_last_error()); \
+    } while (0)
+
+#define CHECK_VALID() CHECK_VG(vg_validate())
+
+static inline vg_stats_t vgt_stats(void) {
+    vg_stats_t s = {.size = sizeof s};
+    CHECK_VG(vg_get_stats(-1, &s));
+    return s;
+}
+
+/* A gate: a host function that holds its stream until the test opens it. */
+typedef struct vgt_gate {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    int open;
+} vgt_gate_t;
+
+static void vgt_gate_fn(void *arg) {
+    vgt_gate_t *g = arg;
+    pthread_mutex_lock(&g->m);
+    while (!g->open)
+        pthread_cond_wait(&g->c, &g->m);
+    pthread_mutex_unlock(&g->m);
+}
+
+static inline void vgt_gate_close(vgt_gate_t *g, CUstream s) {
+    pthread_mutex_init(&g->m, NULL);
+    pthread_cond_init(&g->c, NULL);
+    g->open = 0;
+    CHECK_CU(vg__cuLaunchHostFunc(s, vgt_gate_fn, g));
+}
+
+static inline void vgt_gate_open(vgt_gate_t *g) {
+    pthread_mutex_lock(&g->m);
+    g->open = 1;
+    pthread_cond_broadcast(&g->c);
+    pthread_mutex_unlock(&g->m);
+}
+
+static inline CUstream vgt_stream(void) {
+    CUstream s;
+    CHECK_CU(vg__cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    return s;
+}
+
+#endif /* VG_TESTS_VGTEST_H */
