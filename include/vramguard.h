@@ -240,6 +240,31 @@ VG_API char *vg_memory_stats_json(int device);
 /* Free a string returned by vramguard. */
 VG_API void vg_free_string(char *s);
 
+/* =========================================================================================
+ * Guard mode (mode=guard): checks, errors, steps
+ * =======================================================================================*/
+
+/* Check every live allocation's redzones and every freed block in the quarantine now, on
+ * every device, after waiting for all queued work. Errors found are reported (text, and
+ * JSON with report_json) and VG_ERR_MEMORY_ERRORS is returned if there were new ones. In
+ * fast mode there is nothing to check: VG_OK. */
+VG_API vg_status_t vg_check(void);
+
+/* Errors reported so far (leaks and growth reports included). */
+VG_API uint64_t vg_error_count(void);
+
+/* Every report so far as a JSON array. Free with vg_free_string(). */
+VG_API char *vg_errors_json(void);
+
+/* Mark the end of an iteration (a training step). A site whose live bytes grew at each
+ * of the last `growth_steps` steps is reported: the site, the growth per step, the total. */
+VG_API vg_status_t vg_step(void);
+
+/* Note a kernel launch, for reports' "kernels launched since the last clean check". The
+ * interposer (vramguard run) notes every launch itself; call this only when launching
+ * through vramguard's C API alone. `name` is copied. */
+VG_API void vg_kernel_launched(const char *name, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

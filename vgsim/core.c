@@ -91,7 +91,9 @@ void sim_install_fault_handler(void) {
 CUresult sim_run_guarded(void (*fn)(void *), void *arg, void **fault_addr) {
     sigjmp_buf jb;
     t_worker = true;
-    if (sigsetjmp(jb, 1) == 0) {
+    /* No signal mask to save: the handler runs with SA_NODEFER, so leaving it by
+     * siglongjmp leaves the mask as it was (and saving it costs a system call). */
+    if (sigsetjmp(jb, 0) == 0) {
         t_jmp = &jb;
         fn(arg);
         t_jmp = NULL;
@@ -270,12 +272,11 @@ static CUresult ctx_new(sim_device_t *dev, bool primary, sim_ctx_t **out) {
     c->dev = dev;
     c->primary = primary;
     pthread_mutex_init(&c->lock, NULL);
-    CUresult r = sim_stream_create(c, CU_STREAM_DEFAULT, 0, &c->legacy);
+    CUresult r = sim_stream_create(c, CU_STREAM_DEFAULT | SIM_STREAM_LEGACY, 0, &c->legacy);
     if (r != CUDA_SUCCESS) {
         free(c);
         return r;
     }
-    c->legacy->legacy = true;
     *out = c;
     return CUDA_SUCCESS;
 }

@@ -112,6 +112,7 @@ struct sim_ctx {
     sim_stream_t *legacy;    /* the legacy default stream */
     sim_stream_t **streams;  /* every live stream, legacy included */
     size_t nstreams, capstreams;
+    _Atomic int nblocking;   /* blocking streams other than the legacy one */
     bool primary;
 };
 
@@ -137,13 +138,15 @@ typedef struct sim_op {
     struct sim_op *next;
     int kind;
     uint64_t seq;
-    sim_dep_t *deps;
+    sim_dep_t *deps;          /* inline_deps, or a heap array when there are more */
     size_t ndeps;
+    sim_dep_t inline_deps[2];
     union {
         struct { void *dst; const void *src; size_t n; void *staging; } copy;
         struct { void *dst; uint32_t value; unsigned elem; size_t count; } set;
         struct { vgsim_kernel_fn fn; vgsim_launch_t launch; const char *name;
-                 unsigned char *storage; } kernel;
+                 unsigned char *storage; /* heap copy of the arguments if too big */
+                 unsigned char inline_args[384] __attribute__((aligned(16))); } kernel;
         struct { CUhostFn fn; void *data; } host;
         struct { sim_event_t *event; } record;
         struct { CUdeviceptr ptr; } free;
@@ -151,18 +154,32 @@ typedef struct sim_op {
 } sim_op_t;
 
 struct sim_stream {
+    uint32_t magic;          /* SIM_STREAM_MAGIC while the stream exists */
     sim_ctx_t *ctx;
     unsigned flags;          /* CU_STREAM_NON_BLOCKING or 0 */
     int priority;
     bool legacy;
     pthread_t worker;
-    pthread_mutex_t lock;    /* queue and counters */
-    pthread_cond_t work;     /* signalled when ops are queued */
-    pthread_cond_t done;     /* broadcast when an op completes */
-    sim_op_t *head, *tail;
-    _Atomic uint64_t enqueued; /* sequence number of the last queued op */
-    _Atomic uint64_t completed;/* sequence number of the last completed op */
+    /* Producers (host threads) serialise on `lock` to number their ops and push them on
+     * `incoming`, a lock-free stack the worker takes whole and reverses: the worker never
+     * takes `lock`, so a producer never waits for it. */
+    pthread_mutex_t lock;
+    _Alignas(64) _Atomic(sim_op_t *) incoming;
+    _Alignas(64) _Atomic(sim_op_t *) returned; /* ops the worker is done with */
+    _Alignas(64) _Atomic uint64_t enqueued;    /* sequence number of the last queued op */
+    _Alignas(64) _Atomic uint64_t completed;   /* sequence number of the last completed op */
+    /* Sleeping and waking: a producer signals `work` only if the worker said it sleeps,
+     * and the worker broadcasts `done` only if someone said it waits. */
+    pthread_mutex_t wake_lock;
+    pthread_cond_t work;
+    pthread_cond_t done;
+    _Alignas(64) _Atomic int sleeping;
+    _Atomic int waiters;
+    _Atomic uint64_t wake_at;  /* the lowest sequence number a waiter waits for */
+    _Atomic int unwoken;       /* ops queued since the worker fell asleep */
 };
+
+#define SIM_STREAM_MAGIC 0x5354524du
 
 struct sim_event {
     sim_ctx_t *ctx;
@@ -220,11 +237,15 @@ CUresult sim_free_device_ptr(CUdeviceptr p);
 
 /* stream.c */
 sim_stream_t *sim_stream_resolve(sim_ctx_t *ctx, CUstream s); /* NULL/legacy/ptds/handle */
+/* flags: CU_STREAM_*, plus SIM_STREAM_LEGACY for a context's legacy default stream. */
+#define SIM_STREAM_LEGACY 0x80000000u
 CUresult sim_stream_create(sim_ctx_t *ctx, unsigned flags, int priority, sim_stream_t **out);
 sim_op_t *sim_op_new(int kind);
+sim_op_t *sim_op_get(sim_stream_t *s, int kind); /* from the thread's cache of ops */
 CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op);            /* takes op */
 CUresult sim_enqueue_wait(sim_stream_t *s, sim_op_t *op);       /* enqueue, then wait */
 void sim_wait_seq(sim_stream_t *s, uint64_t seq);
+void sim_kick(sim_stream_t *s); /* wake the worker if it sleeps on queued work */
 CUresult sim_ctx_synchronize(sim_ctx_t *ctx);
 bool sim_valid_stream(sim_ctx_t *ctx, sim_stream_t *s);
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kernels/checker_abi.h"
+#include "../kernels/guard_abi.h"
 
 #define MAX_KERNELS 256
 #define MAX_NAME 128
@@ -29,6 +29,7 @@ static pthread_mutex_t g_kernels_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct sim_func {
     char name[MAX_NAME];
+    vgsim_kernel_fn impl; /* cached at the first launch */
     int nparams;
     size_t sizes[VGSIM_MAX_PARAMS];
     size_t aligns[VGSIM_MAX_PARAMS];
@@ -243,7 +244,7 @@ VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
     sim_stream_t *s = sim_stream_resolve(c, stream);
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
-    vgsim_kernel_fn impl = lookup_kernel(fn->name);
+    vgsim_kernel_fn impl = fn->impl ? fn->impl : (fn->impl = lookup_kernel(fn->name));
     if (!impl) {
         sim_logf("no host implementation of kernel '%s' is registered", fn->name);
         return CUDA_ERROR_NOT_SUPPORTED;
@@ -268,11 +269,13 @@ VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
         total = align_to(total, fn->aligns[i]) + fn->sizes[i];
     if (packed && packed_size < total)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_op_t *op = sim_op_new(OP_KERNEL);
-    unsigned char *storage = total ? malloc(total) : NULL;
-    if (!op || (total && !storage)) {
+    sim_op_t *op = sim_op_get(s, OP_KERNEL);
+    if (!op)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    unsigned char *storage = total <= sizeof op->u.kernel.inline_args ? op->u.kernel.inline_args
+                                                                      : malloc(total);
+    if (!storage) {
         free(op);
-        free(storage);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     vgsim_launch_t *l = &op->u.kernel.launch;
@@ -294,40 +297,84 @@ VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
 }
 
 /* ---------------------------------------------------------------------------------------
- * Built-in kernels: vramguard's guard checker, the host twin of kernels/checker.cu.
+ * Built-in kernels: vramguard's guard kernel, the host twin of kernels/guard.cu. It
+ * must behave exactly as the CUDA version: same descriptors, same log records.
  * ------------------------------------------------------------------------------------- */
 
-static void guard_check_kernel(const vgsim_launch_t *l) {
-    const vg_check_desc_t *descs = *(const vg_check_desc_t **)l->params[0];
-    unsigned n = *(const unsigned *)l->params[1];
-    vg_check_result_t *res = *(vg_check_result_t **)l->params[2];
-    unsigned *n_bad = *(unsigned **)l->params[3];
-    for (unsigned i = 0; i < n; i++) {
-        const unsigned char *p = (const unsigned char *)(uintptr_t)descs[i].addr;
-        uint64_t len = descs[i].len, a = descs[i].addr;
-        uint32_t pat = descs[i].pattern;
-        uint64_t k = 0;
-        /* Compare 8 bytes at a time where aligned; fall back to bytes around mismatches. */
-        uint64_t word = (uint64_t)pat | ((uint64_t)pat << 32);
-        while (k < len) {
-            if (((a + k) & 7) == 0 && k + 8 <= len &&
-                *(const uint64_t *)(const void *)(p + k) == word) {
+static void guard_fill(const vg_guard_desc_t *d) {
+    unsigned char *p = (unsigned char *)(uintptr_t)d->addr;
+    uint64_t k = 0;
+    for (; k < d->len && ((d->addr + k) & 7); k++)
+        p[k] = vg_pattern_byte(d->pattern, d->addr + k);
+    uint64_t word = (uint64_t)d->pattern | ((uint64_t)d->pattern << 32);
+    for (; k + 8 <= d->len; k += 8)
+        memcpy(p + k, &word, 8);
+    for (; k < d->len; k++)
+        p[k] = vg_pattern_byte(d->pattern, d->addr + k);
+}
+
+static void guard_check(const vg_guard_desc_t *d, vg_guard_log_t *log) {
+    const unsigned char *p = (const unsigned char *)(uintptr_t)d->addr;
+    uint64_t word = (uint64_t)d->pattern | ((uint64_t)d->pattern << 32);
+    uint64_t first = UINT64_MAX, last = 0, bad = 0;
+    for (uint64_t k = 0; k < d->len;) {
+        if (((d->addr + k) & 7) == 0 && k + 8 <= d->len) {
+            uint64_t v;
+            memcpy(&v, p + k, 8);
+            if (v == word) {
                 k += 8;
                 continue;
             }
-            if (p[k] != vg_pattern_byte(pat, a + k)) {
-                if (res[i].first_bad == VG_CHECK_NONE) {
-                    res[i].first_bad = k;
-                    (*n_bad)++;
-                }
-                res[i].last_bad = k;
-                res[i].bad_bytes++;
-            }
-            k++;
         }
+        if (p[k] != vg_pattern_byte(d->pattern, d->addr + k)) {
+            if (first == UINT64_MAX)
+                first = k;
+            last = k;
+            bad++;
+        }
+        k++;
     }
+    if (!bad)
+        return;
+    uint32_t idx = __atomic_fetch_add(&log->count, 1u, __ATOMIC_RELAXED);
+    vg_guard_error_t *e = &log->errors[idx % log->capacity];
+    e->tag = d->tag;
+    e->user = d->user;
+    e->addr = d->addr;
+    e->first_bad = first;
+    e->last_bad = last;
+    e->bad_bytes = bad;
+    e->kind = d->kind;
+    uint32_t w = 0;
+    for (int b = 3; b >= 0; b--)
+        w = (w << 8) | (first + (uint64_t)b < d->len ? p[first + (uint64_t)b] : 0u);
+    e->first_word = w;
+    __atomic_store_n(&e->seq, (uint64_t)idx + 1, __ATOMIC_RELEASE);
+}
+
+static void guard_one(const vg_guard_desc_t *d, vg_guard_log_t *log) {
+    if (d->op == VG_GUARD_FILL)
+        guard_fill(d);
+    else
+        guard_check(d, log);
+}
+
+static void guard_check_kernel(const vgsim_launch_t *l) {
+    const vg_guard_desc_t *descs = *(const vg_guard_desc_t **)l->params[0];
+    unsigned n = *(const unsigned *)l->params[1];
+    vg_guard_log_t *log = *(vg_guard_log_t **)l->params[2];
+    for (unsigned i = 0; i < n; i++)
+        guard_one(&descs[i], log);
+}
+
+static void guard_ranges_kernel(const vgsim_launch_t *l) {
+    const vg_guard_batch_t *b = l->params[0];
+    vg_guard_log_t *log = *(vg_guard_log_t **)l->params[1];
+    for (uint32_t i = 0; i < b->n && i < VG_GUARD_BATCH; i++)
+        guard_one(&b->d[i], log);
 }
 
 void sim_register_builtin_kernels(void) {
-    vgsim_register_kernel(VG_CHECK_KERNEL_NAME, guard_check_kernel);
+    vgsim_register_kernel("vg_guard_check", guard_check_kernel);
+    vgsim_register_kernel("vg_guard_ranges", guard_ranges_kernel);
 }

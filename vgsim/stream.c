@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <stddef.h>
 #include <time.h>
 
 static uint64_t now_ns(void) {
@@ -37,22 +39,54 @@ sim_op_t *sim_op_new(int kind) {
     return op;
 }
 
-static void op_free(sim_op_t *op) {
+/* Ops are recycled: the worker pushes finished ops on its stream's `returned` stack, and
+ * a producer thread refills its own cache from that stack when the cache runs dry
+ * (allocating one op per operation costs as much as the rest of an enqueue). The cache
+ * is per thread, so taking an op takes no lock. */
+static __thread sim_op_t *t_ops;
+
+sim_op_t *sim_op_get(sim_stream_t *s, int kind) {
+    if (!t_ops)
+        t_ops = atomic_exchange(&s->returned, NULL);
+    sim_op_t *op = t_ops;
+    if (!op)
+        return sim_op_new(kind);
+    t_ops = op->next;
+    memset(op, 0, offsetof(sim_op_t, u));
+    op->kind = kind;
+    return op;
+}
+
+static void op_release(sim_op_t *op) {
     if (op->kind == OP_COPY)
         free(op->u.copy.staging);
-    if (op->kind == OP_KERNEL)
+    if (op->kind == OP_KERNEL && op->u.kernel.storage != op->u.kernel.inline_args)
         free(op->u.kernel.storage);
-    free(op->deps);
+    if (op->deps != op->inline_deps)
+        free(op->deps);
+    op->deps = NULL;
+    op->ndeps = 0;
+}
+
+static void op_free(sim_op_t *op) {
+    op_release(op);
     free(op);
 }
 
 static bool op_add_dep(sim_op_t *op, sim_stream_t *s, uint64_t seq) {
     if (seq == 0 || atomic_load(&s->completed) >= seq)
         return true; /* already satisfied */
-    sim_dep_t *d = realloc(op->deps, (op->ndeps + 1) * sizeof *d);
-    if (!d)
-        return false;
-    op->deps = d;
+    if (op->ndeps < 2) {
+        op->deps = op->inline_deps;
+    } else {
+        sim_dep_t *d = malloc((op->ndeps + 1) * sizeof *d);
+        if (!d)
+            return false;
+        memcpy(d, op->deps, op->ndeps * sizeof *d);
+        if (op->deps != op->inline_deps)
+            free(op->deps);
+        op->deps = d;
+    }
     op->deps[op->ndeps++] = (sim_dep_t){s, seq};
     return true;
 }
@@ -137,39 +171,123 @@ static void execute(sim_stream_t *s, sim_op_t *op) {
  * Workers
  * ------------------------------------------------------------------------------------- */
 
+/* Wake the worker if it sleeps while work is queued. Producers wake it lazily (see
+ * push_op), so anyone about to wait for, or ask about, a stream's work kicks it first. */
+void sim_kick(sim_stream_t *s) {
+    if (atomic_load(&s->sleeping) && atomic_load(&s->incoming)) {
+        pthread_mutex_lock(&s->wake_lock);
+        atomic_store(&s->unwoken, 0);
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->wake_lock);
+    }
+}
+
+/* Wait until the stream has completed op `seq`. A waiter registers what it waits for
+ * (wake_at) before re-checking, and the worker broadcasts only when it reaches that: one
+ * wake-up per wait, not one per completed op. */
 void sim_wait_seq(sim_stream_t *s, uint64_t seq) {
     if (atomic_load(&s->completed) >= seq)
         return;
-    pthread_mutex_lock(&s->lock);
-    while (atomic_load(&s->completed) < seq)
-        pthread_cond_wait(&s->done, &s->lock);
-    pthread_mutex_unlock(&s->lock);
+    sim_kick(s);
+    pthread_mutex_lock(&s->wake_lock);
+    atomic_fetch_add(&s->waiters, 1);
+    while (atomic_load(&s->completed) < seq) {
+        uint64_t at = atomic_load(&s->wake_at);
+        while (seq < at && !atomic_compare_exchange_weak(&s->wake_at, &at, seq)) {
+        }
+        if (atomic_load(&s->completed) >= seq)
+            break;
+        pthread_cond_wait(&s->done, &s->wake_lock);
+    }
+    atomic_fetch_sub(&s->waiters, 1);
+    pthread_mutex_unlock(&s->wake_lock);
+}
+
+static void complete(sim_stream_t *s, uint64_t seq) {
+    atomic_store(&s->completed, seq);
+    /* A waiter sets wake_at before re-checking `completed`; this reads wake_at after
+     * setting `completed`: one of the two sees the other. */
+    if (atomic_load(&s->waiters) && seq >= atomic_load(&s->wake_at)) {
+        pthread_mutex_lock(&s->wake_lock);
+        atomic_store(&s->wake_at, UINT64_MAX); /* waiters still waiting register again */
+        pthread_cond_broadcast(&s->done);
+        pthread_mutex_unlock(&s->wake_lock);
+    }
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Take everything queued, oldest first; sleep when there is nothing. An idle worker first
+ * spins briefly on a plain read (a steadily fed stream then costs its producer no wake-up
+ * system call), but never long: on a small machine a spinning worker takes the CPU from
+ * the host and the other streams. */
+static sim_op_t *take_work(sim_stream_t *s) {
+    for (;;) {
+        for (int spin = 0; spin < 2000; spin++) {
+            if (atomic_load_explicit(&s->incoming, memory_order_relaxed))
+                break;
+            cpu_relax();
+        }
+        sim_op_t *top = atomic_exchange(&s->incoming, NULL);
+        if (top) { /* the stack is newest first: reverse it */
+            sim_op_t *fifo = NULL;
+            while (top) {
+                sim_op_t *next = top->next;
+                top->next = fifo;
+                fifo = top;
+                top = next;
+            }
+            return fifo;
+        }
+        /* Sleep. Producers wake a sleeping worker only every WAKE_BATCH ops, and waiters
+         * kick it; the timed wait picks up work that neither reached. */
+        pthread_mutex_lock(&s->wake_lock);
+        atomic_store(&s->sleeping, 1); /* before re-checking: see push_op */
+        while (!atomic_load(&s->incoming)) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_nsec += 200 * 1000;
+            if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&s->work, &s->wake_lock, &until);
+        }
+        atomic_store(&s->sleeping, 0);
+        atomic_store(&s->unwoken, 0);
+        pthread_mutex_unlock(&s->wake_lock);
+    }
 }
 
 static void *worker_main(void *arg) {
     sim_stream_t *s = arg;
+    pthread_setname_np(pthread_self(), s->legacy ? "vgsim-legacy" : "vgsim-stream");
     for (;;) {
-        pthread_mutex_lock(&s->lock);
-        while (!s->head)
-            pthread_cond_wait(&s->work, &s->lock);
-        sim_op_t *op = s->head;
-        s->head = op->next;
-        if (!s->head)
-            s->tail = NULL;
-        pthread_mutex_unlock(&s->lock);
-
-        for (size_t i = 0; i < op->ndeps; i++)
-            sim_wait_seq(op->deps[i].stream, op->deps[i].seq);
-        execute(s, op);
-
-        int kind = op->kind;
-        pthread_mutex_lock(&s->lock);
-        atomic_store(&s->completed, op->seq);
-        pthread_cond_broadcast(&s->done);
-        pthread_mutex_unlock(&s->lock);
-        op_free(op);
-        if (kind == OP_EXIT)
-            return NULL; /* the stream struct stays: events and deps may still name it */
+        sim_op_t *list = take_work(s);
+        while (list) {
+            sim_op_t *op = list;
+            list = op->next;
+            for (size_t i = 0; i < op->ndeps; i++)
+                sim_wait_seq(op->deps[i].stream, op->deps[i].seq);
+            execute(s, op);
+            int kind = op->kind;
+            uint64_t seq = op->seq;
+            op_release(op);
+            if (kind == OP_EXIT) {
+                complete(s, seq);
+                free(op);
+                return NULL; /* the stream struct stays: events and deps may name it */
+            }
+            sim_op_t *top = atomic_load(&s->returned);
+            do
+                op->next = top;
+            while (!atomic_compare_exchange_weak(&s->returned, &top, op));
+            complete(s, seq);
+        }
     }
 }
 
@@ -177,10 +295,14 @@ CUresult sim_stream_create(sim_ctx_t *ctx, unsigned flags, int priority, sim_str
     sim_stream_t *s = calloc(1, sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    s->magic = SIM_STREAM_MAGIC;
+    s->wake_at = UINT64_MAX;
     s->ctx = ctx;
-    s->flags = flags;
+    s->legacy = (flags & SIM_STREAM_LEGACY) != 0; /* before the worker reads it */
+    s->flags = flags & ~SIM_STREAM_LEGACY;
     s->priority = priority;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->wake_lock, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->done, NULL);
     pthread_mutex_lock(&ctx->lock);
@@ -195,8 +317,7 @@ CUresult sim_stream_create(sim_ctx_t *ctx, unsigned flags, int priority, sim_str
         ctx->streams = p;
         ctx->capstreams = cap;
     }
-    /* Worker threads must not take the program's signals meant for its own threads;
-     * they inherit the creator's mask, which is what the program expects. */
+    /* Worker threads inherit the creator's signal mask, which is what the program expects. */
     if (pthread_create(&s->worker, NULL, worker_main, s) != 0) {
         pthread_mutex_unlock(&ctx->lock);
         free(s);
@@ -204,6 +325,8 @@ CUresult sim_stream_create(sim_ctx_t *ctx, unsigned flags, int priority, sim_str
     }
     pthread_detach(s->worker);
     ctx->streams[ctx->nstreams++] = s;
+    if (!(flags & CU_STREAM_NON_BLOCKING) && ctx->legacy) /* (the legacy one comes first) */
+        atomic_fetch_add(&ctx->nblocking, 1);
     pthread_mutex_unlock(&ctx->lock);
     *out = s;
     return CUDA_SUCCESS;
@@ -215,10 +338,50 @@ CUresult sim_stream_create(sim_ctx_t *ctx, unsigned flags, int priority, sim_str
 
 static bool is_blocking(sim_stream_t *s) { return !(s->flags & CU_STREAM_NON_BLOCKING); }
 
+/* A GPU's command queue is bounded: a launch blocks while this many ops are in flight on
+ * the stream. Without the bound a host that outruns the simulated device would queue
+ * without limit. */
+#define SIM_QUEUE_DEPTH 1024
+#define WAKE_BATCH 32
+
+/* Number the op and push it for the worker; wake the worker if it sleeps. */
+static void push_op(sim_stream_t *s, sim_op_t *op) {
+    /* `completed` sits on a line the worker writes all the time: look every 64 ops only. */
+    uint64_t queued = atomic_load_explicit(&s->enqueued, memory_order_relaxed);
+    if ((queued & 63) == 0 && op->kind != OP_EXIT &&
+        queued - atomic_load(&s->completed) >= SIM_QUEUE_DEPTH)
+        sim_wait_seq(s, queued - SIM_QUEUE_DEPTH / 2); /* drained by half: block rarely */
+    pthread_mutex_lock(&s->lock);
+    op->seq = atomic_load(&s->enqueued) + 1;
+    atomic_store(&s->enqueued, op->seq);
+    if (op->kind == OP_RECORD) { /* publish the record's position in order */
+        sim_event_t *e = op->u.record.event;
+        pthread_mutex_lock(&e->lock);
+        e->stream = s;
+        e->seq = op->seq;
+        e->timed = false;
+        pthread_mutex_unlock(&e->lock);
+    }
+    sim_op_t *top = atomic_load(&s->incoming);
+    do
+        op->next = top;
+    while (!atomic_compare_exchange_weak(&s->incoming, &top, op));
+    pthread_mutex_unlock(&s->lock);
+    /* A GPU runs queued work asynchronously: nobody can tell when until they wait or ask,
+     * and those kick the worker. So a sleeping worker is woken only every WAKE_BATCH ops
+     * (a system call each time would cost more than the operations). */
+    if (atomic_load(&s->sleeping) && atomic_fetch_add(&s->unwoken, 1) + 1 >= WAKE_BATCH) {
+        pthread_mutex_lock(&s->wake_lock);
+        atomic_store(&s->unwoken, 0);
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->wake_lock);
+    }
+}
+
 CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op) {
     sim_ctx_t *ctx = s->ctx;
     bool ok = true;
-    if (s->legacy) {
+    if (s->legacy && atomic_load(&ctx->nblocking) > 0) {
         pthread_mutex_lock(&ctx->lock);
         for (size_t i = 0; i < ctx->nstreams && ok; i++) {
             sim_stream_t *o = ctx->streams[i];
@@ -233,24 +396,7 @@ CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op) {
         op_free(op);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    pthread_mutex_lock(&s->lock);
-    op->seq = atomic_load(&s->enqueued) + 1;
-    atomic_store(&s->enqueued, op->seq);
-    if (op->kind == OP_RECORD) { /* publish the record's position under the stream lock */
-        sim_event_t *e = op->u.record.event;
-        pthread_mutex_lock(&e->lock);
-        e->stream = s;
-        e->seq = op->seq;
-        e->timed = false;
-        pthread_mutex_unlock(&e->lock);
-    }
-    if (s->tail)
-        s->tail->next = op;
-    else
-        s->head = op;
-    s->tail = op;
-    pthread_cond_signal(&s->work);
-    pthread_mutex_unlock(&s->lock);
+    push_op(s, op);
     return CUDA_SUCCESS;
 }
 
@@ -265,13 +411,23 @@ CUresult sim_enqueue_wait(sim_stream_t *s, sim_op_t *op) {
 
 static __thread sim_stream_t *t_ptds;
 static __thread sim_ctx_t *t_ptds_ctx;
+static _Atomic uint64_t g_stream_gen = 1; /* bumped when a stream is destroyed */
+static __thread sim_stream_t *t_valid;
+static __thread uint64_t t_valid_gen;
 
 bool sim_valid_stream(sim_ctx_t *ctx, sim_stream_t *s) {
+    uint64_t gen = atomic_load(&g_stream_gen);
+    if (s == t_valid && gen == t_valid_gen && s->ctx == ctx)
+        return true;
     pthread_mutex_lock(&ctx->lock);
     bool ok = false;
     for (size_t i = 0; i < ctx->nstreams && !ok; i++)
         ok = ctx->streams[i] == s;
     pthread_mutex_unlock(&ctx->lock);
+    if (ok) {
+        t_valid = s;
+        t_valid_gen = gen;
+    }
     return ok;
 }
 
@@ -335,21 +491,15 @@ VGSIM_API CUresult cuStreamDestroy_v2(CUstream stream) {
     }
     memmove(&c->streams[i], &c->streams[i + 1], (c->nstreams - i - 1) * sizeof s);
     c->nstreams--;
+    if (!(s->flags & CU_STREAM_NON_BLOCKING))
+        atomic_fetch_sub(&c->nblocking, 1);
+    atomic_fetch_add(&g_stream_gen, 1);
     pthread_mutex_unlock(&c->lock);
     /* Queued work still runs (as on a GPU); then the worker exits. */
     sim_op_t *op = sim_op_new(OP_EXIT);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    pthread_mutex_lock(&s->lock);
-    op->seq = atomic_load(&s->enqueued) + 1;
-    atomic_store(&s->enqueued, op->seq);
-    if (s->tail)
-        s->tail->next = op;
-    else
-        s->head = op;
-    s->tail = op;
-    pthread_cond_signal(&s->work);
-    pthread_mutex_unlock(&s->lock);
+    push_op(s, op);
     return CUDA_SUCCESS;
 }
 
@@ -367,8 +517,10 @@ VGSIM_API CUresult cuStreamQuery(CUstream stream) {
     CUresult r = resolve(stream, &c, &s);
     if (r != CUDA_SUCCESS)
         return r;
-    return atomic_load(&s->completed) >= atomic_load(&s->enqueued) ? CUDA_SUCCESS
-                                                                   : CUDA_ERROR_NOT_READY;
+    if (atomic_load(&s->completed) >= atomic_load(&s->enqueued))
+        return CUDA_SUCCESS;
+    sim_kick(s);
+    return CUDA_ERROR_NOT_READY;
 }
 
 VGSIM_API CUresult cuStreamSynchronize(CUstream stream) {
@@ -520,6 +672,7 @@ VGSIM_API CUresult cuEventQuery(CUevent event) {
     pthread_mutex_unlock(&e->lock);
     if (!s || atomic_load(&s->completed) >= seq)
         return CUDA_SUCCESS;
+    sim_kick(s);
     return CUDA_ERROR_NOT_READY;
 }
 

@@ -7,6 +7,7 @@
  * heap's history of recent frees (double free); anything else was never allocated.
  */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,6 +15,8 @@
 #include "guard.h"
 #include "heap.h"
 #include "init.h"
+#include "leaks.h"
+#include "report.h"
 #include "options.h"
 #include "sites.h"
 #include "trace.h"
@@ -23,7 +26,18 @@ vg_status_t vg__modules_init(void) {
     return vg__trace_open();
 }
 
-void vg__modules_shutdown(void) { vg__trace_close(); }
+void vg__modules_shutdown(void) {
+    for (int i = 0; i < vg__heap_count(); i++) { /* the final check */
+        vg_heap_t *h = vg__heap_at(i);
+        pthread_mutex_lock(&h->lock);
+        vg__guard_heap_shutdown(h);
+        pthread_mutex_unlock(&h->lock);
+    }
+    if (vg__opt.leaks == VG_LEAKS_ON || (vg__opt.leaks == VG_LEAKS_AUTO && vg__guard_on()))
+        vg__leak_report();
+    vg__trace_close();
+    vg__report_finish();
+}
 
 /* ---------------------------------------------------------------------------------------
  * Allocation
@@ -32,14 +46,31 @@ void vg__modules_shutdown(void) { vg__trace_close(); }
 __attribute__((noinline)) static vg_status_t alloc_in(vg_heap_t *h, void **ptr, size_t size,
                                                       CUstream stream) {
     uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
+    uint64_t total = size, left = 0;
+    bool guard = vg__guard_on();
+    if (guard && !vg__guard_total(size, &total))
+        total = UINT64_MAX; /* absurd: the heap explains it */
+    if (guard)
+        left = vg__guard_left();
     pthread_mutex_lock(&h->lock);
     vg_block_t *b;
-    vg_status_t st = vg__heap_alloc(h, size, size, stream, &b);
+    vg_status_t st = vg__heap_alloc(h, total, size, left, stream, &b);
     if (st == VG_OK) {
         b->site = site;
-        vg__site_account(site, (int64_t)b->size, 1);
+        vg__site_account(site, (int64_t)size, 1);
+        if (guard && (st = vg__guard_after_alloc(h, b, stream)) != VG_OK) {
+            vg__site_account(site, -(int64_t)size, -1);
+            vg__heap_free(h, b, stream); /* a dead context: give it back and say why */
+        }
+    }
+    if (st == VG_OK) {
         *ptr = (void *)(uintptr_t)b->user;
         vg__trace_event(true, b->user, size, stream);
+    } else if (st == VG_ERR_OUT_OF_MEMORY && guard) {
+        vg_report_t r = {.kind = VG_REPORT_OUT_OF_MEMORY, .device = h->device,
+                         .stream = stream, .call_site = site, .clean_seq = UINT64_MAX};
+        snprintf(r.detail, sizeof r.detail, "%s", vg_last_error());
+        vg__report(&r);
     }
     pthread_mutex_unlock(&h->lock);
     return st;
@@ -75,16 +106,6 @@ VG_API vg_status_t vg_malloc_device(void **ptr, size_t size, int device, void *s
  * Free, and what a bad free was
  * ------------------------------------------------------------------------------------- */
 
-static void record_free(vg_heap_t *h, const vg_block_t *b, uint32_t free_site) {
-    if (!h->history) {
-        h->history = calloc(VG_FREE_HISTORY, sizeof *h->history);
-        if (!h->history)
-            return;
-    }
-    h->history[h->nhistory++ % VG_FREE_HISTORY] =
-        (vg_free_rec_t){b->user, b->requested, b->id, b->site, free_site};
-}
-
 static void describe_site(const char *what, uint32_t site) {
     vg_site_t *s = vg__site(site);
     if (!s || !s->nframes)
@@ -107,22 +128,60 @@ static vg_block_t *block_containing(vg_heap_t *h, uint64_t p) {
     return NULL;
 }
 
-static vg_status_t bad_free(uint64_t p, uint32_t free_site) {
+/* Report a bad free in guard mode (fast mode only returns the error). */
+static void report_bad_free(vg_report_kind_t kind, int device, uint64_t user, uint64_t size,
+                            uint64_t id, uint32_t alloc_site, uint32_t free_site,
+                            uint32_t call_site) {
+    if (!vg__guard_on())
+        return;
+    vg_report_t r = {.kind = kind, .device = device, .has_block = user != 0, .user = user,
+                     .size = size, .id = id, .alloc_site = alloc_site, .free_site = free_site,
+                     .call_site = call_site, .clean_seq = UINT64_MAX};
+    snprintf(r.detail, sizeof r.detail, "%s", vg_last_error());
+    char *nl = strchr(r.detail, '\n'); /* the sites are printed by the report itself */
+    if (nl)
+        *nl = '\0';
+    vg__report(&r);
+}
+
+static vg_status_t bad_free(uint64_t p, uint32_t call_site) {
     int n = vg__heap_count();
+    for (int i = 0; i < n; i++) { /* freed and still in the quarantine (guard mode)? */
+        vg_heap_t *h = vg__heap_at(i);
+        pthread_mutex_lock(&h->lock);
+        vg_block_t *q = vg__guard_quarantined(h, p);
+        if (q) {
+            vg_block_t c = *q;
+            pthread_mutex_unlock(&h->lock);
+            vg__error(VG_ERR_DOUBLE_FREE,
+                      "double free of %#llx: a %llu-byte allocation (#%llu) on device %d that "
+                      "was already freed",
+                      (unsigned long long)p, (unsigned long long)c.requested,
+                      (unsigned long long)c.id, h->device);
+            report_bad_free(VG_REPORT_DOUBLE_FREE, h->device, p, c.requested, c.id, c.site,
+                            c.free_site, call_site);
+            describe_site("the allocation was made", c.site);
+            describe_site("it was first freed", c.free_site);
+            describe_site("and freed again", call_site);
+            return VG_ERR_DOUBLE_FREE;
+        }
+        pthread_mutex_unlock(&h->lock);
+    }
     for (int i = 0; i < n; i++) { /* inside a live allocation? */
         vg_heap_t *h = vg__heap_at(i);
         pthread_mutex_lock(&h->lock);
         vg_block_t *b = block_containing(h, p);
         if (b && b->state == VG_BLOCK_ALLOCATED) {
-            uint64_t user = b->user, req = b->requested;
-            uint32_t site = b->site;
+            vg_block_t c = *b;
             pthread_mutex_unlock(&h->lock);
             vg__error(VG_ERR_INTERIOR_FREE,
-                      "invalid free of %#llx: it points %llu bytes into a %llu-byte allocation "
+                      "invalid free of %#llx: it points %lld bytes into a %llu-byte allocation "
                       "at %#llx on device %d, not at its start",
-                      (unsigned long long)p, (unsigned long long)(p - user),
-                      (unsigned long long)req, (unsigned long long)user, h->device);
-            describe_site("the allocation was made", site);
+                      (unsigned long long)p, (long long)(p - c.user),
+                      (unsigned long long)c.requested, (unsigned long long)c.user, h->device);
+            report_bad_free(VG_REPORT_INTERIOR_FREE, h->device, c.user, c.requested, c.id,
+                            c.site, 0, call_site);
+            describe_site("the allocation was made", c.site);
             return VG_ERR_INTERIOR_FREE;
         }
         pthread_mutex_unlock(&h->lock);
@@ -130,20 +189,20 @@ static vg_status_t bad_free(uint64_t p, uint32_t free_site) {
     for (int i = 0; i < n; i++) { /* freed before? newest record first */
         vg_heap_t *h = vg__heap_at(i);
         pthread_mutex_lock(&h->lock);
-        uint64_t have = VG_MIN(h->nhistory, (uint64_t)VG_FREE_HISTORY);
-        for (uint64_t k = 0; h->history && k < have; k++) {
-            vg_free_rec_t r = h->history[(h->nhistory - 1 - k) % VG_FREE_HISTORY];
-            if (r.user != p)
-                continue;
+        const vg_free_rec_t *rp = vg__heap_history_find(h, p, 0);
+        if (rp) {
+            vg_free_rec_t r = *rp;
             pthread_mutex_unlock(&h->lock);
             vg__error(VG_ERR_DOUBLE_FREE,
                       "double free of %#llx: a %llu-byte allocation (#%llu) on device %d that "
                       "was already freed",
                       (unsigned long long)p, (unsigned long long)r.requested,
                       (unsigned long long)r.id, h->device);
+            report_bad_free(VG_REPORT_DOUBLE_FREE, h->device, p, r.requested, r.id,
+                            r.alloc_site, r.free_site, call_site);
             describe_site("the allocation was made", r.alloc_site);
             describe_site("it was first freed", r.free_site);
-            describe_site("and freed again", free_site);
+            describe_site("and freed again", call_site);
             return VG_ERR_DOUBLE_FREE;
         }
         pthread_mutex_unlock(&h->lock);
@@ -152,32 +211,37 @@ static vg_status_t bad_free(uint64_t p, uint32_t free_site) {
               "invalid free of %#llx: vramguard never allocated this pointer (or freed it "
               "more than %d frees ago)",
               (unsigned long long)p, VG_FREE_HISTORY);
-    describe_site("the free was", free_site);
+    report_bad_free(VG_REPORT_INVALID_FREE, -1, 0, 0, 0, 0, 0, call_site);
+    describe_site("the free was", call_site);
     return VG_ERR_INVALID_FREE;
 }
 
 __attribute__((noinline)) static vg_status_t free_in(void *ptr, int device, CUstream stream) {
     uint64_t p = (uint64_t)(uintptr_t)ptr;
+    bool guard = vg__guard_on();
+    uint32_t free_site = guard && vg__opt.stack_depth ? vg__site_here(2) : 0;
     vg_block_t *b;
     vg_heap_t *h = vg__heap_owner_locked(p, &b);
-    uint32_t free_site = vg__opt.mode == VG_MODE_GUARD && vg__opt.stack_depth ? vg__site_here(2) : 0;
     if (!h)
         return bad_free(p, free_site ? free_site : vg__site_here(2));
     if (device >= 0 && h->device != device) {
-        int owner = h->device;
-        uint64_t req = b->requested;
-        uint32_t site = b->site;
+        vg_block_t c = *b;
         pthread_mutex_unlock(&h->lock);
         vg__error(VG_ERR_WRONG_DEVICE,
                   "free of %#llx on device %d, but it is a %llu-byte allocation of device %d",
-                  (unsigned long long)p, device, (unsigned long long)req, owner);
-        describe_site("the allocation was made", site);
+                  (unsigned long long)p, device, (unsigned long long)c.requested, h->device);
+        report_bad_free(VG_REPORT_WRONG_DEVICE, h->device, c.user, c.requested, c.id, c.site,
+                        0, free_site ? free_site : vg__site_here(2));
+        describe_site("the allocation was made", c.site);
         return VG_ERR_WRONG_DEVICE;
     }
-    vg__site_account(b->site, -(int64_t)b->size, -1);
-    record_free(h, b, free_site);
+    vg__site_account(b->site, -(int64_t)b->requested, -1);
+    b->free_site = free_site;
+    vg__heap_history_add(h, b, free_site);
     vg__trace_event(false, b->user, b->requested, stream);
     vg__heap_free(h, b, stream);
+    if (guard)
+        vg__guard_poll(h, "by a check that ran after the allocation was freed");
     pthread_mutex_unlock(&h->lock);
     return VG_OK;
 }
@@ -218,13 +282,64 @@ VG_API vg_status_t vg_stream_synchronized(void *stream) {
     vg_status_t st = vg__ensure_init();
     if (st != VG_OK)
         return st;
+    uint64_t before = vg__report_count();
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
         pthread_mutex_lock(&h->lock);
         vg__heap_stream_synced(h, (CUstream)stream);
+        if (vg__opt.check_sync)
+            vg__guard_check_all(h, "by the check at a stream synchronisation");
         pthread_mutex_unlock(&h->lock);
     }
+    return vg__report_count() > before ? VG_ERR_MEMORY_ERRORS : VG_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Guard mode: checks, errors, steps, kernels
+ * ------------------------------------------------------------------------------------- */
+
+VG_API vg_status_t vg_check(void) {
+    vg_status_t st = vg__ensure_init();
+    if (st != VG_OK)
+        return st;
+    uint64_t before = vg__report_count();
+    for (int i = 0; i < vg__heap_count(); i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        pthread_mutex_lock(&h->lock);
+        bool pushed = vg__heap_ctx_enter(h);
+        vg__cuCtxSynchronize(); /* a complete picture: every queued kernel has run */
+        vg__heap_ctx_leave(pushed);
+        vg__heap_all_synced(h);
+        vg__guard_check_all(h, "by the check at vg_check()");
+        pthread_mutex_unlock(&h->lock);
+    }
+    uint64_t after = vg__report_count();
+    if (after > before)
+        return vg__error(VG_ERR_MEMORY_ERRORS, "vg_check found %llu new error%s",
+                         (unsigned long long)(after - before), after - before == 1 ? "" : "s");
     return VG_OK;
+}
+
+VG_API uint64_t vg_error_count(void) {
+    return vg__ensure_init() == VG_OK ? vg__report_count() : 0;
+}
+
+VG_API char *vg_errors_json(void) {
+    return vg__ensure_init() == VG_OK ? vg__reports_json() : NULL;
+}
+
+VG_API vg_status_t vg_step(void) {
+    vg_status_t st = vg__ensure_init();
+    if (st != VG_OK)
+        return st;
+    vg__growth_step();
+    return VG_OK;
+}
+
+VG_API void vg_kernel_launched(const char *name, void *stream) {
+    if (vg__ensure_init() != VG_OK)
+        return;
+    vg__launch_note(name, (CUstream)stream, vg__opt.stack_depth ? vg__site_here(1) : 0);
 }
 
 VG_API vg_status_t vg_forget_stream(void *stream) {

@@ -64,7 +64,9 @@ void vg__buf_json_str(vg_buf_t *b, const char *s);
 /* Human-readable byte count: "4000 bytes", "1.50 MiB", "16.00 GiB". */
 const char *vg__fmt_bytes(char out[32], uint64_t bytes);
 
-/* Monotonic clock in nanoseconds. */
+/* Monotonic clock in nanoseconds; the coarse one (a few ms resolution) costs less and is
+ * enough for the timestamps of frees and events. */
 uint64_t vg__now_ns(void);
+uint64_t vg__now_coarse_ns(void);
 
 #endif /* VG_COMMON_H */

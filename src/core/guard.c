@@ -1,12 +1,629 @@
-/* guard.c — guard mode. */
+/* guard.c — guard mode (D6): redzones, poison, quarantine and checks.
+ *
+ * Layout of an allocation of N bytes:
+ *     [ left redzone L | user bytes N | right redzone (>= `redzone`, and the slack) ]
+ * L is `redzone` rounded up to 512 so the user pointer keeps the allocator's alignment.
+ *
+ * Every device-side step is one launch of guard mode's kernels (kernels/guard.cu), in
+ * stream order, never a copy per allocation:
+ *   allocation   fill both redzones with the canary, on the allocation's stream;
+ *   free         check both redzones (an overrun while the block was live) and poison the
+ *                user bytes, on the freeing stream; the block enters the quarantine.
+ *                These ride on the next allocation's launch on the same stream (one
+ *                launch per allocation/free pair), or are flushed when too many wait and
+ *                before any check, quarantine exit or synchronisation; the interposer also
+ *                flushes them before it forwards a program's own launch, so they always
+ *                precede the program's next kernel on that stream;
+ *   quarantine   when it holds more than `quarantine` bytes, its oldest blocks leave in a
+ *                batch: one check of their redzones and poison, then they are reused;
+ *   check point  vg_check(), synchronisations seen by vramguard, exit: one launch checks
+ *                every live allocation's redzones and every quarantined block.
+ * Large blocks are poisoned (and checked) only at their first and last `poison_bytes`/2
+ * bytes: a kernel writing a freed tensor starts at its beginning, and an overrun ends past
+ * its end, so these catch the common cases at a bounded cost in bandwidth and memory.
+ *
+ * Errors come back through a log in pinned host memory mapped for the device, read with
+ * plain loads (guard_abi.h), so what a kernel found can be reported even after a sticky
+ * error has killed the context. A damaged range is reported once per allocation.
+ */
+#define _GNU_SOURCE
 #include "guard.h"
 
-#include "options.h"
+#include <stdlib.h>
+#include <string.h>
 
-bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b) {
-    (void)h;
-    (void)b;
-    return false;
+#include "../../kernels/guard_abi.h"
+#include "common.h"
+#include "options.h"
+#include "report.h"
+#include "sites.h"
+#include "guard_ptx.h" /* generated from kernels/guard.ptx: vg_guard_ptx[] */
+
+#define LOG_CAPACITY 4096
+#define AT_FREE 0x100 /* kind flag: the check made at the free */
+#define LEAVE_SLOTS 8 /* quarantine exits in flight at once */
+#define PENDING_MAX 24 /* descriptors of frees waiting for a launch, per stream */
+
+/* The checks and poison of frees on one stream, not yet launched. They go with the next
+ * allocation's launch on that stream (which has room for VG_GUARD_BATCH - 2), or are
+ * flushed when too many wait, or before anything that needs them done. */
+#define PENDING_CAP 32 /* a power of two above PENDING_MAX + what one free adds */
+typedef struct pending {
+    vg_guard_desc_t d[PENDING_CAP]; /* a ring: the oldest at head */
+    unsigned head, n;
+} pending_t;
+
+enum { REP_LEFT = 2, REP_RIGHT = 4, REP_POISON = 8 }; /* block flags: already reported */
+
+/* Descriptors in pinned memory the device reads. */
+typedef struct desc_buf {
+    vg_guard_desc_t *d;
+    CUdeviceptr dev;
+    size_t cap;
+} desc_buf_t;
+
+/* A batch of blocks leaving the quarantine: checked by one launch, released to the heap
+ * once that launch has completed and the log has been read. */
+typedef struct leave_slot {
+    vg_block_t *blocks;         /* linked through fnext */
+    desc_buf_t buf;
+    CUevent done;
+    bool busy;
+    bool unchecked;             /* the check could not be launched: nothing is known */
+} leave_slot_t;
+
+typedef struct vg_guard {
+    CUfunction fn_check, fn_ranges;
+    CUmodule module;
+    vg_guard_log_t *log;        /* pinned, mapped for the device */
+    CUdeviceptr log_dev;
+    uint32_t log_read;          /* records consumed */
+    desc_buf_t check_buf;       /* descriptors of check points */
+    leave_slot_t slots[LEAVE_SLOTS];
+    unsigned next_slot;         /* the oldest busy slot is next_slot - nbusy */
+    CUstream stream;            /* where check points run */
+    CUevent event;
+    vg_block_t *q_head, *q_tail;/* quarantine, oldest first (fnext/fprev) */
+    uint64_t q_bytes, q_count;
+    bool dead;                  /* the context failed: no more launches */
+    uint64_t fills_launched, fills_skipped; /* redzone fills at allocation */
+} vg_guard_t;
+
+bool vg__guard_on(void) { return vg__opt.mode == VG_MODE_GUARD; }
+
+uint64_t vg__guard_left(void) { return vg__align_up(vg__opt.redzone, VG_ALIGN); }
+
+bool vg__guard_total(uint64_t n, uint64_t *total) {
+    uint64_t l = vg__guard_left();
+    if (n > UINT64_MAX / 2)
+        return false;
+    *total = vg__align_up(l + n + vg__opt.redzone, VG_ALIGN);
+    return true;
 }
 
-void vg__guard_flush_quarantine(vg_heap_t *h) { (void)h; }
+/* ---------------------------------------------------------------------------------------
+ * Set-up
+ * ------------------------------------------------------------------------------------- */
+
+static vg_status_t cu_fail(CUresult r, const char *what) {
+    return vg__error(vg__cu_status(r), "guard mode: %s failed: %s (%s)", what,
+                     vg__cu_error_name(r), vg__cu_error_text(r));
+}
+
+vg_status_t vg__guard_heap_init(vg_heap_t *h) {
+    if (!vg__guard_on())
+        return VG_OK;
+    if (vg__opt.redzone < 16 || vg__opt.redzone > (1u << 20))
+        return vg__error(VG_ERR_INVALID_OPTION,
+                         "bad value %llu for option 'redzone': expected 16 to 1M bytes",
+                         (unsigned long long)vg__opt.redzone);
+    vg_guard_t *g = calloc(1, sizeof *g);
+    if (!g)
+        return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for guard mode");
+    CUresult r = vg__cuModuleLoadData(&g->module, vg_guard_ptx);
+    if (r != CUDA_SUCCESS) {
+        free(g);
+        return cu_fail(r, "loading the checker kernels (cuModuleLoadData)");
+    }
+    if ((r = vg__cuModuleGetFunction(&g->fn_check, g->module, "vg_guard_check")) ||
+        (r = vg__cuModuleGetFunction(&g->fn_ranges, g->module, "vg_guard_ranges"))) {
+        vg__cuModuleUnload(g->module);
+        free(g);
+        return cu_fail(r, "finding the checker kernels");
+    }
+    size_t bytes = sizeof(vg_guard_log_t) + (LOG_CAPACITY - 1) * sizeof(vg_guard_error_t);
+    void *log = NULL;
+    r = vg__cuMemHostAlloc(&log, bytes, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+    if (r == CUDA_SUCCESS) {
+        memset(log, 0, bytes);
+        r = vg__cuMemHostGetDevicePointer(&g->log_dev, log, 0);
+    }
+    if (r == CUDA_SUCCESS)
+        r = vg__cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS)
+        r = vg__cuEventCreate(&g->event, CU_EVENT_DISABLE_TIMING);
+    for (int i = 0; i < LEAVE_SLOTS && r == CUDA_SUCCESS; i++)
+        r = vg__cuEventCreate(&g->slots[i].done, CU_EVENT_DISABLE_TIMING);
+    if (r != CUDA_SUCCESS) {
+        if (log)
+            vg__cuMemFreeHost(log);
+        vg__cuModuleUnload(g->module);
+        free(g);
+        return cu_fail(r, "setting up the error log");
+    }
+    g->log = log;
+    g->log->capacity = LOG_CAPACITY;
+    h->guard = g;
+    return VG_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Launches
+ * ------------------------------------------------------------------------------------- */
+
+static vg_guard_desc_t desc(uint64_t addr, uint64_t len, const vg_block_t *b, uint32_t pattern,
+                            uint16_t op, uint16_t kind) {
+    return (vg_guard_desc_t){addr, len, b->id, b->user, pattern, op, kind};
+}
+
+static CUresult launch_ranges(vg_guard_t *g, const vg_guard_batch_t *batch, CUstream s) {
+    if (g->dead)
+        return CUDA_ERROR_LAUNCH_FAILED;
+    void *params[] = {(void *)batch, &g->log_dev};
+    return vg__cuLaunchKernel(g->fn_ranges, batch->n, 1, 1, 256, 1, 1, 0, s, params, NULL);
+}
+
+/* The poisoned ranges of a freed block: all of it, or its two ends. */
+static int poison_ranges(const vg_block_t *b, uint64_t *a, uint64_t *n) {
+    uint64_t len = b->requested, max = vg__opt.poison_bytes;
+    if (len == 0)
+        return 0;
+    if (len <= max || max < 2) {
+        a[0] = b->user;
+        n[0] = len;
+        return 1;
+    }
+    a[0] = b->user;
+    n[0] = max / 2;
+    a[1] = b->user + len - max / 2;
+    n[1] = max / 2;
+    return 2;
+}
+
+static void stream_ctx(vg_heap_t *h, bool *pushed) { *pushed = vg__heap_ctx_enter(h); }
+
+static pending_t *pending_of(vg_stream_t *s) {
+    if (!s->guard_pending)
+        s->guard_pending = calloc(1, sizeof(pending_t));
+    return s->guard_pending;
+}
+
+/* Move up to `room` pending descriptors of stream s (oldest first) into the batch. */
+static void take_pending(vg_stream_t *s, vg_guard_batch_t *batch, unsigned room) {
+    pending_t *p = s->guard_pending;
+    if (!p)
+        return;
+    while (p->n > 0 && room-- > 0) {
+        batch->d[batch->n++] = p->d[p->head];
+        p->head = (p->head + 1) % PENDING_CAP;
+        p->n--;
+    }
+}
+
+static void add_pending(pending_t *p, vg_guard_desc_t d) {
+    p->d[(p->head + p->n) % PENDING_CAP] = d;
+    p->n++;
+}
+
+/* Launch everything pending on stream s (context current). */
+static void flush_stream(vg_guard_t *g, vg_stream_t *s) {
+    pending_t *p = s->guard_pending;
+    while (p && p->n > 0) {
+        vg_guard_batch_t batch = {0};
+        take_pending(s, &batch, VG_GUARD_BATCH);
+        launch_ranges(g, &batch, s->handle);
+    }
+}
+
+void vg__guard_flush(vg_heap_t *h, CUstream stream) {
+    vg_guard_t *g = h->guard;
+    if (!g)
+        return;
+    vg_stream_t *s = vg__heap_stream(h, stream);
+    if (!s || !s->guard_pending || ((pending_t *)s->guard_pending)->n == 0)
+        return;
+    bool pushed = vg__heap_ctx_enter(h);
+    flush_stream(g, s);
+    vg__heap_ctx_leave(pushed);
+}
+
+static void flush_all(vg_heap_t *h) {
+    for (vg_stream_t *s = h->streams; s; s = s->next)
+        flush_stream(h->guard, s);
+}
+
+vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) {
+    vg_guard_t *g = h->guard;
+    b->clean_seq = vg__launch_seq();
+    if (b->flags & VG_BF_READY) { /* the same layout as the clean block that left here */
+        g->fills_skipped++;
+        return VG_OK;
+    }
+    g->fills_launched++;
+    vg_guard_batch_t batch = {.n = 2};
+    batch.d[0] = desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
+                      VG_RANGE_LEFT);
+    uint64_t end = b->user + b->requested;
+    batch.d[1] = desc(end, b->addr + b->size - end, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
+                      VG_RANGE_RIGHT);
+    vg_stream_t *s = vg__heap_stream(h, stream);
+    if (s)
+        take_pending(s, &batch, VG_GUARD_BATCH - 2);
+    bool pushed;
+    stream_ctx(h, &pushed);
+    CUresult r = launch_ranges(g, &batch, stream);
+    vg__heap_ctx_leave(pushed);
+    return r == CUDA_SUCCESS ? VG_OK : cu_fail(r, "filling the redzones");
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Reading the log
+ * ------------------------------------------------------------------------------------- */
+
+/* A live or quarantined block (both are in the live map), if it is still that one. */
+static vg_block_t *find_block(vg_heap_t *h, uint64_t user, uint64_t id) {
+    vg_block_t *b = vg__ptrmap_get(&h->live, user);
+    return b && b->id == id ? b : NULL;
+}
+
+static void handle_error(vg_heap_t *h, const vg_guard_error_t *e, const char *origin) {
+    vg_block_t *b = find_block(h, e->user, e->tag);
+    uint32_t base = e->kind & 0xff;
+    bool at_free = e->kind & AT_FREE;
+    int flag = base == VG_RANGE_LEFT ? REP_LEFT : base == VG_RANGE_RIGHT ? REP_RIGHT : REP_POISON;
+    vg_report_t r = {0};
+    r.device = h->device;
+    r.has_block = true;
+    r.has_damage = true;
+    r.user = e->user;
+    r.id = e->tag;
+    r.off_first = (int64_t)(e->addr + e->first_bad) - (int64_t)e->user;
+    r.off_last = (int64_t)(e->addr + e->last_bad) - (int64_t)e->user;
+    r.bad_bytes = e->bad_bytes;
+    r.damage_word = e->first_word;
+    r.clean_seq = UINT64_MAX;
+    bool freed;
+    if (b) {
+        if (b->flags & flag)
+            return; /* already reported */
+        b->flags |= flag;
+        r.size = b->requested;
+        r.stream = b->stream ? b->stream->handle : NULL;
+        r.alloc_site = b->site;
+        freed = b->state != VG_BLOCK_ALLOCATED;
+        r.free_site = freed ? b->free_site : 0;
+        r.clean_seq = b->clean_seq;
+    } else { /* the block is gone (its memory reused): what the free history knows */
+        const vg_free_rec_t *rec = vg__heap_history_find(h, e->user, e->tag);
+        r.size = rec ? rec->requested : 0;
+        r.alloc_site = rec ? rec->alloc_site : 0;
+        r.free_site = rec ? rec->free_site : 0;
+        freed = true;
+    }
+    if (base == VG_RANGE_POISON || (freed && !at_free))
+        r.kind = VG_REPORT_USE_AFTER_FREE;
+    else
+        r.kind = base == VG_RANGE_LEFT ? VG_REPORT_OOB_BEFORE : VG_REPORT_OOB_AFTER;
+    if (r.kind != VG_REPORT_USE_AFTER_FREE && !at_free)
+        r.free_site = 0;
+    r.found = at_free ? "by the check run (in stream order) when the allocation was freed"
+                      : origin;
+    vg__report(&r);
+}
+
+void vg__guard_poll(vg_heap_t *h, const char *origin) {
+    vg_guard_t *g = h->guard;
+    if (!g)
+        return;
+    vg_guard_log_t *log = g->log;
+    uint32_t count = __atomic_load_n(&log->count, __ATOMIC_ACQUIRE);
+    if (count - g->log_read > LOG_CAPACITY) { /* more errors than the ring holds */
+        vg__log("guard mode: %u error records were lost (more than %d between two checks)",
+                count - g->log_read - LOG_CAPACITY, LOG_CAPACITY);
+        g->log_read = count - LOG_CAPACITY;
+    }
+    while (g->log_read != count) {
+        const vg_guard_error_t *slot = &log->errors[g->log_read % LOG_CAPACITY];
+        if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != (uint64_t)g->log_read + 1)
+            break; /* still being written: read it next time */
+        vg_guard_error_t e = *slot;
+        g->log_read++;
+        handle_error(h, &e, origin);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Checks of many blocks: one launch, then wait and read the log.
+ * ------------------------------------------------------------------------------------- */
+
+static bool descs_reserve(desc_buf_t *b, size_t n) {
+    if (n <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < n)
+        cap *= 2;
+    void *p = NULL;
+    CUdeviceptr dp;
+    if (vg__cuMemHostAlloc(&p, cap * sizeof(vg_guard_desc_t), CU_MEMHOSTALLOC_DEVICEMAP) ||
+        vg__cuMemHostGetDevicePointer(&dp, p, 0)) {
+        if (p)
+            vg__cuMemFreeHost(p);
+        return false;
+    }
+    if (b->d)
+        vg__cuMemFreeHost(b->d);
+    b->d = p;
+    b->dev = dp;
+    b->cap = cap;
+    return true;
+}
+
+/* Append the descriptors that check block b (live or quarantined). */
+static size_t block_checks(const vg_block_t *b, vg_guard_desc_t *d) {
+    size_t n = 0;
+    if (!(b->flags & REP_LEFT))
+        d[n++] = desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
+                      VG_RANGE_LEFT);
+    uint64_t end = b->user + b->requested;
+    if (!(b->flags & REP_RIGHT))
+        d[n++] = desc(end, b->addr + b->size - end, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
+                      VG_RANGE_RIGHT);
+    if (b->state == VG_BLOCK_QUARANTINED && !(b->flags & REP_POISON)) {
+        uint64_t a[2], len[2];
+        int k = poison_ranges(b, a, len);
+        for (int i = 0; i < k; i++)
+            d[n++] = desc(a[i], len[i], b, VG_PATTERN_POISON, VG_GUARD_CHECK, VG_RANGE_POISON);
+    }
+    return n;
+}
+
+/* Make the guard stream wait for the work queued so far on stream s. */
+static void wait_for(vg_guard_t *g, CUstream s) {
+    if (vg__cuEventRecord(g->event, s) == CUDA_SUCCESS)
+        vg__cuStreamWaitEvent(g->stream, g->event, 0);
+}
+
+/* Launch the descriptors of buf on the guard stream; false if the context is dead. */
+static bool launch_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
+    vg_guard_t *g = h->guard;
+    if (g->dead)
+        return false;
+    if (n == 0)
+        return true;
+    unsigned grid = n < 4096 ? (unsigned)n : 4096;
+    unsigned nn = (unsigned)n;
+    void *params[] = {&buf->dev, &nn, &g->log_dev};
+    CUresult r = vg__cuLaunchKernel(g->fn_check, grid, 1, 1, 256, 1, 1, 0, g->stream, params, NULL);
+    if (r != CUDA_SUCCESS) {
+        g->dead = true;
+        vg__log("guard mode: a check could not be launched (%s): the CUDA context has failed",
+                vg__cu_error_name(r));
+    }
+    return r == CUDA_SUCCESS;
+}
+
+/* Run the descriptors of buf on the guard stream and wait for them. */
+static bool run_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
+    vg_guard_t *g = h->guard;
+    if (!launch_check(h, buf, n))
+        return false;
+    CUresult r = vg__cuStreamSynchronize(g->stream);
+    if (r != CUDA_SUCCESS) {
+        g->dead = true;
+        vg__log("guard mode: a check did not complete (%s): the CUDA context has failed",
+                vg__cu_error_name(r));
+    }
+    return r == CUDA_SUCCESS;
+}
+
+static void reap(vg_heap_t *h, bool wait);
+
+void vg__guard_check_all(vg_heap_t *h, const char *origin) {
+    vg_guard_t *g = h->guard;
+    if (!g)
+        return;
+    vg__guard_poll(h, origin);
+    reap(h, true); /* quarantine exits in flight complete first */
+    if (g->dead)
+        return;
+    bool pushed;
+    stream_ctx(h, &pushed);
+    flush_all(h);
+    size_t n = 0, need = 4 * (h->live.n + g->q_count);
+    if (!descs_reserve(&g->check_buf, need)) {
+        vg__log("guard mode: no memory for the descriptors of a check");
+        vg__heap_ctx_leave(pushed);
+        return;
+    }
+    for (vg_segment_t *seg = h->segments; seg; seg = seg->next)
+        for (vg_block_t *b = seg->first; b; b = b->next)
+            if (b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED)
+                n += block_checks(b, g->check_buf.d + n);
+    for (vg_stream_t *s = h->streams; s; s = s->next)
+        if (!s->forgotten && s->handle != CU_STREAM_PER_THREAD)
+            wait_for(g, s->handle);
+    wait_for(g, NULL);
+    uint64_t seq = vg__launch_seq();
+    bool ran = run_check(h, &g->check_buf, n);
+    vg__heap_ctx_leave(pushed);
+    vg__guard_poll(h, origin);
+    if (ran) /* blocks without a new report are clean as of now */
+        for (vg_segment_t *seg = h->segments; seg; seg = seg->next)
+            for (vg_block_t *b = seg->first; b; b = b->next)
+                if (b->state == VG_BLOCK_ALLOCATED)
+                    b->clean_seq = seq;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Quarantine
+ * ------------------------------------------------------------------------------------- */
+
+static void q_push(vg_guard_t *g, vg_block_t *b) {
+    b->fnext = NULL;
+    b->fprev = g->q_tail;
+    if (g->q_tail)
+        g->q_tail->fnext = b;
+    else
+        g->q_head = b;
+    g->q_tail = b;
+    g->q_bytes += b->size;
+    g->q_count++;
+}
+
+static vg_block_t *q_pop(vg_guard_t *g) {
+    vg_block_t *b = g->q_head;
+    if (!b)
+        return NULL;
+    g->q_head = b->fnext;
+    if (g->q_head)
+        g->q_head->fprev = NULL;
+    else
+        g->q_tail = NULL;
+    b->fnext = b->fprev = NULL;
+    g->q_bytes -= b->size;
+    g->q_count--;
+    return b;
+}
+
+/* Hand back the blocks of the oldest exit batches whose check has completed (all of them
+ * with `wait`), after reading the log. */
+static void reap(vg_heap_t *h, bool wait) {
+    vg_guard_t *g = h->guard;
+    bool read_log = false;
+    for (unsigned k = 0; k < LEAVE_SLOTS; k++) {
+        leave_slot_t *sl = &g->slots[(g->next_slot + k) % LEAVE_SLOTS]; /* oldest first */
+        if (!sl->busy)
+            continue;
+        if (!g->dead && !sl->unchecked) {
+            CUresult r = wait ? vg__cuEventSynchronize(sl->done) : vg__cuEventQuery(sl->done);
+            if (r == CUDA_ERROR_NOT_READY)
+                break; /* batches complete in order: the later ones are not done either */
+            if (r != CUDA_SUCCESS)
+                g->dead = true; /* nothing will complete: release without a check */
+        }
+        if (!read_log) {
+            vg__guard_poll(h, "when the freed block left the quarantine (before its memory "
+                              "is reused)");
+            read_log = true;
+        }
+        for (vg_block_t *b = sl->blocks, *next; b; b = next) {
+            next = b->fnext;
+            b->fnext = NULL;
+            /* Checked clean (not dead, nothing reported): its redzones hold the canary. */
+            bool clean = !g->dead && !sl->unchecked && !(b->flags & (REP_LEFT | REP_RIGHT));
+            vg__heap_unquarantine(h, b, clean);
+        }
+        sl->blocks = NULL;
+        sl->busy = false;
+        sl->unchecked = false;
+    }
+}
+
+/* Move the oldest quarantined blocks into an exit batch until at most `target` bytes
+ * remain in the quarantine, and launch their check. The blocks stay findable (in the live
+ * map, as quarantined) until reap() releases them. */
+static void evict(vg_heap_t *h, uint64_t target, bool wait) {
+    vg_guard_t *g = h->guard;
+    reap(h, false);
+    if (g->q_bytes > target) {
+        leave_slot_t *sl = &g->slots[g->next_slot % LEAVE_SLOTS];
+        if (sl->busy) /* every slot in flight: wait for them all (block once, not each time) */
+            reap(h, true);
+        bool pushed;
+        stream_ctx(h, &pushed);
+        flush_all(h); /* the frees' own checks and poison go first */
+        vg_block_t *out = NULL, **tail = &out;
+        size_t nb = 0, n = 0;
+        while (g->q_bytes > target) {
+            vg_block_t *b = q_pop(g);
+            *tail = b;
+            tail = &b->fnext;
+            nb++;
+        }
+        bool have = descs_reserve(&sl->buf, 4 * nb);
+        CUstream last = (CUstream)(uintptr_t)-1;
+        for (vg_block_t *b = out; b; b = b->fnext) {
+            if (have)
+                n += block_checks(b, sl->buf.d + n);
+            CUstream s = b->stream ? b->stream->handle : NULL;
+            if (s != last) /* after the free's check and poison, on its stream */
+                wait_for(g, s);
+            last = s;
+        }
+        sl->blocks = out;
+        sl->busy = true;
+        g->next_slot++;
+        /* Without descriptor memory, or if the launch fails, reap releases the blocks
+         * unchecked (and does not trust their redzones later). */
+        sl->unchecked = !have || !launch_check(h, &sl->buf, n) ||
+                        vg__cuEventRecord(sl->done, g->stream) != CUDA_SUCCESS;
+        vg__heap_ctx_leave(pushed);
+    }
+    if (wait)
+        reap(h, true);
+}
+
+bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
+    vg_guard_t *g = h->guard;
+    if (!g)
+        return false;
+    vg_stream_t *s = vg__heap_stream(h, stream);
+    pending_t *p = s ? pending_of(s) : NULL;
+    if (!p)
+        return false; /* no memory to track it: let the heap reuse it normally */
+    b->state = VG_BLOCK_QUARANTINED;
+    b->free_ns = vg__now_coarse_ns();
+    uint64_t end = b->user + b->requested;
+    if (!(b->flags & REP_LEFT))
+        add_pending(p, desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
+                            VG_RANGE_LEFT | AT_FREE));
+    if (!(b->flags & REP_RIGHT))
+        add_pending(p, desc(end, b->addr + b->size - end, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
+                            VG_RANGE_RIGHT | AT_FREE));
+    uint64_t a[2], len[2];
+    int k = poison_ranges(b, a, len);
+    for (int i = 0; i < k; i++)
+        add_pending(p, desc(a[i], len[i], b, VG_PATTERN_POISON, VG_GUARD_FILL, VG_RANGE_POISON));
+    if (p->n > PENDING_MAX) {
+        bool pushed;
+        stream_ctx(h, &pushed);
+        flush_stream(g, s);
+        vg__heap_ctx_leave(pushed);
+    }
+    q_push(g, b);
+    if (g->q_bytes > vg__opt.quarantine)
+        evict(h, vg__opt.quarantine / 2, false);
+    else if ((g->q_count & 31) == 0) /* now and then: exits whose check is done */
+        reap(h, false);
+    return true;
+}
+
+void vg__guard_flush_quarantine(vg_heap_t *h) {
+    if (h->guard)
+        evict(h, 0, true);
+}
+
+vg_block_t *vg__guard_quarantined(vg_heap_t *h, uint64_t user) {
+    vg_block_t *b = vg__ptrmap_get(&h->live, user);
+    return b && b->state == VG_BLOCK_QUARANTINED ? b : NULL;
+}
+
+void vg__guard_heap_shutdown(vg_heap_t *h) {
+    vg_guard_t *g = h->guard;
+    if (!g)
+        return;
+    vg__guard_check_all(h, "at exit");
+    if (getenv("VG_DEBUG_GUARD"))
+        vg__log("guard: %llu redzone fills launched, %llu skipped (layout already filled)",
+                (unsigned long long)g->fills_launched, (unsigned long long)g->fills_skipped);
+}

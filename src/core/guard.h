@@ -1,4 +1,4 @@
-/* guard.h — guard mode (redzones, poison, quarantine, checks): the allocator's hooks. */
+/* guard.h — guard mode (redzones, poison, quarantine, checks): see guard.c. */
 #ifndef VG_GUARD_H
 #define VG_GUARD_H
 
@@ -6,11 +6,32 @@
 
 #include "heap.h"
 
+bool vg__guard_on(void);
+/* The left redzone, and the block size for an n-byte request (false on overflow). */
+uint64_t vg__guard_left(void);
+bool vg__guard_total(uint64_t n, uint64_t *total);
+
+/* Heap set-up (loads the kernels, the error log); a no-op in fast mode. Context current. */
+vg_status_t vg__guard_heap_init(vg_heap_t *h);
+/* Fill the redzones of a new allocation, on its stream (heap lock held). */
+vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream);
 /* Called by vg__heap_free for a block the user freed (stamped with its free stream).
- * In guard mode the block is poisoned and kept in quarantine: returns true and the
- * heap must not touch it. In fast mode returns false. */
-bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b);
+ * In guard mode the block's redzones are checked and its bytes poisoned on `stream`, and
+ * it enters the quarantine: returns true and the heap must not touch it. In fast mode
+ * returns false. */
+bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream);
+/* Launch the checks and poison of frees on `stream` that wait for a launch (heap lock
+ * held): the interposer calls it before forwarding a program's launch on that stream. */
+void vg__guard_flush(vg_heap_t *h, CUstream stream);
 /* Release every quarantined block of h (after checking it): memory pressure. */
 void vg__guard_flush_quarantine(vg_heap_t *h);
+/* The quarantined block with this user address, or NULL (heap lock held). */
+vg_block_t *vg__guard_quarantined(vg_heap_t *h, uint64_t user);
+/* Read the error log and report what it holds; `origin` says what found the errors. */
+void vg__guard_poll(vg_heap_t *h, const char *origin);
+/* Check every live and quarantined block of h in one launch and report (heap lock held). */
+void vg__guard_check_all(vg_heap_t *h, const char *origin);
+/* At exit: the final check. */
+void vg__guard_heap_shutdown(vg_heap_t *h);
 
 #endif /* VG_GUARD_H */

@@ -50,14 +50,14 @@ vg_heap_t *vg__heap_at(int i) { return i < atomic_load(&g_nheaps) ? g_heaps[i] :
  * ------------------------------------------------------------------------------------- */
 
 /* Make the heap's context current for driver calls; returns whether it pushed. */
-static bool ctx_enter(vg_heap_t *h) {
+bool vg__heap_ctx_enter(vg_heap_t *h) {
     CUcontext cur = NULL;
     if (vg__cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == h->ctx)
         return false;
     return vg__cuCtxPushCurrent(h->ctx) == CUDA_SUCCESS;
 }
 
-static void ctx_leave(bool pushed) {
+void vg__heap_ctx_leave(bool pushed) {
     if (pushed) {
         CUcontext popped;
         vg__cuCtxPopCurrent(&popped);
@@ -85,9 +85,11 @@ static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
     }
     h->device_total = total;
     h->limit = limit_for(total);
-    bool pushed = ctx_enter(h);
+    bool pushed = vg__heap_ctx_enter(h);
     vg_status_t st = vg__heap_init_segments(h);
-    ctx_leave(pushed);
+    if (st == VG_OK && (st = vg__guard_heap_init(h)) != VG_OK)
+        vg__segment_release_all(h);
+    vg__heap_ctx_leave(pushed);
     if (st != VG_OK) {
         free(h);
         return st;
@@ -187,7 +189,7 @@ vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block) {
         vg_heap_t *h = g_heaps[i];
         pthread_mutex_lock(&h->lock);
         vg_block_t *b = vg__ptrmap_get(&h->live, p);
-        if (b) {
+        if (b && b->state == VG_BLOCK_ALLOCATED) {
             *block = b;
             return h;
         }
@@ -267,10 +269,10 @@ void vg__heap_forget_stream(vg_heap_t *h, CUstream handle) {
     vg_stream_t *s = stream_lookup(h, stream_key(handle), false, handle);
     if (!s)
         return;
-    bool pushed = ctx_enter(h);
+    bool pushed = vg__heap_ctx_enter(h);
     if (s->handle != CU_STREAM_PER_THREAD)
         vg__cuStreamSynchronize(s->handle);
-    ctx_leave(pushed);
+    vg__heap_ctx_leave(pushed);
     stream_complete(h, s);
     s->forgotten = true; /* blocks still point at it; every one of them is complete */
     if (t_stream == s)
@@ -401,11 +403,12 @@ static void merge_pass(vg_heap_t *h) {
 
 /* Turn block b (out of the index, pages mapped) into an allocation. */
 static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requested,
-                                  vg_stream_t *s) {
+                                  uint64_t user_offset, vg_stream_t *s) {
     b->state = VG_BLOCK_ALLOCATED;
     b->stream = s;
     b->epoch = 0;
-    b->user = b->addr;
+    b->user = b->addr + user_offset;
+    b->free_site = 0;
     b->requested = requested;
     b->nuses = 0;
     b->flags = 0;
@@ -428,7 +431,9 @@ static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requeste
 
 /* Hand out the first `size` bytes of free block b (in the index, pages mapped). */
 static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t requested,
-                         vg_stream_t *s) {
+                         uint64_t uoff, vg_stream_t *s) {
+    bool ready = (b->flags & VG_BF_CANARY) && b->canary_user_off == uoff &&
+                 b->canary_requested == requested && b->canary_end == size;
     vg__tlsf_remove(&h->index, b);
     if (b->size - size >= VG_ALIGN) {
         vg_block_t *r = vg__block_new(h);
@@ -449,7 +454,10 @@ static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t re
             vg__tlsf_insert(&h->index, r);
         }
     }
-    return make_allocated(h, b, requested, s);
+    vg_status_t st = make_allocated(h, b, requested, uoff, s);
+    if (st == VG_OK && ready)
+        b->flags |= VG_BF_READY;
+    return st;
 }
 
 /* Block b was chosen for a request on stream s. If b serves any stream and the free block
@@ -467,7 +475,7 @@ static vg_block_t *down_neighbour(const vg_block_t *b, uint64_t size, const vg_s
 /* Allocate [p->addr, p->addr + size): all of p and the front of b (its upper neighbour,
  * in the index, pages mapped). What is left of b stays complete. */
 static vg_status_t carve_down(vg_heap_t *h, vg_block_t *p, vg_block_t *b, uint64_t size,
-                              uint64_t requested, vg_stream_t *s) {
+                              uint64_t requested, uint64_t uoff, vg_stream_t *s) {
     uint64_t take = size - p->size;
     vg__tlsf_remove(&h->index, p);
     vg__tlsf_remove(&h->index, b);
@@ -480,14 +488,15 @@ static vg_status_t carve_down(vg_heap_t *h, vg_block_t *p, vg_block_t *b, uint64
     } else {
         b->addr += take;
         b->size -= take;
+        b->flags &= (uint8_t)~VG_BF_CANARY; /* its start moved */
         vg__tlsf_insert(&h->index, b);
     }
-    return make_allocated(h, p, requested, s);
+    return make_allocated(h, p, requested, uoff, s);
 }
 
 /* Place a request on block b (or NULL: search): extend it down, map its pages, carve. */
-static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, vg_stream_t *s,
-                         vg_block_t *b, vg_block_t **out) {
+static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64_t uoff,
+                         vg_stream_t *s, vg_block_t *b, vg_block_t **out) {
     vg_status_t st;
     if (!b)
         b = vg__tlsf_find(&h->index, size, s);
@@ -500,16 +509,17 @@ static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, vg_str
     if (!(p ? p->mapped && b->mapped : b->mapped) &&
         (st = vg__segment_map_range(h, b->seg, start->addr, size)) != VG_OK)
         return st;
-    st = p ? carve_down(h, p, b, size, requested, s) : carve(h, b, size, requested, s);
+    st = p ? carve_down(h, p, b, size, requested, uoff, s)
+           : carve(h, b, size, requested, uoff, s);
     if (st == VG_OK)
         *out = start;
     return st;
 }
 
-static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, vg_stream_t *s,
-                              vg_block_t *b, vg_block_t **out) {
-    bool pushed = ctx_enter(h);
-    vg_status_t st = place(h, size, requested, s, b, out);
+static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, uint64_t uoff,
+                              vg_stream_t *s, vg_block_t *b, vg_block_t **out) {
+    bool pushed = vg__heap_ctx_enter(h);
+    vg_status_t st = place(h, size, requested, uoff, s, b, out);
     if (st == VG_ERR_OUT_OF_MEMORY) { /* wait for every stream and retry; then release
                                         * the cache (whole free segments) and retry */
         h->stats.num_alloc_retries++;
@@ -517,20 +527,20 @@ static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, v
         process_deferred(h);
         merge_pass(h);
         vg__guard_flush_quarantine(h);
-        st = place(h, size, requested, s, NULL, out);
+        st = place(h, size, requested, uoff, s, NULL, out);
         if (st == VG_ERR_OUT_OF_MEMORY && vg__segment_trim(h) == VG_OK)
-            st = place(h, size, requested, s, NULL, out);
+            st = place(h, size, requested, uoff, s, NULL, out);
     }
     if (st == VG_ERR_OUT_OF_MEMORY) {
         h->stats.num_ooms++;
         vg__oom_explain(h, requested, size, s ? s->handle : NULL);
     }
-    ctx_leave(pushed);
+    vg__heap_ctx_leave(pushed);
     return st;
 }
 
-vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested, CUstream stream,
-                           vg_block_t **out) {
+vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
+                           uint64_t uoff, CUstream stream, vg_block_t **out) {
     uint64_t rounded = vg__align_up(size ? size : 1, VG_ALIGN);
     if (rounded < size || rounded > (1ull << 56)) {
         h->stats.num_ooms++;
@@ -549,22 +559,23 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested, CUst
     if (VG_LIKELY(b && b->mapped)) {
         vg_block_t *p = down_neighbour(b, rounded, s);
         if (!p || p->mapped) {
-            vg_status_t st = p ? carve_down(h, p, b, rounded, requested, s)
-                               : carve(h, b, rounded, requested, s);
+            vg_status_t st = p ? carve_down(h, p, b, rounded, requested, uoff, s)
+                               : carve(h, b, rounded, requested, uoff, s);
             if (st == VG_OK)
                 *out = p ? p : b;
             return st;
         }
     }
-    return alloc_slow(h, rounded, requested, s, b, out);
+    return alloc_slow(h, rounded, requested, uoff, s, b, out);
 }
 
 /* ---------------------------------------------------------------------------------------
  * Free
  * ------------------------------------------------------------------------------------- */
 
-/* Put a freed block (stamped, not in any list) into the free index. */
-static void release_free(vg_heap_t *h, vg_block_t *b) {
+/* Put a freed block (stamped, not in any list) into the free index; returns the free
+ * block it became part of. */
+static vg_block_t *release_free(vg_heap_t *h, vg_block_t *b) {
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.active, pool, -1);
     vg__stat_pool(h->stats.active_bytes, pool, -(int64_t)b->size);
@@ -572,7 +583,9 @@ static void release_free(vg_heap_t *h, vg_block_t *b) {
     b->mapped = 1; /* it was allocated, so all its pages are mapped */
     b->nuses = 0;
     b->flags = 0;
-    vg__tlsf_insert(&h->index, vg__block_coalesce(h, b));
+    vg_block_t *f = vg__block_coalesce(h, b);
+    vg__tlsf_insert(&h->index, f);
+    return f;
 }
 
 static bool deferred_ready(vg_heap_t *h, vg_block_t *b) {
@@ -602,7 +615,6 @@ static void process_deferred(vg_heap_t *h) {
 }
 
 void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
-    vg__ptrmap_del(&h->live, b->user);
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.allocation, pool, -1);
     vg__stat_pool(h->stats.allocated_bytes, pool, -(int64_t)b->size);
@@ -614,9 +626,9 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     b->epoch = s->epoch;
     s->last_free_epoch = s->epoch;
     if (b->flags & VG_BF_USES_OVERFLOW) { /* too many streams recorded: wait for all */
-        bool pushed = ctx_enter(h);
+        bool pushed = vg__heap_ctx_enter(h);
         vg__cuCtxSynchronize();
-        ctx_leave(pushed);
+        vg__heap_ctx_leave(pushed);
         vg__heap_all_synced(h);
         b->nuses = 0;
     }
@@ -629,8 +641,9 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
                 b->uses[i]->last_free_epoch = b->use_epochs[i];
         }
     }
-    if (vg__guard_quarantine(h, b)) /* guard mode keeps it poisoned for a while */
-        return;
+    if (vg__guard_quarantine(h, b, stream)) /* guard mode keeps it poisoned for a while */
+        return; /* (it stays in the live map, as QUARANTINED, until it leaves) */
+    vg__ptrmap_del(&h->live, b->user);
     if (wait_uses) {
         b->state = VG_BLOCK_DEFERRED;
         b->fnext = h->deferred;
@@ -641,14 +654,42 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
 }
 
 /* A block leaving guard's quarantine: back to the normal path (deferred or free). */
-void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b) {
+void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b, bool canary_ok) {
+    vg__ptrmap_del(&h->live, b->user);
     if (!deferred_ready(h, b)) {
         b->state = VG_BLOCK_DEFERRED;
         b->fnext = h->deferred;
         h->deferred = b;
         return;
     }
-    release_free(h, b);
+    uint64_t addr = b->addr, uoff = b->user - b->addr, req = b->requested, end = b->size;
+    vg_block_t *f = release_free(h, b);
+    if (canary_ok && f->addr == addr) { /* not merged into a lower neighbour */
+        f->flags |= VG_BF_CANARY;
+        f->canary_user_off = uoff;
+        f->canary_requested = req;
+        f->canary_end = end;
+    }
+}
+
+void vg__heap_history_add(vg_heap_t *h, const vg_block_t *b, uint32_t free_site) {
+    if (!h->history) {
+        h->history = calloc(VG_FREE_HISTORY, sizeof *h->history);
+        if (!h->history)
+            return;
+    }
+    h->history[h->nhistory++ % VG_FREE_HISTORY] =
+        (vg_free_rec_t){b->user, b->requested, b->id, b->site, free_site};
+}
+
+const vg_free_rec_t *vg__heap_history_find(vg_heap_t *h, uint64_t user, uint64_t id) {
+    uint64_t have = VG_MIN(h->nhistory, (uint64_t)VG_FREE_HISTORY);
+    for (uint64_t k = 0; h->history && k < have; k++) {
+        const vg_free_rec_t *r = &h->history[(h->nhistory - 1 - k) % VG_FREE_HISTORY];
+        if (r->user == user && (id == 0 || r->id == id))
+            return r;
+    }
+    return NULL;
 }
 
 vg_status_t vg__heap_record_stream(vg_heap_t *h, vg_block_t *b, CUstream stream) {
@@ -669,14 +710,14 @@ vg_status_t vg__heap_record_stream(vg_heap_t *h, vg_block_t *b, CUstream stream)
 }
 
 vg_status_t vg__heap_trim(vg_heap_t *h, bool wait_for_streams) {
-    bool pushed = ctx_enter(h);
+    bool pushed = vg__heap_ctx_enter(h);
     refresh_streams(h, wait_for_streams);
     process_deferred(h);
     merge_pass(h);
     if (wait_for_streams)
         vg__guard_flush_quarantine(h);
     vg_status_t st = vg__segment_trim(h);
-    ctx_leave(pushed);
+    vg__heap_ctx_leave(pushed);
     return st;
 }
 
@@ -697,10 +738,10 @@ static bool largest_complete(vg_block_t *b, void *arg) {
 
 static uint64_t growable(vg_heap_t *h) {
     size_t free_b = 0, total = 0;
-    bool pushed = ctx_enter(h);
+    bool pushed = vg__heap_ctx_enter(h);
     if (vg__cuMemGetInfo(&free_b, &total) != CUDA_SUCCESS)
         free_b = 0;
-    ctx_leave(pushed);
+    vg__heap_ctx_leave(pushed);
     uint64_t g = free_b;
     if (h->limit) {
         uint64_t reserved = (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current;
@@ -753,7 +794,7 @@ static bool check_index_block(vg_block_t *b, void *arg) {
 
 vg_status_t vg__heap_validate(vg_heap_t *h) {
     uint64_t nfree = 0, free_bytes = 0, nalloc = 0, alloc_bytes = 0, requested = 0;
-    uint64_t reserved = h->nspare * h->page, active_extra = 0;
+    uint64_t reserved = h->nspare * h->page, active_extra = 0, nquar = 0;
     for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
         uint64_t at = seg->base;
         vg_block_t *prev = NULL;
@@ -811,10 +852,16 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
                     FAIL("allocated block %#llx: user range outside the block", h->device,
                          (unsigned long long)b->addr);
                 break;
+            case VG_BLOCK_QUARANTINED: /* freed, not reusable yet: still active, and found
+                                          * by its address (double frees, the log) */
+                nquar++;
+                active_extra += b->size;
+                if (vg__ptrmap_get(&h->live, b->user) != b)
+                    FAIL("quarantined block %#llx is missing from the live map", h->device,
+                         (unsigned long long)b->addr);
+                break;
             case VG_BLOCK_DEFERRED:
                 active_extra += b->size;
-                break;
-            case VG_BLOCK_QUARANTINED:
                 break;
             default:
                 FAIL("block %#llx has state %d", h->device, (unsigned long long)b->addr, b->state);
@@ -834,9 +881,9 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
         FAIL("free index holds %llu blocks / %llu bytes, segments %llu / %llu", h->device,
              (unsigned long long)ic.n, (unsigned long long)ic.bytes,
              (unsigned long long)nfree, (unsigned long long)free_bytes);
-    if (h->live.n != nalloc)
-        FAIL("live map holds %zu pointers, segments %llu allocated blocks", h->device, h->live.n,
-             (unsigned long long)nalloc);
+    if (h->live.n != nalloc + nquar)
+        FAIL("live map holds %zu pointers, segments %llu allocated and %llu quarantined blocks",
+             h->device, h->live.n, (unsigned long long)nalloc, (unsigned long long)nquar);
     const vg_stats_t *s = &h->stats;
     if ((uint64_t)s->allocation[VG_POOL_ALL].current != nalloc ||
         (uint64_t)s->allocated_bytes[VG_POOL_ALL].current != alloc_bytes ||

@@ -68,12 +68,24 @@ struct vg_block {
     uint64_t requested;         /* ALLOCATED: bytes asked for */
     uint64_t id;                /* allocation number, 1, 2, ... (0: never allocated) */
     uint64_t alloc_ns;          /* when it was allocated */
+    uint64_t free_ns;           /* guard: when it was freed */
+    uint32_t free_site;         /* guard: where it was freed */
+    uint64_t clean_seq;         /* guard: launch number at its last clean check */
     vg_stream_t *uses[VG_MAX_USES];  /* ALLOCATED: streams recorded with vg_record_stream */
     uint64_t use_epochs[VG_MAX_USES];/* DEFERRED: epoch each use stream must complete */
-    void *guard;                /* guard mode's per-block record, or NULL */
+    uint64_t canary_user_off;   /* FREE with VG_BF_CANARY: that allocation's layout */
+    uint64_t canary_requested;
+    uint64_t canary_end;        /* offset of the end of its right redzone */
 };
 
-enum { VG_BF_USES_OVERFLOW = 1 }; /* more than VG_MAX_USES streams: wait for all streams */
+enum {
+    VG_BF_USES_OVERFLOW = 1, /* more than VG_MAX_USES streams: wait for all streams */
+    VG_BF_CANARY = 16,       /* FREE (guard): the redzones of the allocation that last
+                                started here (user - addr, requested, rz_end) still hold
+                                the canary: the same layout needs no fill */
+    VG_BF_READY = 32,        /* ALLOCATED (guard): carved with that layout: its redzones
+                                already hold the canary */
+};
 
 struct vg_stream {
     CUstream handle;            /* what the driver is given (NULL: legacy default stream) */
@@ -85,6 +97,7 @@ struct vg_stream {
     uint64_t event_epoch;       /* the epoch `event` completes */
     bool event_pending;         /* `event` is recorded and not yet seen complete */
     bool forgotten;             /* vg_forget_stream: no longer in the table */
+    void *guard_pending;        /* guard: frees' checks waiting for a launch (guard.c) */
     vg_stream_t *next;          /* the heap's list of streams */
 };
 
@@ -130,7 +143,7 @@ struct vg_heap {
     vg_tlsf_t index;            /* every free block */
     vg_segment_t *segments;
     vg_stream_t *streams;
-    vg_ptrmap_t live;
+    vg_ptrmap_t live;           /* user address -> allocated or quarantined block */
     vg_block_t *deferred;       /* list through fnext */
     vg_block_t *block_pool;     /* recycled block structs */
     CUmemGenericAllocationHandle *spare; /* unmapped physical pages kept for reuse */
@@ -140,6 +153,7 @@ struct vg_heap {
     uint64_t completion_gen;    /* bumped whenever a stream's completed epoch advances */
     uint64_t no_idle_gen;       /* a scan at this generation found no idle page */
     vg_free_rec_t *history;     /* the last VG_FREE_HISTORY frees (allocated lazily) */
+    void *guard;                /* guard mode's state (guard.c), or NULL */
     uint64_t nhistory;          /* frees recorded so far */
 };
 
@@ -152,22 +166,30 @@ struct vg_heap {
 vg_status_t vg__heap_current(vg_heap_t **out);
 /* The heap of a device's primary context (PyTorch passes the device). */
 vg_status_t vg__heap_for_device(int device, vg_heap_t **out);
-/* The heap that owns user pointer p, if any, with its block (heap locked on return when
- * found). */
+/* The heap that owns the live allocation at user pointer p, if any, with its block (heap
+ * locked on return when found). */
 vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block);
 int vg__heap_count(void);
 vg_heap_t *vg__heap_at(int i);
 
 /* Allocate a block of `size` bytes (of which the user asked for `requested`) ordered on
  * `stream` (heap lock held). On success *out is the block, with user == addr (guard mode
- * moves it). On VG_ERR_OUT_OF_MEMORY the explanation is in vg_last_error(). */
-vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested, CUstream stream,
-                           vg_block_t **out);
+ * moves it by user_offset). On VG_ERR_OUT_OF_MEMORY the explanation is in vg_last_error(). */
+vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
+                           uint64_t user_offset, CUstream stream, vg_block_t **out);
+/* Make the heap's context current for driver calls (returns whether it pushed). */
+bool vg__heap_ctx_enter(vg_heap_t *h);
+void vg__heap_ctx_leave(bool pushed);
+/* The most recent free of (user, id) in the heap's history, or NULL (heap lock held). */
+const vg_free_rec_t *vg__heap_history_find(vg_heap_t *h, uint64_t user, uint64_t id);
+/* Record a free in the history (heap lock held). */
+void vg__heap_history_add(vg_heap_t *h, const vg_block_t *b, uint32_t free_site);
 /* Return an allocated block to the heap, ordered on `stream` (heap lock held). */
 void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream);
 /* A block leaving guard's quarantine: deferred if other streams still use it, else
- * free (heap lock held). */
-void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b);
+ * free (heap lock held). `canary_ok`: its check found both redzones intact, so the free
+ * block remembers that layout (VG_BF_CANARY). */
+void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b, bool canary_ok);
 /* Record that `stream` uses block b (heap lock held). */
 vg_status_t vg__heap_record_stream(vg_heap_t *h, vg_block_t *b, CUstream stream);
 /* Release cached memory: unmap idle pages, free empty segments (heap lock held). */

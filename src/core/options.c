@@ -118,7 +118,12 @@ static bool parse_limit(const char *s, vg_limit_t *out) {
 static const char *type_expectation(const opt_desc_t *d, char *buf, size_t n) {
     switch (d->type) {
     case VG_T_BOOL: return "expected 1/0, true/false, yes/no or on/off";
-    case VG_T_SIZE: return "expected a size such as 512, 64K, 16M or 15G";
+    case VG_T_SIZE:
+        if (d->allowed[0]) {
+            snprintf(buf, n, "expected a size in %s (K, M, G, T suffixes)", d->allowed);
+            return buf;
+        }
+        return "expected a size such as 512, 64K, 16M or 15G";
     case VG_T_INT: snprintf(buf, n, "expected a whole number in %s", d->allowed); return buf;
     case VG_T_ENUM: snprintf(buf, n, "expected one of %s", d->allowed); return buf;
     case VG_T_LIMIT:
@@ -136,7 +141,20 @@ static bool parse_value(const opt_desc_t *d, const char *val, vg_options_t *o) {
         strcpy((char *)field, val);
         return true;
     case VG_T_BOOL: return parse_bool(val, (bool *)field);
-    case VG_T_SIZE: return vg__parse_size(val, (uint64_t *)field);
+    case VG_T_SIZE: {
+        uint64_t v, lo, hi;
+        if (!vg__parse_size(val, &v))
+            return false;
+        const char *dots = strstr(d->allowed, "..");
+        if (dots) { /* "16..1M" */
+            char los[32];
+            snprintf(los, sizeof los, "%.*s", (int)(dots - d->allowed), d->allowed);
+            if (vg__parse_size(los, &lo) && vg__parse_size(dots + 2, &hi) && (v < lo || v > hi))
+                return false;
+        }
+        *(uint64_t *)field = v;
+        return true;
+    }
     case VG_T_INT: return parse_int(val, d->allowed, (long *)field);
     case VG_T_ENUM: return parse_enum(val, d->allowed, (int *)field);
     case VG_T_LIMIT: return parse_limit(val, (vg_limit_t *)field);

@@ -3,7 +3,8 @@
  * Syntax: "key=value,key=value". Values are never silently defaulted: an unknown key or a
  * bad value is an error that names the key and the value. Types:
  *   BOOL   1/0, true/false, yes/no, on/off
- *   SIZE   bytes with an optional binary suffix: 512, 64K, 16M, 15G, 1T (KB/KiB/... too)
+ *   SIZE   bytes with an optional binary suffix: 512, 64K, 16M, 15G, 1T (KB/KiB/... too),
+ *          within the range in the `allowed` column when there is one ("16..1M")
  *   INT    a decimal integer in [min, max]
  *   STR    free text (a path); "" allowed where the default is ""
  *   ENUM   one of the words in the `allowed` column
@@ -34,14 +35,30 @@
       "virtual-memory segments (auto: when the driver and device support them)")             \
     X(stack_depth, INT, "12", "0..64",                                                       \
       "host frames captured per allocation site (0 = no backtraces)")                        \
-    X(unwind, ENUM, "auto", "auto|fp|full",                                                  \
-      "stack capture: fp (frame pointers, fast), full (unwind tables); auto: fp in fast "    \
-      "mode, full in guard mode")                                                            \
-    X(trace, STR, "", "", "record every allocation and free to this file (RMM CSV format)")
+    X(unwind, ENUM, "fp", "fp|full",                                                         \
+      "stack capture: fp (frame pointers, ~1 ns a frame) or full (unwind tables: complete "  \
+      "stacks through code without frame pointers, ~1 us an allocation)")                   \
+    X(trace, STR, "", "", "record every allocation and free to this file (RMM CSV format)")    \
+    X(redzone, SIZE, "256", "16..1M", "guard: bytes of redzone at least, on each side")     \
+    X(quarantine, SIZE, "1G", "0..1T",                                                       \
+      "guard: freed bytes kept poisoned before reuse (released first under memory pressure)") \
+    X(poison_bytes, SIZE, "64K", "0..1T",                                                    \
+      "guard: larger freed blocks are poisoned at their first and last half of this")       \
+    X(check_sync, BOOL, "1", "",                                                            \
+      "guard: check every allocation at each synchronisation vramguard sees")               \
+    X(report, STR, "", "", "file for error reports (default: the log); %p pid, %r rank")    \
+    X(report_json, STR, "", "", "write the reports as JSON to this file at exit")           \
+    X(error_exitcode, INT, "0", "0..255",                                                   \
+      "exit status of a process in which errors were found (0: leave it)")                  \
+    X(leaks, ENUM, "auto", "auto|on|off",                                                   \
+      "report allocations still live at exit (auto: in guard mode)")                        \
+    X(growth_steps, INT, "5", "0..1000000",                                                 \
+      "report a site whose live bytes grew at each of this many vg_step() calls (0: off)")
 
 typedef enum { VG_MODE_FAST = 0, VG_MODE_GUARD = 1 } vg_mode_t;
 typedef enum { VG_VMM_AUTO = 0, VG_VMM_ON = 1, VG_VMM_OFF = 2 } vg_vmm_t;
-typedef enum { VG_UNWIND_AUTO = 0, VG_UNWIND_FP = 1, VG_UNWIND_FULL = 2 } vg_unwind_t;
+typedef enum { VG_UNWIND_FP = 0, VG_UNWIND_FULL = 1 } vg_unwind_t;
+typedef enum { VG_LEAKS_AUTO = 0, VG_LEAKS_ON = 1, VG_LEAKS_OFF = 2 } vg_leaks_t;
 
 typedef struct vg_limit {
     uint64_t bytes;  /* absolute cap, or 0 */

@@ -107,11 +107,23 @@ void vg__output_open(void) {
             vg__log("cannot open log file '%s' (%s); logging to standard error", vg__opt.log,
                     strerror(errno));
     }
+    if (vg__opt.report[0]) {
+        int fd = vg__open_output_file(vg__opt.report);
+        if (fd >= 0)
+            g_report_fd = fd;
+        else
+            vg__log("cannot open report file '%s' (%s); reports go to the log", vg__opt.report,
+                    strerror(errno));
+    }
 }
 
 void vg__output_set_report_fd(int fd) { g_report_fd = fd; }
 
 void vg__output_close(void) {
+    if (g_report_fd > 2) {
+        close(g_report_fd);
+        g_report_fd = -1;
+    }
     if (g_log_fd > 2) {
         close(g_log_fd);
         g_log_fd = 2;
@@ -248,6 +260,12 @@ const char *vg__fmt_bytes(char out[32], uint64_t bytes) {
     }
     snprintf(out, 32, "%.2f %s", v, units[u]);
     return out;
+}
+
+uint64_t vg__now_coarse_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 uint64_t vg__now_ns(void) {

@@ -2,9 +2,11 @@
  *
  * Two unwinders (docs/decisions.md A3):
  *  - frame pointers: follow the saved-frame-pointer chain, each frame checked to lie in
- *    the thread's stack, be aligned and grow upwards, so a frame without a frame pointer
- *    ends the walk instead of faulting. About a nanosecond a frame. The first frame (the
- *    caller of the allocation) is always right; deeper ones need frame pointers.
+ *    the thread's stack, be aligned and grow upwards, and each return address checked to
+ *    lie in code (textmap.h), so a caller built without frame pointers ends the walk
+ *    instead of faulting or adding garbage frames. A few nanoseconds a frame. The first
+ *    frame (the caller of the allocation) is always right; deeper ones need frame
+ *    pointers.
  *  - full: glibc's backtrace() (libgcc's unwinder, DWARF unwind tables): exact, slower.
  *
  * The intern table is insert-only: a slot goes from 0 to a site id once (compare and
@@ -21,6 +23,7 @@
 
 #include "common.h"
 #include "options.h"
+#include "textmap.h"
 
 #define SLOTS (1u << 17)
 
@@ -28,6 +31,7 @@ _Atomic(vg_site_t *) vg__site_chunks[VG_MAX_SITES / VG_SITE_CHUNK];
 static _Atomic uint32_t g_nsites = 1; /* id 0 is the unknown site */
 static _Atomic uint32_t g_slots[SLOTS];
 static __thread uintptr_t t_stack_lo, t_stack_hi;
+__thread bool vg__in_signal_handler;
 static bool g_full_unwind;
 
 static void stack_bounds(void) {
@@ -57,7 +61,7 @@ __attribute__((noinline, no_sanitize_address)) static int unwind_fp(uintptr_t *o
             break;
         uintptr_t ret = fp[1];
         uintptr_t *next = (uintptr_t *)fp[0];
-        if (ret < 4096)
+        if (ret < 4096 || !vg__is_code(ret, !vg__in_signal_handler))
             break;
         if (skip > 0)
             skip--;
@@ -92,8 +96,7 @@ __attribute__((noinline)) int vg__capture_stack(uintptr_t *frames, int max, int 
 }
 
 void vg__sites_init(void) {
-    g_full_unwind = vg__opt.unwind == VG_UNWIND_FULL ||
-                    (vg__opt.unwind == VG_UNWIND_AUTO && vg__opt.mode == VG_MODE_GUARD);
+    g_full_unwind = vg__opt.unwind == VG_UNWIND_FULL;
     if (g_full_unwind) { /* backtrace() loads libgcc_s on first use: do it now */
         void *buf[2];
         backtrace(buf, 2);

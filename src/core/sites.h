@@ -40,6 +40,10 @@ typedef struct vg_site {
  * the count. Uses frame pointers or the full unwinder per the unwind option. */
 int vg__capture_stack(uintptr_t *frames, int max, int skip);
 
+/* Set by signal handlers that capture stacks: the unwinder then does nothing that is not
+ * async-signal-safe (no re-reading of the loaded objects). */
+extern __thread bool vg__in_signal_handler;
+
 /* Intern a stack, returning its site id (0 when the table is full). */
 uint32_t vg__site_intern(const uintptr_t *frames, int n);
 

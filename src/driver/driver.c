@@ -20,6 +20,7 @@
 #include "../core/options.h"
 
 vg_driver_t vg__drv;
+
 _Atomic long vg__fault_countdown;
 CUresult vg__fault_error = CUDA_ERROR_OUT_OF_MEMORY;
 static _Atomic long g_fault_calls;

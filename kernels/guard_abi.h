@@ -1,0 +1,93 @@
+/* guard_abi.h — the interface of guard mode's kernels.
+ *
+ * Shared by kernels/guard.cu (compiled to kernels/guard.ptx for real GPUs), vgsim's host
+ * implementation of the same kernels, and src/core/guard.c, which builds the descriptors.
+ * Plain C, fixed-width fields: the layout is the ABI.
+ *
+ * A descriptor names a device range and an operation:
+ *   VG_GUARD_FILL   write the pattern over the range;
+ *   VG_GUARD_CHECK  compare the range with the pattern and, if any byte differs, append
+ *                   one error record (first and last differing offset, how many bytes).
+ * Patterns are 4-byte words aligned to the address: the byte at address a is
+ *     (pattern >> (8 * (a & 3))) & 0xff
+ * so ranges may start and end anywhere. Descriptors of one launch never overlap, so
+ * they may run in any order.
+ *
+ * Two kernels (extern "C", so the PTX entries keep these names):
+ *   vg_guard_check(const vg_guard_desc_t *descs, unsigned int n, vg_guard_log_t *log)
+ *       any number of descriptors, in memory the device can read (check points);
+ *   vg_guard_ranges(vg_guard_batch_t batch, vg_guard_log_t *log)
+ *       up to VG_GUARD_BATCH descriptors passed by value (the redzones of one allocation,
+ *       the checks and poison of one free): no buffer to upload or keep alive.
+ *
+ * The log lives in pinned host memory mapped for the device, so the host reads it with
+ * plain loads — even after a sticky error has killed the context. It only grows: a kernel
+ * takes slot `count % capacity` with an atomic add, writes the record, fences, and then
+ * writes `seq` = its index + 1; the host reads records whose seq is set, in order.
+ */
+#ifndef VG_GUARD_ABI_H
+#define VG_GUARD_ABI_H
+
+#include <stdint.h>
+
+#define VG_GUARD_KERNEL "vg_guard_check"
+
+/* Patterns. Poison is chosen so that every float width read from it is a NaN: bytes
+ * BF FF F7 FF; as fp32 0xFFF7FFBF, as fp16/bf16 0xFFBF and 0xFFF7, and as fp64
+ * 0xFFF7FFBFFFF7FFBF are all NaN (and as int32 it is -524353, an unlikely index). The
+ * canary is another distinctive word, never all zeros or all ones. */
+#define VG_PATTERN_POISON 0xFFF7FFBFu
+#define VG_PATTERN_CANARY 0xC0DEFACEu
+
+enum { VG_GUARD_FILL = 1, VG_GUARD_CHECK = 2 };
+
+/* What a checked range is (reported back in the error). */
+enum {
+    VG_RANGE_LEFT = 1,   /* redzone before the user bytes */
+    VG_RANGE_RIGHT = 2,  /* redzone (and slack) after the user bytes */
+    VG_RANGE_POISON = 3, /* user bytes of a freed block */
+    VG_RANGE_FREE = 4,   /* free memory between blocks (canary) */
+};
+
+typedef struct vg_guard_desc {
+    uint64_t addr;     /* device address of the first byte */
+    uint64_t len;      /* bytes */
+    uint64_t tag;      /* the host's number for the block (reported back) */
+    uint64_t user;     /* the block's user address (reported back) */
+    uint32_t pattern;  /* the pattern to write or expect */
+    uint16_t op;       /* VG_GUARD_FILL or VG_GUARD_CHECK */
+    uint16_t kind;     /* VG_RANGE_* */
+} vg_guard_desc_t;
+
+#define VG_GUARD_BATCH 8
+
+typedef struct vg_guard_batch {
+    uint32_t n;        /* descriptors used */
+    uint32_t pad;
+    vg_guard_desc_t d[VG_GUARD_BATCH];
+} vg_guard_batch_t;
+
+typedef struct vg_guard_error {
+    uint64_t seq;       /* index + 1 once the record is complete; 0 while being written */
+    uint64_t tag;       /* the descriptor's tag */
+    uint64_t user;      /* the descriptor's user address */
+    uint64_t addr;      /* the descriptor's addr */
+    uint64_t first_bad; /* offset (from addr) of the first byte that differs */
+    uint64_t last_bad;  /* offset of the last byte that differs */
+    uint64_t bad_bytes; /* how many bytes differ */
+    uint32_t kind;      /* the descriptor's kind */
+    uint32_t first_word;/* the 4 bytes found at addr + first_bad (little endian) */
+} vg_guard_error_t;
+
+typedef struct vg_guard_log {
+    uint32_t count;     /* errors appended so far; entry i is errors[i % capacity] */
+    uint32_t capacity;  /* set by the host */
+    uint32_t pad[2];
+    vg_guard_error_t errors[1]; /* [capacity] */
+} vg_guard_log_t;
+
+static inline uint8_t vg_pattern_byte(uint32_t pattern, uint64_t addr) {
+    return (uint8_t)(pattern >> (8u * (unsigned)(addr & 3u)));
+}
+
+#endif /* VG_GUARD_ABI_H */

@@ -1,0 +1,468 @@
+/* report.c — printing error reports, keeping their JSON, and the kernel-launch record.
+ *
+ * Reports read like the established memory checkers': a headline, where the damage is
+ * relative to the allocation, the allocation and its stacks, the kernels launched since
+ * its last clean check, and what found it. Every line starts with "==vramguard== " so a
+ * report can be picked out of a program's own output. Stacks are symbolized here, when
+ * the report is printed (D9).
+ */
+#define _GNU_SOURCE
+#include "report.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "options.h"
+#include "sites.h"
+
+#define PREFIX "==vramguard== "
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t g_counts[VG_REPORT_NKINDS];
+static uint64_t g_total;
+static vg_buf_t g_json; /* the reports' objects, comma-separated */
+
+static const char *kind_json(vg_report_kind_t k) {
+    switch (k) {
+#define VG_X(id, json, headline)                                                            \
+    case VG_REPORT_##id: return json;
+        VG_REPORT_KINDS(VG_X)
+#undef VG_X
+    default: return "unknown";
+    }
+}
+
+static const char *kind_headline(vg_report_kind_t k) {
+    switch (k) {
+#define VG_X(id, json, headline)                                                            \
+    case VG_REPORT_##id: return headline;
+        VG_REPORT_KINDS(VG_X)
+#undef VG_X
+    default: return "error";
+    }
+}
+
+int vg__rank(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Kernel launches: a ring of the most recent ones.
+ * ------------------------------------------------------------------------------------- */
+
+#define LAUNCHES 1024
+
+typedef struct launch {
+    uint64_t seq;
+    char name[96];
+    CUstream stream;
+    uint32_t site;
+} launch_t;
+
+static launch_t g_launches[LAUNCHES];
+static _Atomic uint64_t g_launch_seq;
+static pthread_mutex_t g_launch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site) {
+    pthread_mutex_lock(&g_launch_lock);
+    uint64_t seq = atomic_load(&g_launch_seq) + 1;
+    launch_t *l = &g_launches[seq % LAUNCHES];
+    l->seq = seq;
+    snprintf(l->name, sizeof l->name, "%s", name && *name ? name : "(unnamed kernel)");
+    l->stream = stream;
+    l->site = site;
+    atomic_store(&g_launch_seq, seq);
+    pthread_mutex_unlock(&g_launch_lock);
+    return seq;
+}
+
+uint64_t vg__launch_seq(void) { return atomic_load(&g_launch_seq); }
+
+static void stream_text(char out[48], CUstream s) {
+    if (s == NULL || s == CU_STREAM_LEGACY)
+        snprintf(out, 48, "the default stream");
+    else if (s == CU_STREAM_PER_THREAD)
+        snprintf(out, 48, "the per-thread default stream");
+    else
+        snprintf(out, 48, "stream %p", (void *)s);
+}
+
+static void site_lines(vg_buf_t *b, uint32_t site, const char *indent, int max) {
+    vg_site_t *s = vg__site(site);
+    if (!s || !s->nframes) {
+        vg__buf_printf(b, "%s(no stack: stack_depth=0 or not captured)\n", indent);
+        return;
+    }
+    vg__symbolize_batch(s->frames, (int)s->nframes);
+    for (uint32_t i = 0; i < s->nframes && (int)i < max; i++)
+        vg__buf_printf(b, "%s#%u %s\n", indent, i, vg__symbolize(s->frames[i]));
+}
+
+static void site_json(vg_buf_t *b, uint32_t site) {
+    vg_site_t *s = vg__site(site);
+    vg__buf_putc(b, '[');
+    if (s && s->nframes) {
+        vg__symbolize_batch(s->frames, (int)s->nframes);
+        for (uint32_t i = 0; i < s->nframes; i++) {
+            if (i)
+                vg__buf_putc(b, ',');
+            vg__buf_json_str(b, vg__symbolize(s->frames[i]));
+        }
+    }
+    vg__buf_putc(b, ']');
+}
+
+/* Copy the launches after `since` (oldest first, the last `max`) into out[]. */
+static int launches_since(uint64_t since, int max, launch_t *out) {
+    pthread_mutex_lock(&g_launch_lock);
+    uint64_t last = atomic_load(&g_launch_seq);
+    uint64_t from = since + 1;
+    if (last >= LAUNCHES && from < last - LAUNCHES + 1)
+        from = last - LAUNCHES + 1;
+    if (last - from + 1 > (uint64_t)max && last >= from)
+        from = last - (uint64_t)max + 1;
+    int n = 0;
+    for (uint64_t s = from; s <= last && n < max; s++)
+        out[n++] = g_launches[s % LAUNCHES];
+    pthread_mutex_unlock(&g_launch_lock);
+    return n;
+}
+
+void vg__launches_describe(vg_buf_t *b, uint64_t since, int max, const char *indent) {
+    launch_t *ls = calloc((size_t)max, sizeof *ls);
+    if (!ls)
+        return;
+    int n = launches_since(since, max, ls);
+    uint64_t total = vg__launch_seq() - since;
+    if (n == 0)
+        vg__buf_printf(b, "%s(none recorded)\n", indent);
+    if (total > (uint64_t)n)
+        vg__buf_printf(b, "%s... %llu earlier launch%s, then:\n", indent,
+                       (unsigned long long)(total - (uint64_t)n), total - (uint64_t)n == 1 ? "" : "es");
+    for (int i = 0; i < n; i++) {
+        char st[48];
+        stream_text(st, ls[i].stream);
+        vg__buf_printf(b, "%s%s on %s", indent, ls[i].name, st);
+        vg_site_t *s = vg__site(ls[i].site);
+        if (s && s->nframes) {
+            vg__symbolize_batch(s->frames, 1);
+            vg__buf_printf(b, ", launched at %s", vg__symbolize(s->frames[0]));
+        }
+        vg__buf_putc(b, '\n');
+    }
+    free(ls);
+}
+
+void vg__launches_json(vg_buf_t *b, uint64_t since, int max) {
+    launch_t *ls = calloc((size_t)max, sizeof *ls);
+    vg__buf_putc(b, '[');
+    int n = ls ? launches_since(since, max, ls) : 0;
+    for (int i = 0; i < n; i++) {
+        vg__buf_printf(b, "%s{\"seq\":%llu,\"name\":", i ? "," : "",
+                       (unsigned long long)ls[i].seq);
+        vg__buf_json_str(b, ls[i].name);
+        vg__buf_printf(b, ",\"stream\":\"%p\",\"launched_at\":", (void *)ls[i].stream);
+        site_json(b, ls[i].site);
+        vg__buf_putc(b, '}');
+    }
+    vg__buf_putc(b, ']');
+    free(ls);
+}
+
+void vg__launches_by_stream(vg_buf_t *b, int per_stream, const char *indent) {
+    enum { MAXS = 16 };
+    launch_t *ls = calloc(LAUNCHES, sizeof *ls);
+    if (!ls)
+        return;
+    int n = launches_since(0, LAUNCHES, ls);
+    CUstream streams[MAXS];
+    int ns = 0;
+    for (int i = n - 1; i >= 0; i--) { /* streams, most recently used first */
+        int k = 0;
+        while (k < ns && streams[k] != ls[i].stream)
+            k++;
+        if (k == ns && ns < MAXS)
+            streams[ns++] = ls[i].stream;
+    }
+    if (ns == 0)
+        vg__buf_printf(b, "%s(no kernel launches recorded)\n", indent);
+    for (int k = 0; k < ns; k++) {
+        char st[48];
+        stream_text(st, streams[k]);
+        vg__buf_printf(b, "%son %s, the last %s:\n", indent, st,
+                       per_stream == 1 ? "launch" : "launches (newest last)");
+        int shown = 0, first = n;
+        for (int i = n - 1; i >= 0 && shown < per_stream; i--)
+            if (ls[i].stream == streams[k])
+                first = i, shown++;
+        for (int i = first; i < n; i++) {
+            if (ls[i].stream != streams[k])
+                continue;
+            vg__buf_printf(b, "%s  %s (launch #%llu)", indent, ls[i].name,
+                           (unsigned long long)ls[i].seq);
+            vg_site_t *s = vg__site(ls[i].site);
+            if (s && s->nframes) {
+                vg__symbolize_batch(s->frames, (int)s->nframes);
+                vg__buf_printf(b, ", launched at:\n");
+                for (uint32_t f = 0; f < s->nframes && f < 4; f++)
+                    vg__buf_printf(b, "%s      #%u %s\n", indent, f, vg__symbolize(s->frames[f]));
+            } else {
+                vg__buf_putc(b, '\n');
+            }
+        }
+    }
+    free(ls);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Reports
+ * ------------------------------------------------------------------------------------- */
+
+/* "offset 4000" or "offsets 4000 to 4255". */
+static const char *offsets(char out[64], int64_t first, int64_t last) {
+    if (first == last)
+        snprintf(out, 64, "offset %lld", (long long)first);
+    else
+        snprintf(out, 64, "offsets %lld to %lld", (long long)first, (long long)last);
+    return out;
+}
+
+static void damage_text(vg_buf_t *b, const vg_report_t *r) {
+    uint64_t n = r->bad_bytes;
+    const char *bytes = n == 1 ? "byte" : "bytes";
+    int64_t sz = (int64_t)r->size;
+    char off[64];
+    offsets(off, r->off_first, r->off_last);
+    switch (r->kind) {
+    case VG_REPORT_OOB_AFTER: {
+        int64_t d = r->off_first - sz;
+        vg__buf_printf(b, PREFIX "  %llu %s overwritten %lld byte%s after the end of a %llu-byte "
+                              "allocation (%s)\n",
+                       (unsigned long long)n, bytes, (long long)d, d == 1 ? "" : "s",
+                       (unsigned long long)r->size, off);
+        break;
+    }
+    case VG_REPORT_OOB_BEFORE: {
+        int64_t d = -r->off_last;
+        vg__buf_printf(b, PREFIX "  %llu %s overwritten %lld byte%s before the start of a "
+                              "%llu-byte allocation (%s)\n",
+                       (unsigned long long)n, bytes, (long long)d, d == 1 ? "" : "s",
+                       (unsigned long long)r->size, off);
+        break;
+    }
+    case VG_REPORT_USE_AFTER_FREE: {
+        const char *where = r->off_first >= sz ? " (past its end)"
+                            : r->off_last < 0  ? " (before its start)"
+                                               : "";
+        vg__buf_printf(b, PREFIX "  %llu %s written at %s%s of a %llu-byte allocation after it "
+                              "was freed\n",
+                       (unsigned long long)n, bytes, off, where, (unsigned long long)r->size);
+        break;
+    }
+    default: break;
+    }
+    if (r->has_damage)
+        vg__buf_printf(b, PREFIX "  (the first changed bytes read %02x %02x %02x %02x)\n",
+                       r->damage_word & 0xff, (r->damage_word >> 8) & 0xff,
+                       (r->damage_word >> 16) & 0xff, (r->damage_word >> 24) & 0xff);
+}
+
+static void json_report(vg_buf_t *j, const vg_report_t *r) {
+    vg__buf_printf(j, "{\"kind\":\"%s\",\"message\":", kind_json(r->kind));
+    vg__buf_json_str(j, kind_headline(r->kind));
+    vg__buf_printf(j, ",\"pid\":%d,\"rank\":%d,\"device\":%d,\"stream\":\"%p\"", (int)getpid(),
+                   vg__rank(), r->device, (void *)r->stream);
+    if (r->has_block) {
+        vg__buf_printf(j, ",\"allocation\":{\"address\":\"0x%llx\",\"size\":%llu,\"id\":%llu,"
+                          "\"allocated_at\":",
+                       (unsigned long long)r->user, (unsigned long long)r->size,
+                       (unsigned long long)r->id);
+        site_json(j, r->alloc_site);
+        if (r->free_site) {
+            vg__buf_printf(j, ",\"freed_at\":");
+            site_json(j, r->free_site);
+        }
+        vg__buf_putc(j, '}');
+    }
+    if (r->has_damage) {
+        int64_t distance = r->kind == VG_REPORT_OOB_AFTER    ? r->off_first - (int64_t)r->size
+                           : r->kind == VG_REPORT_OOB_BEFORE ? -r->off_last
+                                                             : 0;
+        vg__buf_printf(j, ",\"damage\":{\"first_offset\":%lld,\"last_offset\":%lld,"
+                          "\"bytes\":%llu,\"distance\":%lld,\"first_bytes\":\"%08x\"}",
+                       (long long)r->off_first, (long long)r->off_last,
+                       (unsigned long long)r->bad_bytes, (long long)distance, r->damage_word);
+    }
+    if (r->call_site) {
+        vg__buf_printf(j, ",\"call_at\":");
+        site_json(j, r->call_site);
+    }
+    if (r->kind == VG_REPORT_LEAK || r->kind == VG_REPORT_GROWTH) {
+        vg__buf_printf(j, ",\"bytes\":%llu,\"count\":%llu,\"allocated_at\":",
+                       (unsigned long long)r->bytes, (unsigned long long)r->count);
+        site_json(j, r->alloc_site);
+    }
+    if (r->kind == VG_REPORT_GROWTH)
+        vg__buf_printf(j, ",\"growth_per_step\":%lld,\"steps\":%u",
+                       (long long)r->growth_per_step, r->steps);
+    if (r->clean_seq != UINT64_MAX && r->has_block) {
+        vg__buf_printf(j, ",\"kernels_since_last_clean_check\":");
+        vg__launches_json(j, r->clean_seq, 16);
+    }
+    if (r->found) {
+        vg__buf_printf(j, ",\"found\":");
+        vg__buf_json_str(j, r->found);
+    }
+    if (r->detail[0]) {
+        vg__buf_printf(j, ",\"detail\":");
+        vg__buf_json_str(j, r->detail);
+    }
+    vg__buf_putc(j, '}');
+}
+
+void vg__report(const vg_report_t *r) {
+    vg_buf_t b = {0};
+    char sz[32], st[48];
+    vg__buf_printf(&b, PREFIX "ERROR: %s\n", kind_headline(r->kind));
+    if (r->has_damage)
+        damage_text(&b, r);
+    if (r->has_block) {
+        stream_text(st, r->stream);
+        vg__buf_printf(&b, PREFIX "  the allocation: 0x%llx, %llu bytes (%s), allocation #%llu on "
+                              "device %d, %s\n",
+                       (unsigned long long)r->user, (unsigned long long)r->size,
+                       vg__fmt_bytes(sz, r->size), (unsigned long long)r->id, r->device, st);
+        vg__buf_printf(&b, PREFIX "  allocated at:\n");
+        {
+            vg_buf_t s = {0};
+            site_lines(&s, r->alloc_site, PREFIX "    ", 12);
+            vg__buf_append(&b, s.data ? s.data : "", s.len);
+            vg__buf_free(&s);
+        }
+        if (r->free_site) {
+            vg_buf_t s = {0};
+            vg__buf_printf(&b, PREFIX "  freed at:\n");
+            site_lines(&s, r->free_site, PREFIX "    ", 12);
+            vg__buf_append(&b, s.data ? s.data : "", s.len);
+            vg__buf_free(&s);
+        }
+    }
+    if (r->kind == VG_REPORT_LEAK || r->kind == VG_REPORT_GROWTH) {
+        if (r->kind == VG_REPORT_GROWTH)
+            vg__buf_printf(&b, PREFIX "  live memory from this site grew in each of the last %u "
+                                  "steps, by %s per step on average\n",
+                           r->steps, vg__fmt_bytes(sz, (uint64_t)r->growth_per_step));
+        char tot[32];
+        vg__buf_printf(&b, PREFIX "  %s %s in %llu allocation%s from:\n",
+                       r->kind == VG_REPORT_GROWTH ? "now" : "",
+                       vg__fmt_bytes(tot, r->bytes), (unsigned long long)r->count,
+                       r->count == 1 ? "" : "s");
+        vg_buf_t s = {0};
+        site_lines(&s, r->alloc_site, PREFIX "    ", 12);
+        vg__buf_append(&b, s.data ? s.data : "", s.len);
+        vg__buf_free(&s);
+    }
+    if (r->call_site) {
+        vg_buf_t s = {0};
+        vg__buf_printf(&b, PREFIX "  the call was at:\n");
+        site_lines(&s, r->call_site, PREFIX "    ", 12);
+        vg__buf_append(&b, s.data ? s.data : "", s.len);
+        vg__buf_free(&s);
+    }
+    if (r->has_block && r->has_damage && r->clean_seq != UINT64_MAX) {
+        vg_buf_t s = {0};
+        vg__buf_printf(&b, PREFIX "  kernels launched since its last clean check:\n");
+        vg__launches_describe(&s, r->clean_seq, 8, PREFIX "    ");
+        vg__buf_append(&b, s.data ? s.data : "", s.len);
+        vg__buf_free(&s);
+    }
+    if (r->detail[0]) {
+        for (const char *l = r->detail; *l;) {
+            const char *nl = strchr(l, '\n');
+            size_t len = nl ? (size_t)(nl - l) : strlen(l);
+            vg__buf_printf(&b, PREFIX "  %.*s\n", (int)len, l);
+            l += len + (nl ? 1 : 0);
+        }
+    }
+    if (r->found)
+        vg__buf_printf(&b, PREFIX "  found: %s\n", r->found);
+    vg__buf_printf(&b, PREFIX "\n");
+    vg_buf_t j = {0};
+    json_report(&j, r);
+    pthread_mutex_lock(&g_lock);
+    g_counts[r->kind]++;
+    g_total++;
+    if (g_json.len)
+        vg__buf_append(&g_json, ",\n", 2);
+    vg__buf_append(&g_json, j.data ? j.data : "{}", j.data ? j.len : 2);
+    pthread_mutex_unlock(&g_lock);
+    if (b.data)
+        vg__report_write(b.data, b.len);
+    vg__buf_free(&b);
+    vg__buf_free(&j);
+}
+
+uint64_t vg__report_count(void) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t n = g_total;
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+uint64_t vg__report_count_kind(vg_report_kind_t k) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t n = g_counts[k];
+    pthread_mutex_unlock(&g_lock);
+    return n;
+}
+
+char *vg__reports_json(void) {
+    vg_buf_t b = {0};
+    pthread_mutex_lock(&g_lock);
+    vg__buf_printf(&b, "[\n%s\n]\n", g_json.data ? g_json.data : "");
+    pthread_mutex_unlock(&g_lock);
+    return b.data;
+}
+
+vg_status_t vg__write_file(const char *pattern, const char *data, size_t len);
+
+void vg__report_finish(void) {
+    pthread_mutex_lock(&g_lock);
+    uint64_t total = g_total;
+    uint64_t counts[VG_REPORT_NKINDS];
+    memcpy(counts, g_counts, sizeof counts);
+    pthread_mutex_unlock(&g_lock);
+    if (vg__opt.mode == VG_MODE_GUARD || total) {
+        vg_buf_t b = {0};
+        if (!total) {
+            vg__buf_printf(&b, PREFIX "ERROR SUMMARY: no errors found\n");
+        } else {
+            vg__buf_printf(&b, PREFIX "ERROR SUMMARY: %llu error%s:", (unsigned long long)total,
+                           total == 1 ? "" : "s");
+            const char *sep = " ";
+            for (int k = 0; k < VG_REPORT_NKINDS; k++) {
+                if (!counts[k])
+                    continue;
+                vg__buf_printf(&b, "%s%llu %s", sep, (unsigned long long)counts[k],
+                               kind_json((vg_report_kind_t)k));
+                sep = ", ";
+            }
+            vg__buf_putc(&b, '\n');
+        }
+        if (b.data)
+            vg__report_write(b.data, b.len);
+        vg__buf_free(&b);
+    }
+    if (vg__opt.report_json[0]) {
+        char *j = vg__reports_json();
+        if (j && vg__write_file(vg__opt.report_json, j, strlen(j)) != VG_OK)
+            vg__log("cannot write the JSON report: %s", vg_last_error());
+        free(j);
+    }
+    if (total && vg__opt.error_exitcode) {
+        fflush(NULL);
+        _exit((int)vg__opt.error_exitcode);
+    }
+}

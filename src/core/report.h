@@ -1,0 +1,84 @@
+/* report.h — error reports (D8): one per error, text and JSON.
+ *
+ * A report names the allocation (address, requested size, allocation number, device,
+ * stream), where the damage is relative to it, where it was allocated and freed, the
+ * kernels launched since its last clean check, and what found it. Text goes to the report
+ * sink as soon as the error is found; JSON objects are kept and written to `report_json`
+ * at exit (and returned by vg_errors_json()).
+ */
+#ifndef VG_REPORT_H
+#define VG_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../driver/cuda_abi.h"
+#include "common.h"
+
+/* X(id, json kind, headline) */
+#define VG_REPORT_KINDS(X)                                                                  \
+    X(OOB_AFTER, "out_of_bounds_after", "out-of-bounds write after the end of an allocation") \
+    X(OOB_BEFORE, "out_of_bounds_before",                                                   \
+      "out-of-bounds write before the start of an allocation")                             \
+    X(USE_AFTER_FREE, "use_after_free", "write to freed memory")                            \
+    X(DOUBLE_FREE, "double_free", "double free")                                            \
+    X(INVALID_FREE, "invalid_free", "free of a pointer vramguard never allocated")          \
+    X(INTERIOR_FREE, "interior_free", "free of a pointer inside an allocation")             \
+    X(WRONG_DEVICE, "wrong_device_free", "free on the wrong device")                        \
+    X(LEAK, "leak", "memory still allocated at exit")                                       \
+    X(GROWTH, "growth", "memory from one allocation site grows every step")                 \
+    X(HOST_RACE, "host_race", "host access to a buffer while an async copy uses it")        \
+    X(CUDA_ERROR, "cuda_error", "CUDA error")                                               \
+    X(OUT_OF_MEMORY, "out_of_memory", "out of device memory")
+
+typedef enum {
+#define VG_X(id, json, headline) VG_REPORT_##id,
+    VG_REPORT_KINDS(VG_X)
+#undef VG_X
+        VG_REPORT_NKINDS
+} vg_report_kind_t;
+
+typedef struct vg_report {
+    vg_report_kind_t kind;
+    int device;
+    CUstream stream;          /* the allocation's stream (or the copy's, the error's) */
+    bool has_block;           /* the fields below describe an allocation */
+    uint64_t user;            /* the allocation's address */
+    uint64_t size;            /* bytes requested */
+    uint64_t id;              /* allocation number */
+    bool has_damage;
+    int64_t off_first, off_last; /* damaged bytes, relative to `user` */
+    uint64_t bad_bytes;
+    uint32_t damage_word;     /* the 4 bytes found at the first damaged byte */
+    uint32_t alloc_site, free_site, call_site; /* call_site: the offending call */
+    uint64_t clean_seq;       /* launches after this one are listed (0: none) */
+    uint64_t bytes, count;    /* LEAK / GROWTH: how much, in how many allocations */
+    int64_t growth_per_step;  /* GROWTH */
+    uint32_t steps;           /* GROWTH */
+    const char *found;        /* what found it: "when the allocation was freed", ... */
+    char detail[1024];        /* extra lines, already formatted (indented, no prefix) */
+} vg_report_t;
+
+/* Print the report now and keep its JSON. Thread safe; allocates. */
+void vg__report(const vg_report_t *r);
+
+/* Errors reported so far (leaks and growth included), and by kind. */
+uint64_t vg__report_count(void);
+uint64_t vg__report_count_kind(vg_report_kind_t k);
+
+/* The end-of-run summary line, the JSON file and the exit status (at exit). */
+void vg__report_finish(void);
+
+/* Every report so far as a JSON array (caller frees). */
+char *vg__reports_json(void);
+
+/* Launch records: the interposer (or vg_kernel_launched) notes each kernel launch. */
+uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site);
+uint64_t vg__launch_seq(void);
+/* Append the launches after `since` (most recent last, at most `max`) to b. */
+void vg__launches_describe(vg_buf_t *b, uint64_t since, int max, const char *indent);
+void vg__launches_json(vg_buf_t *b, uint64_t since, int max);
+/* The last launches on each stream (S9), for CUDA error reports. */
+void vg__launches_by_stream(vg_buf_t *b, int per_stream, const char *indent);
+
+#endif /* VG_REPORT_H */

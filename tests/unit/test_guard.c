@@ -1,0 +1,388 @@
+/* test_guard.c — guard mode finds planted bugs and names them exactly (issue 4, point 7).
+ *
+ * Bugs are planted the way a buggy kernel would: a device write (a copy into device
+ * memory, or a host kernel on vgsim) outside what was allocated, or after the free.
+ * Each test asserts the report's kind, the allocation's size and the damage's offset.
+ */
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "vgtest.h"
+
+static char g_out[1 << 16];
+static size_t g_outlen;
+static void capture(const char *text, size_t len, void *arg) {
+    (void)arg;
+    if (g_outlen + len < sizeof g_out) {
+        memcpy(g_out + g_outlen, text, len);
+        g_outlen += len;
+        g_out[g_outlen] = '\0';
+    }
+}
+
+static void guard_init(const char *extra) {
+    char opts[512];
+    snprintf(opts, sizeof opts, "mode=guard%s%s", extra && *extra ? "," : "", extra ? extra : "");
+    vgt_init(opts);
+    vg_set_output_callback(capture, NULL);
+}
+
+/* A device write of n bytes of value v at p (what an out-of-bounds kernel does). */
+static void poke(void *p, size_t n, unsigned char v) {
+    unsigned char buf[4096];
+    memset(buf, v, sizeof buf);
+    CHECK(n <= sizeof buf);
+    CHECK_CU(vg__cuMemcpyHtoD((CUdeviceptr)(uintptr_t)p, buf, n));
+}
+
+static char *errors(void) {
+    char *j = vg_errors_json();
+    CHECK(j != NULL);
+    return j;
+}
+
+VG_TEST(clean_use_reports_nothing) {
+    guard_init("");
+    void *p[32];
+    for (int i = 0; i < 32; i++) {
+        CHECK_VG(vg_malloc(&p[i], 1000 + 37 * (size_t)i, NULL));
+        poke(p[i], 1000 + 37 * (size_t)i, (unsigned char)i); /* every byte it owns */
+    }
+    for (int i = 0; i < 32; i += 2)
+        CHECK_VG(vg_free(p[i], NULL));
+    CHECK_VG(vg_check());
+    for (int i = 1; i < 32; i += 2)
+        CHECK_VG(vg_free(p[i], NULL));
+    CHECK_VG(vg_check());
+    CHECK_EQ(vg_error_count(), 0);
+    CHECK_VALID();
+}
+
+VG_TEST(overrun_by_one_byte_found_at_free) {
+    guard_init("");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 4000, NULL));
+    CHECK_EQ((uintptr_t)p % 512, 0); /* redzones keep the alignment */
+    poke(p, 4000, 1);
+    poke((char *)p + 4000, 1, 0x41);
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    CHECK_EQ(vg_error_count(), 1);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"out_of_bounds_after\"");
+    CHECK_CONTAINS(j, "\"size\":4000");
+    CHECK_CONTAINS(j, "\"first_offset\":4000,\"last_offset\":4000,\"bytes\":1,\"distance\":0");
+    CHECK_CONTAINS(j, "\"found\":\"by the check run (in stream order) when the allocation was freed\"");
+    CHECK_CONTAINS(j, "test_guard.c"); /* the allocation site */
+    vg_free_string(j);
+    CHECK_CONTAINS(g_out, "==vramguard== ERROR: out-of-bounds write after the end of an allocation");
+    CHECK_CONTAINS(g_out, "1 byte overwritten 0 bytes after the end of a 4000-byte allocation (offset 4000)");
+    CHECK_CONTAINS(g_out, "the first changed bytes read 41");
+    CHECK_CONTAINS(g_out, "allocated at:");
+}
+
+VG_TEST(overrun_by_a_whole_redzone) {
+    guard_init("redzone=256");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 4000, NULL));
+    poke((char *)p + 4000, 256, 0x42);
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS); /* while still allocated */
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"out_of_bounds_after\"");
+    CHECK_CONTAINS(j, "\"first_offset\":4000,\"last_offset\":4255,\"bytes\":256,\"distance\":0");
+    CHECK_CONTAINS(j, "\"found\":\"by the check at vg_check()\"");
+    vg_free_string(j);
+    CHECK_CONTAINS(g_out, "256 bytes overwritten 0 bytes after the end of a 4000-byte allocation "
+                          "(offsets 4000 to 4255)");
+    /* Reported once: freeing it and checking again adds nothing. */
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VG(vg_check());
+    CHECK_EQ(vg_error_count(), 1);
+}
+
+VG_TEST(overrun_a_few_bytes_past_the_end) {
+    guard_init("");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 1000, NULL));
+    poke((char *)p + 1010, 4, 0x43); /* a gap, then 4 bytes */
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"first_offset\":1010,\"last_offset\":1013,\"bytes\":4,\"distance\":10");
+    vg_free_string(j);
+    CHECK_CONTAINS(g_out, "4 bytes overwritten 10 bytes after the end of a 1000-byte allocation");
+}
+
+VG_TEST(underrun_before_the_start) {
+    guard_init("");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 2048, NULL));
+    poke((char *)p - 8, 8, 0x44);
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    CHECK_EQ(vg_error_count(), 1);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"out_of_bounds_before\"");
+    CHECK_CONTAINS(j, "\"size\":2048");
+    CHECK_CONTAINS(j, "\"first_offset\":-8,\"last_offset\":-1,\"bytes\":8,\"distance\":1");
+    vg_free_string(j);
+    CHECK_CONTAINS(g_out, "8 bytes overwritten 1 byte before the start of a 2048-byte allocation");
+}
+
+VG_TEST(write_into_a_quarantined_block) {
+    guard_init("");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 6000, NULL));
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VG(vg_check()); /* the free's poison is in place (it rides on the next launch) */
+    poke((char *)p + 100, 16, 0x45); /* a kernel still writing after the free (S2) */
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    CHECK_EQ(vg_error_count(), 1);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"use_after_free\"");
+    CHECK_CONTAINS(j, "\"size\":6000");
+    CHECK_CONTAINS(j, "\"first_offset\":100,\"last_offset\":115,\"bytes\":16");
+    CHECK_CONTAINS(j, "\"freed_at\":[");
+    vg_free_string(j);
+    CHECK_CONTAINS(g_out, "16 bytes written at offsets 100 to 115 of a 6000-byte allocation after "
+                          "it was freed");
+    CHECK_CONTAINS(g_out, "freed at:");
+}
+
+VG_TEST(freed_memory_is_not_reused_while_quarantined) {
+    /* The S2 hazard: memory freed while a kernel still writes it must not be handed to the
+     * next tensor at once; the late write lands in the quarantine and is reported there,
+     * naming the freed allocation, instead of corrupting the new one. */
+    guard_init("");
+    void *p, *q;
+    CHECK_VG(vg_malloc(&p, 1 << 20, NULL));
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VG(vg_malloc(&q, 1 << 20, NULL)); /* its launch carries p's poison */
+    CHECK(q != p);
+    CHECK(((uintptr_t)q + (1 << 20) <= (uintptr_t)p) || ((uintptr_t)p + (1 << 20) <= (uintptr_t)q));
+    poke(q, 64, 0x11);
+    poke(p, 64, 0x46); /* the stale writer */
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"use_after_free\"");
+    char want[64];
+    snprintf(want, sizeof want, "\"address\":\"0x%llx\"", (unsigned long long)(uintptr_t)p);
+    CHECK_CONTAINS(j, want);
+    vg_free_string(j);
+    unsigned char h[64];
+    CHECK_CU(vg__cuMemcpyDtoH(h, (CUdeviceptr)(uintptr_t)q, sizeof h));
+    CHECK_EQ(h[0], 0x11); /* the new tensor is intact */
+    CHECK_VG(vg_free(q, NULL));
+}
+
+VG_TEST(write_after_the_memory_was_reused) {
+    /* With no quarantine the freed block is reused at once by the next allocation: a late
+     * write through the old pointer then lands in the new allocation's redzone (here, the
+     * old one was larger) and is reported there. */
+    guard_init("quarantine=0");
+    void *p, *q;
+    CHECK_VG(vg_malloc(&p, 8192, NULL));
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VG(vg_check()); /* the free's check runs; the block leaves at once */
+    CHECK_VG(vg_malloc(&q, 4096, NULL));
+    CHECK(q == p);
+    poke((char *)p + 4200, 4, 0x47); /* still using the old 8192-byte view */
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"out_of_bounds_after\"");
+    CHECK_CONTAINS(j, "\"size\":4096");
+    CHECK_CONTAINS(j, "\"first_offset\":4200");
+    vg_free_string(j);
+}
+
+VG_TEST(quarantine_exit_checks_the_poison) {
+    guard_init("quarantine=1M");
+    void *p, *q;
+    CHECK_VG(vg_malloc(&p, 512 << 10, NULL));
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VG(vg_stream_synchronized(NULL)); /* the free's poison is in place */
+    poke((char *)p + 10, 4, 0x48);
+    /* Freeing 2 MiB more pushes p out of the quarantine: its exit check finds the damage. */
+    CHECK_VG(vg_malloc(&q, 2 << 20, NULL));
+    CHECK_VG(vg_free(q, NULL));
+    CHECK_VG(vg_empty_cache()); /* waits for the exit checks */
+    CHECK_EQ(vg_error_count(), 1);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"use_after_free\"");
+    CHECK_CONTAINS(j, "\"first_offset\":10");
+    CHECK_CONTAINS(j, "left the quarantine");
+    vg_free_string(j);
+    CHECK_VALID();
+}
+
+VG_TEST(large_blocks_are_poisoned_at_both_ends) {
+    guard_init("poison_bytes=64K");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 8 << 20, NULL));
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VG(vg_check());
+    poke((char *)p + (4 << 20), 8, 0x49);           /* the middle: not poisoned */
+    poke((char *)p + (8 << 20) - 16, 4, 0x4a);      /* the tail: poisoned */
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    CHECK_EQ(vg_error_count(), 1);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"first_offset\":8388592,\"last_offset\":8388595");
+    vg_free_string(j);
+}
+
+VG_TEST(double_free_names_both_frees) {
+    guard_init("");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 300, NULL));
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_EQ(vg_free(p, NULL), VG_ERR_DOUBLE_FREE);
+    CHECK_EQ(vg_error_count(), 1);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"double_free\"");
+    CHECK_CONTAINS(j, "\"size\":300");
+    CHECK_CONTAINS(j, "\"freed_at\":[");
+    CHECK_CONTAINS(j, "\"call_at\":[");
+    vg_free_string(j);
+    CHECK_CONTAINS(g_out, "==vramguard== ERROR: double free");
+    CHECK_CONTAINS(g_out, "freed at:");
+    CHECK_CONTAINS(g_out, "the call was at:");
+    CHECK_VALID();
+}
+
+VG_TEST(invalid_and_interior_frees_are_reported) {
+    guard_init("");
+    void *p;
+    int x;
+    CHECK_VG(vg_malloc(&p, 5000, NULL));
+    CHECK_EQ(vg_free((char *)p + 64, NULL), VG_ERR_INTERIOR_FREE);
+    CHECK_EQ(vg_free(&x, NULL), VG_ERR_INVALID_FREE);
+    CHECK_EQ(vg_error_count(), 2);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"interior_free\"");
+    CHECK_CONTAINS(j, "\"kind\":\"invalid_free\"");
+    vg_free_string(j);
+    CHECK_VG(vg_free(p, NULL)); /* nothing was disturbed */
+    CHECK_VALID();
+}
+
+VG_TEST(kernels_since_the_last_clean_check_are_named) {
+    guard_init("");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 4000, NULL));
+    vg_kernel_launched("innocent_kernel", NULL);
+    CHECK_VG(vg_check()); /* clean: the innocent kernel is not a suspect any more */
+    vg_kernel_launched("scale_kernel", NULL);
+    poke((char *)p + 4000, 8, 0x4b);
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kernels_since_last_clean_check\":[{");
+    CHECK_CONTAINS(j, "\"name\":\"scale_kernel\"");
+    CHECK(strstr(j, "innocent_kernel") == NULL);
+    vg_free_string(j);
+    CHECK_CONTAINS(g_out, "kernels launched since its last clean check:");
+    CHECK_CONTAINS(g_out, "scale_kernel on the default stream");
+}
+
+VG_TEST(growth_over_steps_is_reported_once) {
+    guard_init("growth_steps=4");
+    void *kept[16];
+    for (int step = 0; step < 10; step++) {
+        CHECK_VG(vg_malloc(&kept[step], 1 << 20, NULL)); /* appended to a list, never freed */
+        void *tmp;
+        CHECK_VG(vg_malloc(&tmp, 3 << 20, NULL)); /* a temporary: no growth */
+        CHECK_VG(vg_free(tmp, NULL));
+        CHECK_VG(vg_step());
+    }
+    CHECK_EQ(vg_error_count(), 1);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"growth\"");
+    CHECK_CONTAINS(j, "\"growth_per_step\":1048576,\"steps\":4");
+    CHECK_CONTAINS(j, "\"bytes\":4194304,\"count\":4");
+    vg_free_string(j);
+    CHECK_CONTAINS(g_out, "live memory from this site grew in each of the last 4 steps, by 1.00 MiB "
+                          "per step on average");
+}
+
+/* One call site (the compiler may unroll a loop into several call instructions, which
+ * are several sites, as in any memory checker). */
+__attribute__((noinline)) static void alloc_2mib(void **p) { vg_malloc(p, 2 << 20, NULL); }
+
+/* Leaks are reported at exit: run the program in a child and read its JSON report. */
+VG_TEST(leaks_at_exit_grouped_by_site_largest_first) {
+    char path[] = "/tmp/vg-leaks-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char opts[256];
+        snprintf(opts, sizeof opts, "report_json=%s", path);
+        guard_init(opts);
+        void *a, *b[3];
+        vg_malloc(&a, 1000, NULL);                 /* site 1: 1000 bytes */
+        for (int i = 0; i < 3; i++)
+            alloc_2mib(&b[i]);                     /* site 2: 6 MiB */
+        exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    char buf[1 << 15];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    unlink(path);
+    buf[n] = '\0';
+    const char *first = strstr(buf, "\"kind\":\"leak\"");
+    CHECK(first != NULL);
+    CHECK_CONTAINS(first, "\"bytes\":6291456,\"count\":3");
+    const char *second = strstr(first + 1, "\"kind\":\"leak\"");
+    CHECK(second != NULL);
+    CHECK_CONTAINS(second, "\"bytes\":1000,\"count\":1");
+}
+
+VG_TEST(error_exitcode_sets_the_exit_status) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        guard_init("error_exitcode=42,leaks=off");
+        void *p;
+        vg_malloc(&p, 100, NULL);
+        vg_free(p, NULL);
+        vg_free(p, NULL); /* a double free */
+        exit(0);
+    }
+    int status;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 42);
+}
+
+VG_TEST(no_false_reports_on_a_random_workload) {
+    guard_init("quarantine=32M");
+    CUstream s[3] = {NULL, vgt_stream(), vgt_stream()};
+    void *live[128] = {0};
+    size_t sizes[128] = {0};
+    int streams[128] = {0};
+    uint64_t rng = 0x1234abcd;
+    for (int i = 0; i < 4000; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        int k = (int)(rng % 128);
+        if (live[k]) {
+            CHECK_VG(vg_free(live[k], s[streams[k]]));
+            live[k] = NULL;
+        } else {
+            sizes[k] = 1 + rng % (rng % 5 == 0 ? (4 << 20) : 20000);
+            streams[k] = (int)(rng % 3);
+            CHECK_VG(vg_malloc(&live[k], sizes[k], s[streams[k]]));
+            /* the program writes all it owns, on its stream */
+            CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)live[k], 0x5a, sizes[k],
+                                          s[streams[k]]));
+        }
+        if (i % 500 == 0)
+            CHECK_VG(vg_check());
+    }
+    CHECK_VG(vg_check());
+    CHECK_EQ(vg_error_count(), 0);
+    CHECK_VALID();
+}
