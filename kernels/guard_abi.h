@@ -35,9 +35,11 @@
 /* Patterns. Poison is chosen so that every float width read from it is a NaN: bytes
  * BF FF F7 FF; as fp32 0xFFF7FFBF, as fp16/bf16 0xFFBF and 0xFFF7, and as fp64
  * 0xFFF7FFBFFFF7FFBF are all NaN (and as int32 it is -524353, an unlikely index). The
- * canary is another distinctive word, never all zeros or all ones. */
+ * canary is the same word (docs/decisions.md, G2): a block whose redzones and user bytes
+ * all hold it can be reused with no fill at all, and the descriptor's kind, not the
+ * pattern, says what a damaged range was. */
 #define VG_PATTERN_POISON 0xFFF7FFBFu
-#define VG_PATTERN_CANARY 0xC0DEFACEu
+#define VG_PATTERN_CANARY VG_PATTERN_POISON
 
 enum { VG_GUARD_FILL = 1, VG_GUARD_CHECK = 2 };
 
@@ -59,7 +61,7 @@ typedef struct vg_guard_desc {
     uint16_t kind;     /* VG_RANGE_* */
 } vg_guard_desc_t;
 
-#define VG_GUARD_BATCH 8
+#define VG_GUARD_BATCH 64 /* 2568 bytes of parameters: under the 4 KiB every GPU takes */
 
 typedef struct vg_guard_batch {
     uint32_t n;        /* descriptors used */

@@ -42,15 +42,17 @@
 #define LOG_CAPACITY 4096
 #define AT_FREE 0x100 /* kind flag: the check made at the free */
 #define LEAVE_SLOTS 8 /* quarantine exits in flight at once */
-#define PENDING_MAX 24 /* descriptors of frees waiting for a launch, per stream */
+#define PENDING_MAX 56 /* descriptors of frees waiting for a launch, per stream */
+#define PENDING_AGE_NS 200000 /* and the longest the oldest of them waits (checked at calls) */
 
 /* The checks and poison of frees on one stream, not yet launched. They go with the next
  * allocation's launch on that stream (which has room for VG_GUARD_BATCH - 2), or are
  * flushed when too many wait, or before anything that needs them done. */
-#define PENDING_CAP 32 /* a power of two above PENDING_MAX + what one free adds */
+#define PENDING_CAP 64 /* a power of two above PENDING_MAX + what one free adds */
 typedef struct pending {
     vg_guard_desc_t d[PENDING_CAP]; /* a ring: the oldest at head */
     unsigned head, n;
+    uint64_t oldest_ns;             /* when the oldest was added */
 } pending_t;
 
 enum { REP_LEFT = 2, REP_RIGHT = 4, REP_POISON = 8 }; /* block flags: already reported */
@@ -190,6 +192,18 @@ static int poison_ranges(const vg_block_t *b, uint64_t *a, uint64_t *n) {
     return 2;
 }
 
+/* A block checked as it leaves the quarantine: how many of its first and last bytes hold
+ * the pattern (the canary is the poison word: redzones and poisoned ends alike). */
+static void pattern_left(const vg_block_t *b, uint64_t *head, uint64_t *tail) {
+    uint64_t a[2], n[2];
+    int k = (b->flags & REP_POISON) ? 0 : poison_ranges(b, a, n);
+    uint64_t left = b->user - b->addr, right = b->addr + b->size - (b->user + b->requested);
+    *head = (b->flags & REP_LEFT) ? 0 : left + (k > 0 ? n[0] : 0);
+    *tail = (b->flags & REP_RIGHT) ? 0 : right + (k == 2 ? n[1] : k == 1 ? n[0] : 0);
+    if (k == 1 && !(b->flags & (REP_LEFT | REP_RIGHT)))
+        *head = *tail = b->size; /* poisoned whole */
+}
+
 static void stream_ctx(vg_heap_t *h, bool *pushed) { *pushed = vg__heap_ctx_enter(h); }
 
 static pending_t *pending_of(vg_stream_t *s) {
@@ -210,7 +224,9 @@ static void take_pending(vg_stream_t *s, vg_guard_batch_t *batch, unsigned room)
     }
 }
 
-static void add_pending(pending_t *p, vg_guard_desc_t d) {
+static void add_pending(pending_t *p, vg_guard_desc_t d, uint64_t now) {
+    if (p->n == 0)
+        p->oldest_ns = now;
     p->d[(p->head + p->n) % PENDING_CAP] = d;
     p->n++;
 }
@@ -245,8 +261,15 @@ static void flush_all(vg_heap_t *h) {
 vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     vg_guard_t *g = h->guard;
     b->clean_seq = vg__launch_seq();
-    if (b->flags & VG_BF_READY) { /* the same layout as the clean block that left here */
+    if (b->flags & VG_BF_READY) { /* its redzones already hold the canary */
         g->fills_skipped++;
+        vg_stream_t *s = vg__heap_stream(h, stream);
+        pending_t *p = s ? s->guard_pending : NULL;
+        if (p && p->n > 0 && vg__now_coarse_ns() - p->oldest_ns > PENDING_AGE_NS) {
+            bool pushed = vg__heap_ctx_enter(h); /* frees waited long enough: launch them */
+            flush_stream(g, s);
+            vg__heap_ctx_leave(pushed);
+        }
         return VG_OK;
     }
     g->fills_launched++;
@@ -519,9 +542,12 @@ static void reap(vg_heap_t *h, bool wait) {
         for (vg_block_t *b = sl->blocks, *next; b; b = next) {
             next = b->fnext;
             b->fnext = NULL;
-            /* Checked clean (not dead, nothing reported): its redzones hold the canary. */
-            bool clean = !g->dead && !sl->unchecked && !(b->flags & (REP_LEFT | REP_RIGHT));
-            vg__heap_unquarantine(h, b, clean);
+            /* Checked clean (not dead, nothing reported): its redzones hold the canary,
+             * and if it was poisoned whole, so does every other byte. */
+            uint64_t head = 0, tail = 0;
+            if (!g->dead && !sl->unchecked)
+                pattern_left(b, &head, &tail);
+            vg__heap_unquarantine(h, b, head, tail);
         }
         sl->blocks = NULL;
         sl->busy = false;
@@ -586,15 +612,16 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     uint64_t end = b->user + b->requested;
     if (!(b->flags & REP_LEFT))
         add_pending(p, desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
-                            VG_RANGE_LEFT | AT_FREE));
+                            VG_RANGE_LEFT | AT_FREE), b->free_ns);
     if (!(b->flags & REP_RIGHT))
         add_pending(p, desc(end, b->addr + b->size - end, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
-                            VG_RANGE_RIGHT | AT_FREE));
+                            VG_RANGE_RIGHT | AT_FREE), b->free_ns);
     uint64_t a[2], len[2];
     int k = poison_ranges(b, a, len);
     for (int i = 0; i < k; i++)
-        add_pending(p, desc(a[i], len[i], b, VG_PATTERN_POISON, VG_GUARD_FILL, VG_RANGE_POISON));
-    if (p->n > PENDING_MAX) {
+        add_pending(p, desc(a[i], len[i], b, VG_PATTERN_POISON, VG_GUARD_FILL, VG_RANGE_POISON),
+                    b->free_ns);
+    if (p->n > PENDING_MAX || b->free_ns - p->oldest_ns > PENDING_AGE_NS) {
         bool pushed;
         stream_ctx(h, &pushed);
         flush_stream(g, s);

@@ -349,6 +349,11 @@ static bool merged_tag(const vg_block_t *a, const vg_block_t *b, vg_stream_t **s
 
 /* Absorb b (free, not in the index) into a (its lower neighbour, same segment). */
 static void absorb(vg_heap_t *h, vg_block_t *a, vg_block_t *b, vg_stream_t *s, uint64_t e) {
+    /* The pattern runs on across the join only where a half is pattern all through. */
+    uint64_t head = a->pat_head >= a->size ? a->size + b->pat_head : a->pat_head;
+    uint64_t tail = b->pat_tail >= b->size ? b->size + a->pat_tail : b->pat_tail;
+    a->pat_head = head;
+    a->pat_tail = tail;
     a->size += b->size;
     a->next = b->next;
     if (b->next)
@@ -429,11 +434,31 @@ static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requeste
     return VG_OK;
 }
 
+/* Do bytes [x, y) of a free block of `size` bytes with this pattern head and tail hold the
+ * guard pattern? */
+static bool in_pattern(uint64_t size, uint64_t head, uint64_t tail, uint64_t x, uint64_t y) {
+    return y <= head || x + tail >= size || head + tail >= size;
+}
+
+/* Both redzones of an allocation (user offset uoff, `requested` bytes, ending at `end`)
+ * carved at the start of a free block with this pattern. */
+static bool redzones_ready(uint64_t size, uint64_t head, uint64_t tail, uint64_t uoff,
+                           uint64_t requested, uint64_t end) {
+    return in_pattern(size, head, tail, 0, uoff) &&
+           in_pattern(size, head, tail, uoff + requested, end);
+}
+
+/* Free block b loses its first `n` bytes: what of its pattern is left. */
+static void pattern_drop_front(vg_block_t *b, uint64_t n) {
+    b->pat_head = b->pat_head > n ? b->pat_head - n : 0;
+    if (b->pat_tail > b->size - n)
+        b->pat_tail = b->size - n;
+}
+
 /* Hand out the first `size` bytes of free block b (in the index, pages mapped). */
 static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t requested,
                          uint64_t uoff, vg_stream_t *s) {
-    bool ready = (b->flags & VG_BF_CANARY) && b->canary_user_off == uoff &&
-                 b->canary_requested == requested && b->canary_end == size;
+    bool ready = redzones_ready(b->size, b->pat_head, b->pat_tail, uoff, requested, size);
     vg__tlsf_remove(&h->index, b);
     if (b->size - size >= VG_ALIGN) {
         vg_block_t *r = vg__block_new(h);
@@ -445,6 +470,9 @@ static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t re
             r->stream = b->stream;
             r->epoch = b->epoch;
             r->mapped = b->mapped;
+            r->pat_head = b->pat_head;
+            r->pat_tail = b->pat_tail;
+            pattern_drop_front(r, size); /* (r->size is already the remainder's) */
             r->prev = b;
             r->next = b->next;
             if (b->next)
@@ -477,6 +505,10 @@ static vg_block_t *down_neighbour(const vg_block_t *b, uint64_t size, const vg_s
 static vg_status_t carve_down(vg_heap_t *h, vg_block_t *p, vg_block_t *b, uint64_t size,
                               uint64_t requested, uint64_t uoff, vg_stream_t *s) {
     uint64_t take = size - p->size;
+    uint64_t both = p->size + b->size; /* p and b as one block, for the pattern */
+    uint64_t head = p->pat_head >= p->size ? p->size + b->pat_head : p->pat_head;
+    uint64_t tail = b->pat_tail >= b->size ? both : b->pat_tail;
+    bool ready = redzones_ready(both, head, tail, uoff, requested, size);
     vg__tlsf_remove(&h->index, p);
     vg__tlsf_remove(&h->index, b);
     p->size = size;
@@ -486,12 +518,15 @@ static vg_status_t carve_down(vg_heap_t *h, vg_block_t *p, vg_block_t *b, uint64
             b->next->prev = p;
         vg__block_put(h, b);
     } else {
+        pattern_drop_front(b, take);
         b->addr += take;
         b->size -= take;
-        b->flags &= (uint8_t)~VG_BF_CANARY; /* its start moved */
         vg__tlsf_insert(&h->index, b);
     }
-    return make_allocated(h, p, requested, uoff, s);
+    vg_status_t st = make_allocated(h, p, requested, uoff, s);
+    if (st == VG_OK && ready)
+        p->flags |= VG_BF_READY;
+    return st;
 }
 
 /* Place a request on block b (or NULL: search): extend it down, map its pages, carve. */
@@ -575,7 +610,7 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
 
 /* Put a freed block (stamped, not in any list) into the free index; returns the free
  * block it became part of. */
-static vg_block_t *release_free(vg_heap_t *h, vg_block_t *b) {
+static vg_block_t *release_free(vg_heap_t *h, vg_block_t *b, uint64_t head, uint64_t tail) {
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.active, pool, -1);
     vg__stat_pool(h->stats.active_bytes, pool, -(int64_t)b->size);
@@ -583,6 +618,8 @@ static vg_block_t *release_free(vg_heap_t *h, vg_block_t *b) {
     b->mapped = 1; /* it was allocated, so all its pages are mapped */
     b->nuses = 0;
     b->flags = 0;
+    b->pat_head = head;
+    b->pat_tail = tail;
     vg_block_t *f = vg__block_coalesce(h, b);
     vg__tlsf_insert(&h->index, f);
     return f;
@@ -607,7 +644,7 @@ static void process_deferred(vg_heap_t *h) {
         if (deferred_ready(h, b)) {
             *pp = b->fnext;
             b->fnext = NULL;
-            release_free(h, b);
+            release_free(h, b, 0, 0);
         } else {
             pp = &b->fnext;
         }
@@ -650,11 +687,11 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
         h->deferred = b;
         return;
     }
-    release_free(h, b);
+    release_free(h, b, 0, 0);
 }
 
 /* A block leaving guard's quarantine: back to the normal path (deferred or free). */
-void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b, bool canary_ok) {
+void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b, uint64_t head, uint64_t tail) {
     vg__ptrmap_del(&h->live, b->user);
     if (!deferred_ready(h, b)) {
         b->state = VG_BLOCK_DEFERRED;
@@ -662,14 +699,7 @@ void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b, bool canary_ok) {
         h->deferred = b;
         return;
     }
-    uint64_t addr = b->addr, uoff = b->user - b->addr, req = b->requested, end = b->size;
-    vg_block_t *f = release_free(h, b);
-    if (canary_ok && f->addr == addr) { /* not merged into a lower neighbour */
-        f->flags |= VG_BF_CANARY;
-        f->canary_user_off = uoff;
-        f->canary_requested = req;
-        f->canary_end = end;
-    }
+    release_free(h, b, head, tail);
 }
 
 void vg__heap_history_add(vg_heap_t *h, const vg_block_t *b, uint32_t free_site) {

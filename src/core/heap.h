@@ -73,18 +73,14 @@ struct vg_block {
     uint64_t clean_seq;         /* guard: launch number at its last clean check */
     vg_stream_t *uses[VG_MAX_USES];  /* ALLOCATED: streams recorded with vg_record_stream */
     uint64_t use_epochs[VG_MAX_USES];/* DEFERRED: epoch each use stream must complete */
-    uint64_t canary_user_off;   /* FREE with VG_BF_CANARY: that allocation's layout */
-    uint64_t canary_requested;
-    uint64_t canary_end;        /* offset of the end of its right redzone */
+    uint64_t pat_head, pat_tail;/* FREE (guard): its first and last bytes known to hold
+                                   the guard pattern (a redzone there needs no fill) */
 };
 
 enum {
     VG_BF_USES_OVERFLOW = 1, /* more than VG_MAX_USES streams: wait for all streams */
-    VG_BF_CANARY = 16,       /* FREE (guard): the redzones of the allocation that last
-                                started here (user - addr, requested, rz_end) still hold
-                                the canary: the same layout needs no fill */
-    VG_BF_READY = 32,        /* ALLOCATED (guard): carved with that layout: its redzones
-                                already hold the canary */
+    VG_BF_READY = 32,        /* ALLOCATED (guard): carved where its redzones already hold
+                                the canary (pat_head/pat_tail of the free block) */
 };
 
 struct vg_stream {
@@ -187,9 +183,9 @@ void vg__heap_history_add(vg_heap_t *h, const vg_block_t *b, uint32_t free_site)
 /* Return an allocated block to the heap, ordered on `stream` (heap lock held). */
 void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream);
 /* A block leaving guard's quarantine: deferred if other streams still use it, else
- * free (heap lock held). `canary_ok`: its check found both redzones intact, so the free
- * block remembers that layout (VG_BF_CANARY). */
-void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b, bool canary_ok);
+ * free (heap lock held). Its first `head` and last `tail` bytes were checked to hold the
+ * guard pattern: the free block remembers them (pat_head, pat_tail). */
+void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b, uint64_t head, uint64_t tail);
 /* Record that `stream` uses block b (heap lock held). */
 vg_status_t vg__heap_record_stream(vg_heap_t *h, vg_block_t *b, CUstream stream);
 /* Release cached memory: unmap idle pages, free empty segments (heap lock held). */

@@ -269,7 +269,7 @@ static bool steal_from(vg_block_t *b, void *arg) {
         seg->pages[i] = 0;
         seg->nmapped--;
         b->mapped = 0;
-        b->flags &= (uint8_t)~VG_BF_CANARY; /* other physical memory will be mapped here */
+        b->pat_head = b->pat_tail = 0; /* other physical memory will be mapped here */
         if (c->release)
             page_release(c->h, hd);
         else
