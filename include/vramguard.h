@@ -265,6 +265,18 @@ VG_API vg_status_t vg_step(void);
  * through vramguard's C API alone. `name` is copied. */
 VG_API void vg_kernel_launched(const char *name, void *stream);
 
+/* The same, with the launch's device-pointer arguments (up to 16; others are ignored):
+ * those inside a vramguard allocation are named in reports, so that a kernel that faults
+ * (S9) is shown with the allocations it was given. */
+VG_API void vg_kernel_launched_args(const char *name, void *stream, const void *const *ptrs,
+                                    int nptrs);
+
+/* Tell vramguard that a CUDA call returned `result` (a CUresult): a sticky error such as
+ * CUDA_ERROR_ILLEGAL_ADDRESS is reported once, with the last kernels launched on each
+ * stream and their pointer arguments, and guard mode's findings so far. vg_check() does
+ * this itself when the context has failed. */
+VG_API void vg_cuda_error(int result, const char *call);
+
 #ifdef __cplusplus
 }
 #endif

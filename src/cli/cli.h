@@ -25,13 +25,14 @@ typedef struct cli_args {
 } cli_args_t;
 
 /* Split argv: every --KEY=VALUE (or --KEY VALUE, or --KEY for booleans) whose KEY is a
- * vramguard option goes to `options`; `verb_flags` lists the verb's own flags that take a
- * value ("--html" ...) so that their values are not mistaken for positionals. Returns
- * false after printing a one-line error. */
+ * vramguard option goes to `options`; `verb_flags` lists the verb's own flags: those that
+ * take a value ("html": --html OUT or --html=OUT, kept as "--html=OUT") and, marked with a
+ * leading '!', those that take none ("!json"). Returns false after printing a one-line
+ * error. */
 bool cli_parse(int argc, char **argv, const char *const *verb_flags, cli_args_t *out);
 
-/* The value of a verb flag (--name=value or --name value) from a parsed command line,
- * or NULL. `present` (if not NULL) is set when the flag appears without a value. */
+/* The value of a verb flag from a parsed command line, or NULL. `present` (if not NULL)
+ * is set when the flag appears without a value. */
 const char *cli_flag(const cli_args_t *a, const char *name, bool *present);
 
 /* Positional argument i (not a flag), or NULL. */

@@ -31,7 +31,8 @@
 #include "cli.h"
 #include "trace_csv.h"
 
-static const char *const replay_flags[] = {"device-memory", "repeat", "json", "validate", NULL};
+static const char *const replay_flags[] = {"device-memory", "repeat", "!json", "!validate",
+                                              NULL};
 
 static uint64_t clock_ns(clockid_t c) {
     struct timespec ts;

@@ -40,11 +40,14 @@ static bool is_option_key(const char *key, size_t len, const char **type) {
     return false;
 }
 
-static bool in_list(const char *name, size_t len, const char *const *list) {
-    for (int i = 0; list && list[i]; i++)
-        if (strlen(list[i]) == len && strncmp(list[i], name, len) == 0)
-            return true;
-    return false;
+/* The verb flag `name` in list, or NULL. A leading '!' marks a flag that takes no value. */
+static const char *in_list(const char *name, size_t len, const char *const *list) {
+    for (int i = 0; list && list[i]; i++) {
+        const char *f = list[i] + (list[i][0] == '!');
+        if (strlen(f) == len && strncmp(f, name, len) == 0)
+            return list[i];
+    }
+    return NULL;
 }
 
 bool cli_parse(int argc, char **argv, const char *const *verb_flags, cli_args_t *out) {
@@ -86,10 +89,24 @@ bool cli_parse(int argc, char **argv, const char *const *verb_flags, cli_args_t 
             olen += (size_t)w;
             continue;
         }
-        if (in_list(name, nlen, verb_flags)) {
+        const char *vf = in_list(name, nlen, verb_flags);
+        if (vf && vf[0] == '!' && eq) {
+            cli_error("--%.*s takes no value", (int)nlen, name);
+            return false;
+        }
+        if (vf && vf[0] != '!' && !eq) { /* "--flag value" becomes "--flag=value" */
+            if (i + 1 >= argc) {
+                cli_error("--%.*s needs a value", (int)nlen, name);
+                return false;
+            }
+            char *joined;
+            if (asprintf(&joined, "%s=%s", a, argv[++i]) < 0)
+                return false;
+            out->argv[out->argc++] = joined; /* (lives as long as the process) */
+            continue;
+        }
+        if (vf) {
             out->argv[out->argc++] = argv[i];
-            if (!eq && i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)
-                out->argv[out->argc++] = argv[++i];
             continue;
         }
         cli_error("unknown flag '%s' (see 'vramguard help')", a);
@@ -115,8 +132,6 @@ const char *cli_flag(const cli_args_t *a, const char *name, bool *present) {
         if (s[2 + n] == '\0') {
             if (present)
                 *present = true;
-            if (i + 1 < a->argc && strncmp(a->argv[i + 1], "--", 2) != 0)
-                return a->argv[i + 1];
             return NULL;
         }
     }
@@ -127,12 +142,8 @@ const char *cli_positional(const cli_args_t *a, int want) {
     int k = 0;
     for (int i = 0; i < a->argc; i++) {
         const char *s = a->argv[i];
-        if (strncmp(s, "--", 2) == 0) {
-            /* skip a verb flag's separate value */
-            if (!strchr(s, '=') && i + 1 < a->argc && strncmp(a->argv[i + 1], "--", 2) != 0)
-                i++;
-            continue;
-        }
+        if (strncmp(s, "--", 2) == 0)
+            continue; /* a flag (cli_parse joined any separate value to it) */
         if (k++ == want)
             return s;
     }

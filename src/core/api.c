@@ -128,6 +128,27 @@ static vg_block_t *block_containing(vg_heap_t *h, uint64_t p) {
     return NULL;
 }
 
+bool vg__describe_device_ptr(uint64_t p, char *out, size_t n) {
+    for (int i = 0; i < vg__heap_count(); i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        pthread_mutex_lock(&h->lock);
+        vg_block_t *b = block_containing(h, p);
+        bool found = b && (b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED);
+        if (found) {
+            char sz[32];
+            snprintf(out, n, "%sallocation #%llu (%llu bytes, %s) %s %llu",
+                     b->state == VG_BLOCK_QUARANTINED ? "freed " : "",
+                     (unsigned long long)b->id, (unsigned long long)b->requested,
+                     vg__fmt_bytes(sz, b->requested), p >= b->user ? "+" : "-",
+                     (unsigned long long)(p >= b->user ? p - b->user : b->user - p));
+        }
+        pthread_mutex_unlock(&h->lock);
+        if (found)
+            return true;
+    }
+    return false;
+}
+
 /* Report a bad free in guard mode (fast mode only returns the error). */
 static void report_bad_free(vg_report_kind_t kind, int device, uint64_t user, uint64_t size,
                             uint64_t id, uint32_t alloc_site, uint32_t free_site,
@@ -306,10 +327,17 @@ VG_API vg_status_t vg_check(void) {
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
         pthread_mutex_lock(&h->lock);
+        vg__guard_flush_all(h);
         bool pushed = vg__heap_ctx_enter(h);
-        vg__cuCtxSynchronize(); /* a complete picture: every queued kernel has run */
+        CUresult r = vg__cuCtxSynchronize(); /* a complete picture: every kernel has run */
         vg__heap_ctx_leave(pushed);
-        vg__heap_all_synced(h);
+        if (r != CUDA_SUCCESS) { /* S9: the context died; say which kernels ran last */
+            pthread_mutex_unlock(&h->lock);
+            vg__report_cuda_error(r, "cuCtxSynchronize (in vg_check)");
+            pthread_mutex_lock(&h->lock);
+        } else {
+            vg__heap_all_synced(h);
+        }
         vg__guard_check_all(h, "by the check at vg_check()");
         pthread_mutex_unlock(&h->lock);
     }
@@ -340,6 +368,30 @@ VG_API void vg_kernel_launched(const char *name, void *stream) {
     if (vg__ensure_init() != VG_OK)
         return;
     vg__launch_note(name, (CUstream)stream, vg__opt.stack_depth ? vg__site_here(1) : 0);
+}
+
+VG_API void vg_kernel_launched_args(const char *name, void *stream, const void *const *ptrs,
+                                    int nptrs) {
+    if (vg__ensure_init() != VG_OK)
+        return;
+    uint64_t v[16];
+    int n = nptrs < 0 ? 0 : nptrs > 16 ? 16 : nptrs;
+    for (int i = 0; i < n; i++)
+        v[i] = (uint64_t)(uintptr_t)ptrs[i];
+    vg__launch_note_args(name, (CUstream)stream, vg__opt.stack_depth ? vg__site_here(1) : 0, v,
+                         n);
+}
+
+VG_API void vg_cuda_error(int result, const char *call) {
+    if (vg__ensure_init() != VG_OK || result == 0)
+        return;
+    vg__report_cuda_error((CUresult)result, call && *call ? call : "a CUDA call");
+    for (int i = 0; i < vg__heap_count(); i++) { /* what the checks already found */
+        vg_heap_t *h = vg__heap_at(i);
+        pthread_mutex_lock(&h->lock);
+        vg__guard_poll(h, "by a check that ran before the CUDA error");
+        pthread_mutex_unlock(&h->lock);
+    }
 }
 
 VG_API vg_status_t vg_forget_stream(void *stream) {

@@ -52,6 +52,7 @@
 typedef struct pending {
     vg_guard_desc_t d[PENDING_CAP]; /* a ring: the oldest at head */
     unsigned head, n;
+    unsigned frees;                 /* frees with descriptors here */
     uint64_t oldest_ns;             /* when the oldest was added */
 } pending_t;
 
@@ -222,6 +223,8 @@ static void take_pending(vg_stream_t *s, vg_guard_batch_t *batch, unsigned room)
         p->head = (p->head + 1) % PENDING_CAP;
         p->n--;
     }
+    if (p->n == 0)
+        p->frees = 0;
 }
 
 static void add_pending(pending_t *p, vg_guard_desc_t d, uint64_t now) {
@@ -621,7 +624,9 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     for (int i = 0; i < k; i++)
         add_pending(p, desc(a[i], len[i], b, VG_PATTERN_POISON, VG_GUARD_FILL, VG_RANGE_POISON),
                     b->free_ns);
-    if (p->n > PENDING_MAX || b->free_ns - p->oldest_ns > PENDING_AGE_NS) {
+    p->frees++;
+    if (p->frees >= (unsigned)vg__opt.free_batch || p->n > PENDING_MAX ||
+        b->free_ns - p->oldest_ns > PENDING_AGE_NS) {
         bool pushed;
         stream_ctx(h, &pushed);
         flush_stream(g, s);
@@ -633,6 +638,14 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     else if ((g->q_count & 31) == 0) /* now and then: exits whose check is done */
         reap(h, false);
     return true;
+}
+
+void vg__guard_flush_all(vg_heap_t *h) {
+    if (!h->guard)
+        return;
+    bool pushed = vg__heap_ctx_enter(h);
+    flush_all(h);
+    vg__heap_ctx_leave(pushed);
 }
 
 void vg__guard_flush_quarantine(vg_heap_t *h) {

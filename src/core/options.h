@@ -44,6 +44,9 @@
       "guard: freed bytes kept poisoned before reuse (released first under memory pressure)") \
     X(poison_bytes, SIZE, "64K", "0..1T",                                                    \
       "guard: larger freed blocks are poisoned at their first and last half of this")       \
+    X(free_batch, INT, "1", "1..16",                                                        \
+      "guard: frees whose check and poison share one launch (1: at once, so a kernel that "  \
+      "still uses a freed block is caught; more: fewer launches, later poison)")            \
     X(check_sync, BOOL, "1", "",                                                            \
       "guard: check every allocation at each synchronisation vramguard sees")               \
     X(report, STR, "", "", "file for error reports (default: the log); %p pid, %r rank")    \

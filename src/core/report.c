@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../driver/driver.h"
 #include "options.h"
 #include "sites.h"
 
@@ -59,6 +60,7 @@ typedef struct launch {
     char name[96];
     CUstream stream;
     uint32_t site;
+    char args[160];    /* its arguments that point into allocations, described */
 } launch_t;
 
 static launch_t g_launches[LAUNCHES];
@@ -66,6 +68,21 @@ static _Atomic uint64_t g_launch_seq;
 static pthread_mutex_t g_launch_lock = PTHREAD_MUTEX_INITIALIZER;
 
 uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site) {
+    return vg__launch_note_args(name, stream, site, NULL, 0);
+}
+
+uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
+                              const uint64_t *ptrs, int nptrs) {
+    char args[160] = "";
+    size_t used = 0;
+    for (int i = 0; i < nptrs && used + 1 < sizeof args; i++) {
+        char d[96];
+        if (ptrs[i] && vg__describe_device_ptr(ptrs[i], d, sizeof d)) {
+            int w = snprintf(args + used, sizeof args - used, "%sargument %d = %s",
+                             used ? "; " : "", i, d);
+            used = w > 0 ? VG_MIN(used + (size_t)w, sizeof args - 1) : used;
+        }
+    }
     pthread_mutex_lock(&g_launch_lock);
     uint64_t seq = atomic_load(&g_launch_seq) + 1;
     launch_t *l = &g_launches[seq % LAUNCHES];
@@ -73,6 +90,7 @@ uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site) {
     snprintf(l->name, sizeof l->name, "%s", name && *name ? name : "(unnamed kernel)");
     l->stream = stream;
     l->site = site;
+    memcpy(l->args, args, sizeof args);
     atomic_store(&g_launch_seq, seq);
     pthread_mutex_unlock(&g_launch_lock);
     return seq;
@@ -165,6 +183,10 @@ void vg__launches_json(vg_buf_t *b, uint64_t since, int max) {
         vg__buf_json_str(b, ls[i].name);
         vg__buf_printf(b, ",\"stream\":\"%p\",\"launched_at\":", (void *)ls[i].stream);
         site_json(b, ls[i].site);
+        if (ls[i].args[0]) {
+            vg__buf_printf(b, ",\"pointer_arguments\":");
+            vg__buf_json_str(b, ls[i].args);
+        }
         vg__buf_putc(b, '}');
     }
     vg__buf_putc(b, ']');
@@ -211,6 +233,8 @@ void vg__launches_by_stream(vg_buf_t *b, int per_stream, const char *indent) {
             } else {
                 vg__buf_putc(b, '\n');
             }
+            if (ls[i].args[0])
+                vg__buf_printf(b, "%s    its pointer arguments: %s\n", indent, ls[i].args);
         }
     }
     free(ls);
@@ -237,19 +261,27 @@ static void damage_text(vg_buf_t *b, const vg_report_t *r) {
     offsets(off, r->off_first, r->off_last);
     switch (r->kind) {
     case VG_REPORT_OOB_AFTER: {
-        int64_t d = r->off_first - sz;
-        vg__buf_printf(b, PREFIX "  %llu %s overwritten %lld byte%s after the end of a %llu-byte "
-                              "allocation (%s)\n",
-                       (unsigned long long)n, bytes, (long long)d, d == 1 ? "" : "s",
-                       (unsigned long long)r->size, off);
+        int64_t d = r->off_first - sz; /* 0: starting at the first byte past the end */
+        char where[64];
+        if (d == 0)
+            snprintf(where, sizeof where, "right after the end");
+        else
+            snprintf(where, sizeof where, "starting %lld byte%s past the end", (long long)d,
+                     d == 1 ? "" : "s");
+        vg__buf_printf(b, PREFIX "  %llu %s overwritten %s of a %llu-byte allocation (%s)\n",
+                       (unsigned long long)n, bytes, where, (unsigned long long)r->size, off);
         break;
     }
     case VG_REPORT_OOB_BEFORE: {
-        int64_t d = -r->off_last;
-        vg__buf_printf(b, PREFIX "  %llu %s overwritten %lld byte%s before the start of a "
-                              "%llu-byte allocation (%s)\n",
-                       (unsigned long long)n, bytes, (long long)d, d == 1 ? "" : "s",
-                       (unsigned long long)r->size, off);
+        int64_t d = -r->off_last - 1; /* 0: ending at the last byte before the start */
+        char where[64];
+        if (d == 0)
+            snprintf(where, sizeof where, "right before the start");
+        else
+            snprintf(where, sizeof where, "ending %lld byte%s before the start", (long long)d,
+                     d == 1 ? "" : "s");
+        vg__buf_printf(b, PREFIX "  %llu %s overwritten %s of a %llu-byte allocation (%s)\n",
+                       (unsigned long long)n, bytes, where, (unsigned long long)r->size, off);
         break;
     }
     case VG_REPORT_USE_AFTER_FREE: {
@@ -311,6 +343,10 @@ static void json_report(vg_buf_t *j, const vg_report_t *r) {
         vg__buf_printf(j, ",\"kernels_since_last_clean_check\":");
         vg__launches_json(j, r->clean_seq, 16);
     }
+    if (r->kind == VG_REPORT_CUDA_ERROR) {
+        vg__buf_printf(j, ",\"last_kernels\":");
+        vg__launches_json(j, 0, 16);
+    }
     if (r->found) {
         vg__buf_printf(j, ",\"found\":");
         vg__buf_json_str(j, r->found);
@@ -330,10 +366,13 @@ void vg__report(const vg_report_t *r) {
         damage_text(&b, r);
     if (r->has_block) {
         stream_text(st, r->stream);
-        vg__buf_printf(&b, PREFIX "  the allocation: 0x%llx, %llu bytes (%s), allocation #%llu on "
+        char human[40] = "";
+        if (r->size >= 1024)
+            snprintf(human, sizeof human, " (%s)", vg__fmt_bytes(sz, r->size));
+        vg__buf_printf(&b, PREFIX "  the allocation: 0x%llx, %llu bytes%s, allocation #%llu on "
                               "device %d, %s\n",
-                       (unsigned long long)r->user, (unsigned long long)r->size,
-                       vg__fmt_bytes(sz, r->size), (unsigned long long)r->id, r->device, st);
+                       (unsigned long long)r->user, (unsigned long long)r->size, human,
+                       (unsigned long long)r->id, r->device, st);
         vg__buf_printf(&b, PREFIX "  allocated at:\n");
         {
             vg_buf_t s = {0};
@@ -402,6 +441,24 @@ void vg__report(const vg_report_t *r) {
         vg__report_write(b.data, b.len);
     vg__buf_free(&b);
     vg__buf_free(&j);
+}
+
+void vg__report_cuda_error(CUresult r, const char *call) {
+    static _Atomic int reported; /* a sticky error: every later call returns it again */
+    if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY || atomic_exchange(&reported, (int)r))
+        return;
+    vg_report_t rep = {.kind = VG_REPORT_CUDA_ERROR, .clean_seq = UINT64_MAX};
+    vg_buf_t d = {0};
+    vg__buf_printf(&d, "%s returned %s: %s\n", call, vg__cu_error_name(r), vg__cu_error_text(r));
+    vg__buf_printf(&d, "CUDA reports a kernel's fault at the next call that waits for it, so "
+                       "this line is rarely the culprit.\nThe kernels launched last, by stream "
+                       "(the fault is most likely in one of them):\n");
+    vg__launches_by_stream(&d, 2, "  ");
+    snprintf(rep.detail, sizeof rep.detail, "%s", d.data ? d.data : "");
+    vg__buf_free(&d);
+    rep.found = "by the CUDA error check (memory errors guard mode already found are "
+                "reported beside this one)";
+    vg__report(&rep);
 }
 
 uint64_t vg__report_count(void) {

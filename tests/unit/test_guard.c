@@ -77,7 +77,7 @@ VG_TEST(overrun_by_one_byte_found_at_free) {
     CHECK_CONTAINS(j, "test_guard.c"); /* the allocation site */
     vg_free_string(j);
     CHECK_CONTAINS(g_out, "==vramguard== ERROR: out-of-bounds write after the end of an allocation");
-    CHECK_CONTAINS(g_out, "1 byte overwritten 0 bytes after the end of a 4000-byte allocation (offset 4000)");
+    CHECK_CONTAINS(g_out, "1 byte overwritten right after the end of a 4000-byte allocation (offset 4000)");
     CHECK_CONTAINS(g_out, "the first changed bytes read 41");
     CHECK_CONTAINS(g_out, "allocated at:");
 }
@@ -93,7 +93,7 @@ VG_TEST(overrun_by_a_whole_redzone) {
     CHECK_CONTAINS(j, "\"first_offset\":4000,\"last_offset\":4255,\"bytes\":256,\"distance\":0");
     CHECK_CONTAINS(j, "\"found\":\"by the check at vg_check()\"");
     vg_free_string(j);
-    CHECK_CONTAINS(g_out, "256 bytes overwritten 0 bytes after the end of a 4000-byte allocation "
+    CHECK_CONTAINS(g_out, "256 bytes overwritten right after the end of a 4000-byte allocation "
                           "(offsets 4000 to 4255)");
     /* Reported once: freeing it and checking again adds nothing. */
     CHECK_VG(vg_free(p, NULL));
@@ -110,7 +110,7 @@ VG_TEST(overrun_a_few_bytes_past_the_end) {
     char *j = errors();
     CHECK_CONTAINS(j, "\"first_offset\":1010,\"last_offset\":1013,\"bytes\":4,\"distance\":10");
     vg_free_string(j);
-    CHECK_CONTAINS(g_out, "4 bytes overwritten 10 bytes after the end of a 1000-byte allocation");
+    CHECK_CONTAINS(g_out, "4 bytes overwritten starting 10 bytes past the end of a 1000-byte allocation");
 }
 
 VG_TEST(underrun_before_the_start) {
@@ -126,7 +126,7 @@ VG_TEST(underrun_before_the_start) {
     CHECK_CONTAINS(j, "\"size\":2048");
     CHECK_CONTAINS(j, "\"first_offset\":-8,\"last_offset\":-1,\"bytes\":8,\"distance\":1");
     vg_free_string(j);
-    CHECK_CONTAINS(g_out, "8 bytes overwritten 1 byte before the start of a 2048-byte allocation");
+    CHECK_CONTAINS(g_out, "8 bytes overwritten right before the start of a 2048-byte allocation");
 }
 
 VG_TEST(write_into_a_quarantined_block) {

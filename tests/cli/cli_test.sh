@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# cli_test.sh CASE — tests of the `vramguard` command line, run by CTest (tests/cli).
+# Env: VG (the vramguard executable), TRACES (bench/traces), VGSIM (vgsim's libcuda.so.1).
+set -u
+CASE=$1
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL $CASE: $*" >&2; exit 1; }
+
+# run EXPECTED_RC CMD... : run, keep stdout/stderr in $TMP, check the exit status
+run() {
+    local want=$1; shift
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    [ "$rc" = "$want" ] || { cat "$TMP/out" "$TMP/err" >&2; fail "exit status $rc, expected $want: $*"; }
+}
+# one_line_error PATTERN : stderr is one line and matches PATTERN
+one_line_error() {
+    [ "$(wc -l <"$TMP/err")" = 1 ] || { cat "$TMP/err" >&2; fail "expected a one-line error"; }
+    grep -qE "$1" "$TMP/err" || { cat "$TMP/err" >&2; fail "error does not match '$1'"; }
+}
+json_field() { grep -oE "\"$1\":[-0-9.e]+" "$TMP/out" | head -1 | cut -d: -f2; }
+
+case $CASE in
+demo)
+    run 0 "$VG" demo --sim
+    grep -q "5 of 5 scenarios caught as expected" "$TMP/out" || fail "not every scenario caught"
+    for k in "out-of-bounds write after the end" "write to freed memory" "grows every step" \
+             "double free" "CUDA_ERROR_ILLEGAL_ADDRESS"; do
+        grep -q "$k" "$TMP/err" || fail "no report containing '$k'"
+    done ;;
+replay_json_*)
+    t=${CASE#replay_json_}
+    run 0 "$VG" replay --json --repeat=2 "$TRACES/$t.csv"
+    for k in events ns_per_op peak_allocated peak_reserved reserved_over_allocated ooms; do
+        [ -n "$(json_field $k)" ] || fail "no key $k in $(cat "$TMP/out")"
+    done
+    awk -v r="$(json_field reserved_over_allocated)" 'BEGIN { exit !(r <= 1.02) }' ||
+        fail "reserved/allocated $(json_field reserved_over_allocated) > 1.02"
+    [ "$(json_field ooms)" = 0 ] || fail "OOMs during the replay" ;;
+replay_guard_*)
+    t=${CASE#replay_guard_}
+    run 0 "$VG" replay --mode=guard --repeat=1 "$TRACES/$t.csv"
+    grep -q "ERROR SUMMARY: no errors found" "$TMP/err" || { cat "$TMP/err" >&2; fail "guard mode reported errors"; }
+    grep -q "out-of-memory failures: 0" "$TMP/out" || fail "OOMs during the replay" ;;
+replay_malformed)
+    printf 'Thread,Time,Action,Pointer,Size,Stream\n0,0,allocate,0x1000,512,0\n0,1,allocate,0x2000,-5,0\n' >"$TMP/neg.csv"
+    run 2 "$VG" replay "$TMP/neg.csv"; one_line_error "line 3"
+    printf 'Thread,Time,Action,Pointer,Size,Stream\n0,0,free,0x1000,512,0\n' >"$TMP/unknown.csv"
+    run 2 "$VG" replay "$TMP/unknown.csv"; one_line_error "line 2"
+    printf 'Thread,Time,Action\n0,0,allocate\n' >"$TMP/cols.csv"
+    run 2 "$VG" replay "$TMP/cols.csv"; one_line_error "line 1"
+    head -c 3000 /dev/urandom >"$TMP/garbage.csv"
+    run 2 "$VG" replay "$TMP/garbage.csv"; one_line_error "garbage.csv"
+    printf 'Thread,Time,Action,Pointer,Size,Stream\n0,0,allocate,0x1000,512,0\n0,1,allocate,0x10' >"$TMP/trunc.csv"
+    run 2 "$VG" replay "$TMP/trunc.csv"; one_line_error "line 3"
+    run 2 "$VG" replay "$TMP/does-not-exist.csv"; one_line_error "does-not-exist.csv" ;;
+bad_options)
+    run 2 "$VG" replay --frobnicate=1 "$TRACES/transformer_ctx128_forward_mixed.csv"
+    one_line_error "frobnicate"
+    run 2 "$VG" replay --mode=turbo "$TRACES/transformer_ctx128_forward_mixed.csv"
+    one_line_error "'mode'"
+    run 2 "$VG" replay --redzone=12Q "$TRACES/transformer_ctx128_forward_mixed.csv"
+    one_line_error "'redzone'"
+    VRAMGUARD_OPTIONS="limit=lots" run 2 "$VG" demo --sim
+    one_line_error "'limit'"
+    VRAMGUARD_OPTIONS="colour=blue" run 2 "$VG" demo --sim
+    one_line_error "colour"
+    run 2 "$VG" frobnicate
+    one_line_error "frobnicate"
+    run 2 "$VG" replay --json=3 x.csv
+    one_line_error "json" ;;
+missing_driver)
+    run 2 "$VG" replay --driver=/nonexistent/libcuda.so.1 "$TRACES/transformer_ctx128_forward_mixed.csv"
+    one_line_error "cannot load the CUDA driver.*vgsim" ;;
+*) fail "unknown case" ;;
+esac
+echo "ok $CASE"
