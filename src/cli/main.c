@@ -28,12 +28,20 @@ void cli_error(const char *fmt, ...) {
  * Argument parsing
  * ------------------------------------------------------------------------------------- */
 
-static bool is_option_key(const char *key, size_t len, const char **type) {
+/* Is --key an option? Flags may spell the key's '_' as '-' (--free-batch); *canon gets
+ * the option's own spelling. */
+static bool is_option_key(const char *key, size_t len, const char **type, const char **canon) {
     for (int i = 0; i < vg__options_count(); i++) {
         const char *k, *t, *d, *a, *h;
         vg__option_info(i, &k, &t, &d, &a, &h);
-        if (strlen(k) == len && strncmp(k, key, len) == 0) {
+        if (strlen(k) != len)
+            continue;
+        size_t j = 0;
+        while (j < len && (k[j] == key[j] || (k[j] == '_' && key[j] == '-')))
+            j++;
+        if (j == len) {
             *type = t;
+            *canon = k;
             return true;
         }
     }
@@ -70,7 +78,8 @@ bool cli_parse(int argc, char **argv, const char *const *verb_flags, cli_args_t 
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
         const char *type;
-        if (is_option_key(name, nlen, &type)) {
+        const char *canon;
+        if (is_option_key(name, nlen, &type, &canon)) {
             const char *val = eq ? eq + 1 : NULL;
             if (!val && strcmp(type, "BOOL") == 0)
                 val = "1";
@@ -80,8 +89,8 @@ bool cli_parse(int argc, char **argv, const char *const *verb_flags, cli_args_t 
                 cli_error("--%.*s needs a value", (int)nlen, name);
                 return false;
             }
-            int w = snprintf(out->options + olen, sizeof out->options - olen, "%s%.*s=%s",
-                             olen ? "," : "", (int)nlen, name, val);
+            int w = snprintf(out->options + olen, sizeof out->options - olen, "%s%s=%s",
+                             olen ? "," : "", canon, val);
             if (w < 0 || (size_t)w >= sizeof out->options - olen) {
                 cli_error("too many options on the command line");
                 return false;
