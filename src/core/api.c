@@ -135,11 +135,13 @@ bool vg__describe_device_ptr(uint64_t p, char *out, size_t n) {
         vg_block_t *b = block_containing(h, p);
         bool found = b && (b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED);
         if (found) {
-            char sz[32];
-            snprintf(out, n, "%sallocation #%llu (%llu bytes, %s) %s %llu",
+            char sz[32], human[40] = "";
+            if (b->requested >= 1024)
+                snprintf(human, sizeof human, ", %s", vg__fmt_bytes(sz, b->requested));
+            snprintf(out, n, "%sallocation #%llu (%llu bytes%s) %s %llu",
                      b->state == VG_BLOCK_QUARANTINED ? "freed " : "",
-                     (unsigned long long)b->id, (unsigned long long)b->requested,
-                     vg__fmt_bytes(sz, b->requested), p >= b->user ? "+" : "-",
+                     (unsigned long long)b->id, (unsigned long long)b->requested, human,
+                     p >= b->user ? "+" : "-",
                      (unsigned long long)(p >= b->user ? p - b->user : b->user - p));
         }
         pthread_mutex_unlock(&h->lock);

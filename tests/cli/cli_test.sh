@@ -73,6 +73,51 @@ bad_options)
 missing_driver)
     run 2 "$VG" replay --driver=/nonexistent/libcuda.so.1 "$TRACES/transformer_ctx128_forward_mixed.csv"
     one_line_error "cannot load the CUDA driver.*vgsim" ;;
+exported_symbols)
+    # Only vg_ symbols leave libvramguard.so (the interposed CUDA symbols will join them).
+    others=$(nm -D --defined-only "$BUILD/libvramguard.so" | awk '{print $3}' | grep -v '^vg_' || true)
+    [ -z "$others" ] || fail "symbols exported without the vg_ prefix: $others"
+    nm -D --defined-only "$BUILD/libvramguard.so" | grep -q ' vg_malloc$' || fail "vg_malloc not exported" ;;
+install)
+    # cmake --install to a fresh prefix; a program built against it with pkg-config and
+    # one with find_package(vramguard) both run on the installed vgsim.
+    cmake --install "$BUILD" --prefix "$TMP/p" >/dev/null || fail "cmake --install failed"
+    for f in bin/vramguard include/vramguard.h lib/libvramguard.so lib/pkgconfig/vramguard.pc \
+             lib/cmake/vramguard/vramguardConfig.cmake lib/vramguard/vgsim/libcuda.so.1; do
+        [ -e "$TMP/p/$f" ] || fail "not installed: $f"
+    done
+    cat >"$TMP/use.c" <<'C'
+#include <stdio.h>
+#include <vramguard.h>
+int main(int argc, char **argv) {
+    char opts[4200];
+    snprintf(opts, sizeof opts, "driver=%s", argv[1]);
+    void *p = NULL;
+    if (argc < 2 || vg_init(opts) != VG_OK || vg_malloc(&p, 1000, NULL) != VG_OK ||
+        vg_free(p, NULL) != VG_OK) {
+        fprintf(stderr, "%s\n", vg_last_error());
+        return 1;
+    }
+    puts("installed vramguard works");
+    return 0;
+}
+C
+    PKG_CONFIG_PATH="$TMP/p/lib/pkgconfig" cc "$TMP/use.c" -o "$TMP/use_pc" \
+        $(PKG_CONFIG_PATH="$TMP/p/lib/pkgconfig" pkg-config --cflags --libs vramguard) ||
+        fail "building with pkg-config failed"
+    LD_LIBRARY_PATH="$TMP/p/lib" run 0 "$TMP/use_pc" "$TMP/p/lib/vramguard/vgsim/libcuda.so.1"
+    mkdir -p "$TMP/cm"
+    cat >"$TMP/cm/CMakeLists.txt" <<'C'
+cmake_minimum_required(VERSION 3.16)
+project(use C)
+find_package(vramguard REQUIRED)
+add_executable(use ../use.c)
+target_link_libraries(use PRIVATE vramguard::vramguard)
+C
+    cmake -S "$TMP/cm" -B "$TMP/cm/b" -DCMAKE_PREFIX_PATH="$TMP/p" >/dev/null &&
+        cmake --build "$TMP/cm/b" >/dev/null || fail "building with find_package failed"
+    LD_LIBRARY_PATH="$TMP/p/lib" run 0 "$TMP/cm/b/use" "$TMP/p/lib/vramguard/vgsim/libcuda.so.1"
+    run 0 "$TMP/p/bin/vramguard" demo --sim ;;
 *) fail "unknown case" ;;
 esac
 echo "ok $CASE"
