@@ -260,6 +260,15 @@ VG_API char *vg_errors_json(void);
  * of the last `growth_steps` steps is reported: the site, the growth per step, the total. */
 VG_API vg_status_t vg_step(void);
 
+/* A snapshot of every device: segments, blocks, the last allocator events, allocation
+ * sites, statistics and errors, as JSON (docs/snapshot-format.md). Free with
+ * vg_free_string(). NULL if vramguard could not initialise. */
+VG_API char *vg_snapshot_json(void);
+
+/* Write the snapshot to `path` (%p pid, %r rank; NULL: the `snapshot` option's path),
+ * replacing the file atomically. */
+VG_API vg_status_t vg_write_snapshot(const char *path);
+
 /* Note a kernel launch, for reports' "kernels launched since the last clean check". The
  * interposer (vramguard run) notes every launch itself; call this only when launching
  * through vramguard's C API alone. `name` is copied. */

@@ -25,12 +25,14 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   fi
 fi
 
-total_pass=0; total_fail=0
+total_pass=0; total_fail=0; broken=()
 run_suite() { # name build-dir cmake-args ctest-args
   local name=$1 dir=$2 cargs=$3 targs=$4
   echo "=== $name: configure and build ($dir)"
-  cmake -S . -B "$dir" $cargs >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
-  cmake --build "$dir" -j "$JOBS" >"$dir.build.log" 2>&1 || { tail -50 "$dir.build.log"; return 1; }
+  cmake -S . -B "$dir" $cargs >"$dir.configure.log" 2>&1 ||
+    { cat "$dir.configure.log"; broken+=("$name (configure)"); return 1; }
+  cmake --build "$dir" -j "$JOBS" >"$dir.build.log" 2>&1 ||
+    { tail -50 "$dir.build.log"; broken+=("$name (build)"); return 1; }
   echo "=== $name: tests"
   local log="$dir.ctest.log" rc=0
   ctest --test-dir "$dir" -j "$JOBS" --output-on-failure $targs 2>&1 | tee "$log" | grep -vE "^ *(Start|[0-9]+/[0-9]+ Test) " || true
@@ -51,4 +53,5 @@ if [ "${VG_TEST_QUICK:-0}" != 1 ]; then
 fi
 echo
 echo "all suites: $total_pass passed, $total_fail failed"
+[ ${#broken[@]} -eq 0 ] || echo "suites that did not build: ${broken[*]}"
 exit $status

@@ -19,6 +19,7 @@
 #include "report.h"
 #include "options.h"
 #include "sites.h"
+#include "snapshot.h"
 #include "trace.h"
 
 vg_status_t vg__modules_init(void) {
@@ -35,6 +36,7 @@ void vg__modules_shutdown(void) {
     }
     if (vg__opt.leaks == VG_LEAKS_ON || (vg__opt.leaks == VG_LEAKS_AUTO && vg__guard_on()))
         vg__leak_report();
+    vg__snapshot_at_exit();
     vg__trace_close();
     vg__report_finish();
 }
@@ -66,13 +68,19 @@ __attribute__((noinline)) static vg_status_t alloc_in(vg_heap_t *h, void **ptr, 
     if (st == VG_OK) {
         *ptr = (void *)(uintptr_t)b->user;
         vg__trace_event(true, b->user, size, stream);
-    } else if (st == VG_ERR_OUT_OF_MEMORY && guard) {
+        vg__event(h, VG_EV_ALLOC, b->user, size, stream, site);
+    } else if (st == VG_ERR_OUT_OF_MEMORY) {
+        vg__event(h, VG_EV_OOM, 0, size, stream, site);
+        vg__snapshot_on("oom"); /* written below, once the lock is released */
+    }
+    if (st == VG_ERR_OUT_OF_MEMORY && guard) {
         vg_report_t r = {.kind = VG_REPORT_OUT_OF_MEMORY, .device = h->device,
                          .stream = stream, .call_site = site, .clean_seq = UINT64_MAX};
         snprintf(r.detail, sizeof r.detail, "%s", vg_last_error());
         vg__report(&r);
     }
     pthread_mutex_unlock(&h->lock);
+    vg__snapshot_maybe();
     return st;
 }
 
@@ -262,10 +270,12 @@ __attribute__((noinline)) static vg_status_t free_in(void *ptr, int device, CUst
     b->free_site = free_site;
     vg__heap_history_add(h, b, free_site);
     vg__trace_event(false, b->user, b->requested, stream);
+    vg__event(h, VG_EV_FREE, b->user, b->requested, stream, b->site);
     vg__heap_free(h, b, stream);
     if (guard)
         vg__guard_poll(h, "by a check that ran after the allocation was freed");
     pthread_mutex_unlock(&h->lock);
+    vg__snapshot_maybe();
     return VG_OK;
 }
 
@@ -344,6 +354,7 @@ VG_API vg_status_t vg_check(void) {
         pthread_mutex_unlock(&h->lock);
     }
     uint64_t after = vg__report_count();
+    vg__snapshot_maybe();
     if (after > before)
         return vg__error(VG_ERR_MEMORY_ERRORS, "vg_check found %llu new error%s",
                          (unsigned long long)(after - before), after - before == 1 ? "" : "s");

@@ -64,6 +64,12 @@ void vg__buf_json_str(vg_buf_t *b, const char *s);
 /* Human-readable byte count: "4000 bytes", "1.50 MiB", "16.00 GiB". */
 const char *vg__fmt_bytes(char out[32], uint64_t bytes);
 
+/* files.c: the process's rank (RANK, else LOCAL_RANK, else -1); %p/%r/%% expansion; a
+ * whole file written atomically (temporary + rename, never through a symlink). */
+int vg__rank(void);
+bool vg__expand_path(const char *pattern, char *out, size_t n);
+vg_status_t vg__write_file(const char *pattern, const char *data, size_t len);
+
 /* Monotonic clock in nanoseconds; the coarse one (a few ms resolution) costs less and is
  * enough for the timestamps of frees and events. */
 uint64_t vg__now_ns(void);

@@ -31,6 +31,7 @@
 
 #include "../driver/driver.h"
 #include "stats.h"
+#include "events.h"
 
 #define VG_ALIGN 512ull                   /* block alignment and size granularity */
 #define VG_SMALL_BLOCK (1ull << 20)       /* "small pool" in PyTorch's stats: <= 1 MiB */
@@ -151,6 +152,7 @@ struct vg_heap {
     vg_free_rec_t *history;     /* the last VG_FREE_HISTORY frees (allocated lazily) */
     void *guard;                /* guard mode's state (guard.c), or NULL */
     uint64_t nhistory;          /* frees recorded so far */
+    vg_events_t events;         /* the last allocator events, for snapshots */
 };
 
 /* ---------------------------------------------------------------------------------------

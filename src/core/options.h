@@ -39,6 +39,11 @@
       "stack capture: fp (frame pointers, ~1 ns a frame) or full (unwind tables: complete "  \
       "stacks through code without frame pointers, ~1 us an allocation)")                   \
     X(trace, STR, "", "", "record every allocation and free to this file (RMM CSV format)")    \
+    X(snapshot, STR, "", "",                                                                 \
+      "write a snapshot (JSON) to this file at exit, at the first OOM and the first error; "    \
+      "%p pid, %r rank")                                                                    \
+    X(snapshot_events, INT, "100000", "0..100000000",                                       \
+      "allocator events kept per device for snapshots (0: none)")                           \
     X(redzone, SIZE, "256", "16..1M", "guard: bytes of redzone at least, on each side")     \
     X(quarantine, SIZE, "1G", "0..1T",                                                       \
       "guard: freed bytes kept poisoned before reuse (released first under memory pressure)") \

@@ -19,6 +19,8 @@
 #include "../driver/driver.h"
 #include "options.h"
 #include "sites.h"
+#include "snapshot.h"
+#include "events.h"
 
 #define PREFIX "==vramguard== "
 
@@ -47,7 +49,6 @@ static const char *kind_headline(vg_report_kind_t k) {
     }
 }
 
-int vg__rank(void);
 
 /* ---------------------------------------------------------------------------------------
  * Kernel launches: a ring of the most recent ones.
@@ -61,6 +62,8 @@ typedef struct launch {
     CUstream stream;
     uint32_t site;
     char args[160];    /* its arguments that point into allocations, described */
+    uint64_t at_event; /* the allocator event sequence number when it was launched */
+    uint64_t t_ns;
 } launch_t;
 
 static launch_t g_launches[LAUNCHES];
@@ -91,6 +94,8 @@ uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
     l->stream = stream;
     l->site = site;
     memcpy(l->args, args, sizeof args);
+    l->at_event = vg__event_seq();
+    l->t_ns = vg__now_coarse_ns();
     atomic_store(&g_launch_seq, seq);
     pthread_mutex_unlock(&g_launch_lock);
     return seq;
@@ -181,7 +186,9 @@ void vg__launches_json(vg_buf_t *b, uint64_t since, int max) {
         vg__buf_printf(b, "%s{\"seq\":%llu,\"name\":", i ? "," : "",
                        (unsigned long long)ls[i].seq);
         vg__buf_json_str(b, ls[i].name);
-        vg__buf_printf(b, ",\"stream\":\"%p\",\"launched_at\":", (void *)ls[i].stream);
+        vg__buf_printf(b, ",\"stream\":\"0x%llx\",\"at_event\":%llu,\"t_ns\":%llu,\"launched_at\":",
+                       (unsigned long long)(uintptr_t)ls[i].stream,
+                       (unsigned long long)ls[i].at_event, (unsigned long long)ls[i].t_ns);
         site_json(b, ls[i].site);
         if (ls[i].args[0]) {
             vg__buf_printf(b, ",\"pointer_arguments\":");
@@ -304,8 +311,10 @@ static void damage_text(vg_buf_t *b, const vg_report_t *r) {
 static void json_report(vg_buf_t *j, const vg_report_t *r) {
     vg__buf_printf(j, "{\"kind\":\"%s\",\"message\":", kind_json(r->kind));
     vg__buf_json_str(j, kind_headline(r->kind));
-    vg__buf_printf(j, ",\"pid\":%d,\"rank\":%d,\"device\":%d,\"stream\":\"%p\"", (int)getpid(),
-                   vg__rank(), r->device, (void *)r->stream);
+    vg__buf_printf(j, ",\"pid\":%d,\"rank\":%d,\"device\":%d,\"stream\":\"0x%llx\",\"at_event\":%llu,"
+                      "\"t_ns\":%llu",
+                   (int)getpid(), vg__rank(), r->device, (unsigned long long)(uintptr_t)r->stream,
+                   (unsigned long long)vg__event_seq(), (unsigned long long)vg__now_coarse_ns());
     if (r->has_block) {
         vg__buf_printf(j, ",\"allocation\":{\"address\":\"0x%llx\",\"size\":%llu,\"id\":%llu,"
                           "\"allocated_at\":",
@@ -437,6 +446,8 @@ void vg__report(const vg_report_t *r) {
         vg__buf_append(&g_json, ",\n", 2);
     vg__buf_append(&g_json, j.data ? j.data : "{}", j.data ? j.len : 2);
     pthread_mutex_unlock(&g_lock);
+    if (r->kind != VG_REPORT_LEAK) /* (leaks are found at exit, which writes one anyway) */
+        vg__snapshot_on(r->kind == VG_REPORT_OUT_OF_MEMORY ? "oom" : "error");
     if (b.data)
         vg__report_write(b.data, b.len);
     vg__buf_free(&b);
@@ -483,7 +494,6 @@ char *vg__reports_json(void) {
     return b.data;
 }
 
-vg_status_t vg__write_file(const char *pattern, const char *data, size_t len);
 
 void vg__report_finish(void) {
     pthread_mutex_lock(&g_lock);

@@ -193,6 +193,7 @@ vg_status_t vg__segment_grow(vg_heap_t *h, uint64_t size, vg_block_t **out) {
     vg__stat_pool(h->stats.reserved_bytes, pool, (int64_t)segsize);
     vg__stat_pool(h->stats.segment, pool, 1);
     h->stats.num_device_alloc++;
+    vg__event(h, VG_EV_MAP, p, segsize, NULL, 0);
     *out = seg->first;
     return VG_OK;
 }
@@ -265,6 +266,7 @@ static bool steal_from(vg_block_t *b, void *arg) {
         if (vg__cuMemUnmap(seg->base + off, page) != CUDA_SUCCESS)
             continue; /* leave it mapped; the page is simply not taken */
         c->h->stats.num_device_free++;
+        vg__event(c->h, VG_EV_UNMAP, seg->base + off, page, NULL, 0);
         CUmemGenericAllocationHandle hd = seg->pages[i];
         seg->pages[i] = 0;
         seg->nmapped--;
@@ -356,6 +358,7 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
         idx[k++] = i;
         seg->nmapped++;
         h->stats.num_device_alloc++;
+        vg__event(h, VG_EV_MAP, seg->base + i * page, page, NULL, 0);
     }
     for (size_t i = p0; i <= p1 && st == VG_OK;) {
         if (!seg->pages[i]) {
@@ -379,6 +382,7 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
                 seg->pages[i] = 0;
                 seg->nmapped--;
                 h->stats.num_device_free++;
+                vg__event(h, VG_EV_UNMAP, seg->base + i * page, page, NULL, 0);
                 if (!spare_push(h, hs[m]))
                     page_release(h, hs[m]);
             }
@@ -450,6 +454,7 @@ vg_status_t vg__segment_trim(vg_heap_t *h) {
         vg__stat_pool(h->stats.reserved_bytes, pool, -(int64_t)seg->size);
         vg__stat_pool(h->stats.segment, pool, -1);
         h->stats.num_device_free++;
+        vg__event(h, VG_EV_UNMAP, seg->base, seg->size, NULL, 0);
         vg__tlsf_remove(&h->index, b);
         vg__block_put(h, b);
         *pp = seg->next;

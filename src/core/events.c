@@ -1,0 +1,48 @@
+/* events.c — the per-heap event ring (see events.h). */
+#include "events.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "common.h"
+#include "heap.h"
+#include "options.h"
+
+static _Atomic uint64_t g_seq;
+
+uint64_t vg__event_seq(void) { return atomic_load_explicit(&g_seq, memory_order_relaxed); }
+
+const char *vg__event_name(vg_event_kind_t k) {
+    static const char *const names[VG_EV_NKINDS] = {"alloc", "free", "map", "unmap", "oom"};
+    return (unsigned)k < VG_EV_NKINDS ? names[k] : "?";
+}
+
+void vg__event(vg_heap_t *h, vg_event_kind_t kind, uint64_t addr, uint64_t size,
+               CUstream stream, uint32_t site) {
+    vg_events_t *e = &h->events;
+    if (!e->ring) {
+        if (vg__opt.snapshot_events == 0 || e->cap == UINT64_MAX)
+            return;
+        e->ring = malloc((size_t)vg__opt.snapshot_events * sizeof *e->ring);
+        if (!e->ring) {
+            e->cap = UINT64_MAX; /* no memory for it: stay off */
+            return;
+        }
+        e->cap = (uint64_t)vg__opt.snapshot_events;
+    }
+    if ((kind == VG_EV_MAP || kind == VG_EV_UNMAP) && e->n > 0) {
+        vg_event_t *last = &e->ring[(e->n - 1) % e->cap]; /* page after page: one event */
+        if (last->kind == (uint32_t)kind && last->addr + last->size == addr) {
+            last->size += size;
+            return;
+        }
+    }
+    vg_event_t *ev = &e->ring[e->n++ % e->cap];
+    ev->seq = atomic_fetch_add_explicit(&g_seq, 1, memory_order_relaxed) + 1;
+    ev->t_ns = vg__now_coarse_ns();
+    ev->addr = addr;
+    ev->size = size;
+    ev->stream = stream;
+    ev->site = site;
+    ev->kind = kind;
+}
