@@ -206,6 +206,8 @@ static void print_usage(FILE *f) {
           "  demo [--sim]             run the bug scenarios end to end (vgsim when there is no GPU)\n"
           "  replay TRACE.csv         replay an allocation trace (RMM log format) through the\n"
           "                           allocator: --device-memory=80G --repeat=5 --json --validate\n"
+          "  report SNAP.json ...     summarise snapshots (snapshot=PATH writes them); pictures\n"
+          "                           with --html OUT --svg OUT --chrome-trace OUT\n"
           "  help [options]           this text, or every option with its default\n"
           "  version                  print the version\n"
           "\n"
@@ -246,6 +248,8 @@ int main(int argc, char **argv) {
         return cmd_demo(argc - 2, argv + 2);
     if (strcmp(verb, "replay") == 0)
         return cmd_replay(argc - 2, argv + 2);
+    if (strcmp(verb, "report") == 0)
+        return cmd_report(argc - 2, argv + 2);
     cli_error("unknown verb '%s' (see 'vramguard help')", verb);
     return CLI_USAGE;
 }

@@ -3,6 +3,7 @@
 # Env: VG (the vramguard executable), TRACES (bench/traces), VGSIM (vgsim's libcuda.so.1).
 set -u
 CASE=$1
+HERE=$(cd "$(dirname "$0")" && pwd)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 fail() { echo "FAIL $CASE: $*" >&2; exit 1; }
@@ -118,6 +119,56 @@ C
         cmake --build "$TMP/cm/b" >/dev/null || fail "building with find_package failed"
     LD_LIBRARY_PATH="$TMP/p/lib" run 0 "$TMP/cm/b/use" "$TMP/p/lib/vramguard/vgsim/libcuda.so.1"
     run 0 "$TMP/p/bin/vramguard" demo --sim ;;
+report_replay)
+    # A snapshot of a trace replay -> the text summary, HTML, SVG and a Chrome trace that
+    # parses as the trace-event format Perfetto reads.
+    command -v python3 >/dev/null || { echo "skipped: no python3 to check the outputs"; exit 77; }
+    run 0 "$VG" replay --repeat=1 --snapshot="$TMP/s.json" "$TRACES/transformer_ctx128_forward_mixed.csv"
+    run 0 "$VG" report "$TMP/s.json" --html "$TMP/r.html" --svg "$TMP/r.svg" --chrome-trace "$TMP/r.trace.json"
+    for k in "fragmentation: reserved / allocated at peak" "timeline:" "errors: none"; do
+        grep -q "$k" "$TMP/out" || fail "the text summary lacks '$k'"
+    done
+    python3 "$HERE/check_outputs.py" chrome "$TMP/r.trace.json" || fail "bad Chrome trace"
+    python3 "$HERE/check_outputs.py" svg "$TMP/r.svg" || fail "bad SVG"
+    python3 "$HERE/check_outputs.py" html "$TMP/r.html" || fail "bad HTML" ;;
+report_ranks)
+    # Snapshot file names expand %r; several snapshots merge into one view, a row per rank.
+    RANK=0 run 0 "$VG" replay --repeat=1 --snapshot="$TMP/snap_%r.json" "$TRACES/transformer_ctx128_forward_mixed.csv"
+    RANK=1 run 0 "$VG" replay --repeat=1 --snapshot="$TMP/snap_%r.json" "$TRACES/transformer_ctx128_fullstep.csv"
+    [ -s "$TMP/snap_0.json" ] && [ -s "$TMP/snap_1.json" ] || fail "%r was not expanded"
+    run 0 "$VG" report "$TMP/snap_0.json" "$TMP/snap_1.json" --html "$TMP/r.html" --svg "$TMP/r.svg"
+    grep -qE "^rank 0 +0 " "$TMP/out" && grep -qE "^rank 1 +0 " "$TMP/out" || { cat "$TMP/out" >&2; fail "no row per rank"; }
+    [ "$(grep -o 'rank [01], device 0' "$TMP/r.svg" | sort -u | wc -l)" = 2 ] || fail "the SVG lacks a panel per rank" ;;
+report_malformed)
+    run 0 "$VG" replay --repeat=1 --snapshot="$TMP/s.json" "$TRACES/transformer_ctx128_forward_mixed.csv"
+    head -c 5000 "$TMP/s.json" >"$TMP/cut.json"
+    run 2 "$VG" report "$TMP/cut.json"; one_line_error "cut.json.*truncated"
+    printf '{"format":"vramguard-snapshot","version":1,"pid":1,"rank":0,"devices":"no"}' >"$TMP/wrong.json"
+    run 2 "$VG" report "$TMP/wrong.json"; one_line_error "wrong.json.*'devices' is a string, expected an array"
+    run 2 "$VG" report "$TMP/none.json"; one_line_error "none.json"
+    run 2 "$VG" report; one_line_error "usage"
+    run 2 "$VG" report "$TMP/s.json" --svg /nonexistent-dir/x.svg; one_line_error "cannot write '/nonexistent-dir/x.svg'" ;;
+browser)
+    # The HTML page in a real headless browser: it renders without console errors, draws
+    # as many timeline series as its data holds, and the screenshot is not blank.
+    CHROME=$(command -v chromium || command -v chromium-browser || true)
+    [ -n "$CHROME" ] || { echo "skipped: no chromium (scripts/test-all.sh installs it)"; exit 77; }
+    command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+    run 0 "$VG" demo --sim --snapshot="$TMP/d.json" --leaks=on
+    [ -s "$TMP/d.json" ] || fail "the demo wrote no snapshot"
+    run 0 "$VG" replay --repeat=1 --snapshot="$TMP/s.json" "$TRACES/transformer_ctx128_fullstep.csv"
+    run 0 "$VG" report "$TMP/s.json" "$TMP/d.json" --group=size --html "$TMP/r.html"
+    flags=(--headless --no-sandbox --disable-gpu --no-first-run --disable-extensions
+           --user-data-dir="$TMP/profile" --window-size=1200,1400)
+    timeout 120 "$CHROME" "${flags[@]}" --enable-logging=stderr --v=0 --virtual-time-budget=5000 \
+        --dump-dom "file://$TMP/r.html" >"$TMP/dom.html" 2>"$TMP/console.log" || fail "chromium failed"
+    if grep -E "CONSOLE|Uncaught" "$TMP/console.log" | grep -qiE "error|uncaught"; then
+        grep -E "CONSOLE|Uncaught" "$TMP/console.log" >&2; fail "console errors"
+    fi
+    timeout 120 "$CHROME" "${flags[@]}" --virtual-time-budget=5000 --screenshot="$TMP/shot.png" \
+        "file://$TMP/r.html" >/dev/null 2>&1 || fail "chromium could not take a screenshot"
+    python3 "$HERE/check_outputs.py" dom "$TMP/dom.html" "$TMP/r.html" || fail "the page did not render as expected"
+    python3 "$HERE/check_outputs.py" png "$TMP/shot.png" || fail "the screenshot is blank" ;;
 *) fail "unknown case" ;;
 esac
 echo "ok $CASE"
