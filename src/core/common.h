@@ -19,6 +19,12 @@
 #define VG_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define VG_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define VG_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+/* Thread-local variables on hot paths: the initial-exec model is a plain %fs-relative
+ * load, where the default model in a shared library calls __tls_get_addr (10-20 ns each).
+ * A dlopen'ed library takes initial-exec variables from glibc's small static TLS surplus,
+ * so only small ones use it (under 128 bytes in all; docs/decisions.md A4). */
+#define VG_TLS_FAST __thread __attribute__((tls_model("initial-exec")))
+
 #define VG_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define VG_MAX(a, b) ((a) > (b) ? (a) : (b))
 

@@ -35,6 +35,7 @@ typedef struct vg_events {
     vg_event_t *ring;  /* allocated at the first event */
     uint64_t cap;      /* 0: recording off */
     uint64_t n;        /* events recorded so far (the ring holds the last cap) */
+    uint64_t t_ns;     /* the clock, read every 16 events */
 } vg_events_t;
 
 struct vg_heap;

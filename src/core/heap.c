@@ -39,8 +39,8 @@ static vg_heap_t *g_heaps[VG_MAX_HEAPS];
 static _Atomic int g_nheaps;
 static pthread_mutex_t g_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext g_primary[VG_MAX_HEAPS];
-static __thread CUcontext t_last_ctx;
-static __thread vg_heap_t *t_last_heap;
+static VG_TLS_FAST CUcontext t_last_ctx;
+static VG_TLS_FAST vg_heap_t *t_last_heap;
 
 int vg__heap_count(void) { return atomic_load(&g_nheaps); }
 vg_heap_t *vg__heap_at(int i) { return i < atomic_load(&g_nheaps) ? g_heaps[i] : NULL; }
@@ -210,9 +210,9 @@ static uintptr_t stream_key(CUstream s) {
     return (uintptr_t)s;
 }
 
-static __thread vg_heap_t *t_stream_heap;
-static __thread uintptr_t t_stream_key = ~(uintptr_t)0;
-static __thread vg_stream_t *t_stream;
+static VG_TLS_FAST vg_heap_t *t_stream_heap;
+static VG_TLS_FAST uintptr_t t_stream_key = ~(uintptr_t)0;
+static VG_TLS_FAST vg_stream_t *t_stream;
 
 static vg_stream_t *stream_lookup(vg_heap_t *h, uintptr_t key, bool create, CUstream handle) {
     if (h == t_stream_heap && key == t_stream_key)

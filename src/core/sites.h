@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common.h"
+
 #define VG_MAX_FRAMES 64
 #define VG_MAX_SITES (1u << 16)
 
@@ -42,7 +44,7 @@ int vg__capture_stack(uintptr_t *frames, int max, int skip);
 
 /* Set by signal handlers that capture stacks: the unwinder then does nothing that is not
  * async-signal-safe (no re-reading of the loaded objects). */
-extern __thread bool vg__in_signal_handler;
+extern VG_TLS_FAST bool vg__in_signal_handler;
 
 /* Intern a stack, returning its site id (0 when the table is full). */
 uint32_t vg__site_intern(const uintptr_t *frames, int n);

@@ -80,7 +80,8 @@ static void rebuild(void) {
     pthread_mutex_unlock(&g_build_lock);
 }
 
-static bool lookup(const table_t *t, uintptr_t a) {
+/* 1 + the index of the range holding a, or 0. */
+static size_t lookup_index(const table_t *t, uintptr_t a) {
     size_t lo = 0, hi = t ? t->n : 0;
     while (lo < hi) { /* the last range starting at or below a */
         size_t mid = (lo + hi) / 2;
@@ -89,20 +90,56 @@ static bool lookup(const table_t *t, uintptr_t a) {
         else
             hi = mid;
     }
-    return lo > 0 && a < t->r[lo - 1].hi;
+    return lo > 0 && a < t->r[lo - 1].hi ? lo : 0;
+}
+
+static bool lookup(const table_t *t, uintptr_t a) { return lookup_index(t, a) != 0; }
+
+/* Per thread, the last ranges that matched (of table t_cache_table): a backtrace's
+ * return addresses fall in two or three objects, so most checks are two compares. */
+static VG_TLS_FAST const table_t *t_cache_table;
+static VG_TLS_FAST uintptr_t t_cache_lo[2], t_cache_hi[2];
+static VG_TLS_FAST unsigned t_cache_next;
+static VG_TLS_FAST uintptr_t t_last_miss; /* the frame a walk usually ends on */
+
+/* Remember, for this thread and table t, a range that matched or the address that missed. */
+static void cache_use(const table_t *t) {
+    if (t_cache_table != t) {
+        t_cache_table = t;
+        t_cache_lo[0] = t_cache_hi[0] = t_cache_lo[1] = t_cache_hi[1] = 0;
+        t_last_miss = 0;
+    }
 }
 
 bool vg__is_code(uintptr_t addr, bool may_refresh) {
     table_t *t = atomic_load_explicit(&g_table, memory_order_acquire);
-    if (lookup(t, addr))
+    if (t && t == t_cache_table) {
+        if ((addr >= t_cache_lo[0] && addr < t_cache_hi[0]) ||
+            (addr >= t_cache_lo[1] && addr < t_cache_hi[1]))
+            return true;
+        if (addr == t_last_miss)
+            return false; /* a walk usually ends on the same frame: known not code */
+    }
+    size_t i = t ? lookup_index(t, addr) : 0;
+    if (i > 0) {
+        cache_use(t);
+        unsigned k = t_cache_next++ & 1;
+        t_cache_lo[k] = t->r[i - 1].lo;
+        t_cache_hi[k] = t->r[i - 1].hi;
         return true;
-    if (!may_refresh)
-        return false;
-    uint64_t now = vg__now_coarse_ns();
-    uint64_t next = atomic_load_explicit(&g_next_refresh_ns, memory_order_relaxed);
-    if (t && now < next)
-        return false;
-    atomic_store_explicit(&g_next_refresh_ns, now + 10 * 1000 * 1000, memory_order_relaxed);
-    rebuild();
-    return lookup(atomic_load_explicit(&g_table, memory_order_acquire), addr);
+    }
+    bool hit = false;
+    uint64_t now = may_refresh ? vg__now_coarse_ns() : 0;
+    if (may_refresh && (!t || now >= atomic_load_explicit(&g_next_refresh_ns, memory_order_relaxed))) {
+        /* Perhaps a library loaded since the table was built: at most every 10 ms. */
+        atomic_store_explicit(&g_next_refresh_ns, now + 10 * 1000 * 1000, memory_order_relaxed);
+        rebuild();
+        t = atomic_load_explicit(&g_table, memory_order_acquire);
+        hit = lookup(t, addr);
+    }
+    if (!hit && t) {
+        cache_use(t);
+        t_last_miss = addr;
+    }
+    return hit;
 }
