@@ -25,6 +25,20 @@
  * so only small ones use it (under 128 bytes in all; docs/decisions.md A4). */
 #define VG_TLS_FAST __thread __attribute__((tls_model("initial-exec")))
 
+#define VG_LAST_ERROR_MAX 16384
+
+/* Per-thread buffers for texts handed back to callers (the last error, vg_strerror of a
+ * CUDA code, vg_option): allocated at a thread's first use and freed when it exits, so
+ * that the library's static TLS stays a few pointers (see VG_TLS_FAST). If the memory
+ * cannot be had, a shared buffer serves (texts may then mix between threads). */
+typedef struct vg_thread_buf {
+    char last_error[VG_LAST_ERROR_MAX];
+    char strerror[160];
+    char option[1032];
+    char cu_name[32];
+} vg_thread_buf_t;
+vg_thread_buf_t *vg__tbuf(void);
+
 #define VG_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define VG_MAX(a, b) ((a) > (b) ? (a) : (b))
 
@@ -34,7 +48,6 @@ static inline uint64_t vg__align_down(uint64_t x, uint64_t a) { return x & ~(a -
 /* ---------------------------------------------------------------------------------------
  * Errors: set the calling thread's last-error text and return the status.
  * ------------------------------------------------------------------------------------- */
-#define VG_LAST_ERROR_MAX 16384
 vg_status_t vg__error(vg_status_t st, const char *fmt, ...) VG_PRINTF(2, 3);
 /* Append to the last-error text (for long explanations built in pieces). */
 void vg__error_append(const char *fmt, ...) VG_PRINTF(1, 2);

@@ -313,9 +313,8 @@ void vg__options_print(void) {
 }
 
 VG_API const char *vg_option(const char *key) {
-    static __thread char out[VG_OPT_STR_MAX + 8];
     int idx;
     if (!key || !find_key(key, &idx))
         return NULL;
-    return vg__option_value(idx, out, sizeof out);
+    return vg__option_value(idx, vg__tbuf()->option, sizeof vg__tbuf()->option);
 }

@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +25,33 @@
  * Status texts and the last error
  * ------------------------------------------------------------------------------------- */
 
-static __thread char t_last_error[VG_LAST_ERROR_MAX];
+static VG_TLS_FAST vg_thread_buf_t *t_buf;
+static vg_thread_buf_t g_shared_buf; /* when a thread's own cannot be allocated */
+static pthread_key_t g_buf_key;
+static pthread_once_t g_buf_once = PTHREAD_ONCE_INIT;
+
+static void buf_release(void *p) {
+    if (p != &g_shared_buf)
+        free(p);
+}
+
+static void buf_key_init(void) {
+    if (pthread_key_create(&g_buf_key, buf_release) != 0)
+        g_buf_key = (pthread_key_t)-1;
+}
+
+vg_thread_buf_t *vg__tbuf(void) {
+    if (__builtin_expect(t_buf != NULL, 1))
+        return t_buf;
+    pthread_once(&g_buf_once, buf_key_init);
+    vg_thread_buf_t *b = calloc(1, sizeof *b);
+    if (!b || g_buf_key == (pthread_key_t)-1 || pthread_setspecific(g_buf_key, b) != 0) {
+        free(b);
+        b = &g_shared_buf;
+    }
+    t_buf = b;
+    return b;
+}
 
 VG_API const char *vg_strerror(vg_status_t st) {
     switch ((int)st) {
@@ -36,35 +63,37 @@ VG_API const char *vg_strerror(vg_status_t st) {
     }
     if ((int)st >= VG_ERR_CUDA_BASE) {
         /* "CUDA_ERROR_X: text" built once per code in a small static table. */
-        static __thread char buf[160];
+        char *buf = vg__tbuf()->strerror;
         CUresult r = (CUresult)((int)st - VG_ERR_CUDA_BASE);
-        snprintf(buf, sizeof buf, "%s: %s", vg__cu_error_name(r), vg__cu_error_text(r));
+        snprintf(buf, sizeof vg__tbuf()->strerror, "%s: %s", vg__cu_error_name(r),
+                 vg__cu_error_text(r));
         return buf;
     }
     return "unknown vramguard status";
 }
 
-VG_API const char *vg_last_error(void) { return t_last_error; }
+VG_API const char *vg_last_error(void) { return vg__tbuf()->last_error; }
 
 vg_status_t vg__error(vg_status_t st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t_last_error, sizeof t_last_error, fmt, ap);
+    vsnprintf(vg__tbuf()->last_error, VG_LAST_ERROR_MAX, fmt, ap);
     va_end(ap);
     return st;
 }
 
 void vg__error_append(const char *fmt, ...) {
+    char *t_last_error = vg__tbuf()->last_error;
     size_t len = strlen(t_last_error);
-    if (len + 1 >= sizeof t_last_error)
+    if (len + 1 >= VG_LAST_ERROR_MAX)
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t_last_error + len, sizeof t_last_error - len, fmt, ap);
+    vsnprintf(t_last_error + len, VG_LAST_ERROR_MAX - len, fmt, ap);
     va_end(ap);
 }
 
-void vg__error_clear(void) { t_last_error[0] = '\0'; }
+void vg__error_clear(void) { vg__tbuf()->last_error[0] = '\0'; }
 
 /* ---------------------------------------------------------------------------------------
  * Sinks
@@ -74,7 +103,7 @@ static int g_log_fd = 2;
 static int g_report_fd = -1; /* -1: same as the log sink */
 static void (*g_callback)(const char *text, size_t len, void *arg);
 static void *g_callback_arg;
-static __thread int t_in_output;
+static VG_TLS_FAST int t_in_output;
 
 static void write_all(int fd, const char *p, size_t n) {
     while (n > 0) {

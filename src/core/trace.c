@@ -23,7 +23,7 @@ static char g_buf[65536];
 static size_t g_len;
 static uint64_t g_t0;
 static _Atomic int g_next_thread;
-static __thread int t_thread = -1;
+static VG_TLS_FAST int t_thread = -1;
 
 int vg__open_output_file(const char *pattern);
 

@@ -42,8 +42,8 @@ const char *vg__cu_error_name(CUresult r) {
         VG_CU_ERRORS(VG_X)
 #undef VG_X
     default: {
-        static __thread char buf[32];
-        snprintf(buf, sizeof buf, "CUDA_ERROR_%d", (int)r);
+        char *buf = vg__tbuf()->cu_name;
+        snprintf(buf, sizeof vg__tbuf()->cu_name, "CUDA_ERROR_%d", (int)r);
         return buf;
     }
     }

@@ -79,6 +79,24 @@ exported_symbols)
     others=$(nm -D --defined-only "$BUILD/libvramguard.so" | awk '{print $3}' | grep -v '^vg_' || true)
     [ -z "$others" ] || fail "symbols exported without the vg_ prefix: $others"
     nm -D --defined-only "$BUILD/libvramguard.so" | grep -q ' vg_malloc$' || fail "vg_malloc not exported" ;;
+dlopen)
+    # PyTorch loads libvramguard.so with dlopen: its static TLS must fit what glibc keeps
+    # for dlopen'ed libraries (docs/decisions.md A4), and it must load and answer.
+    cat >"$TMP/dl.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+    if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+    const char *(*se)(int) = (const char *(*)(int))dlsym(h, "vg_strerror");
+    if (!se) return 1;
+    puts(se(0));
+    return 0;
+}
+C
+    cc "$TMP/dl.c" -o "$TMP/dl" -ldl || fail "cannot build the dlopen test"
+    run 0 "$TMP/dl" "$BUILD/libvramguard.so"
+    grep -q success "$TMP/out" || fail "vg_strerror(0) did not answer" ;;
 install)
     # cmake --install to a fresh prefix; a program built against it with pkg-config and
     # one with find_package(vramguard) both run on the installed vgsim.
