@@ -222,11 +222,27 @@ VGSIM_API CUresult cuFuncGetName(const char **name, CUfunction func) {
     return CUDA_SUCCESS;
 }
 
+static size_t align_to(size_t x, size_t a) { return a ? (x + a - 1) / a * a : x; }
+
+/* CUDA 12.4's cuFuncGetParamInfo: where parameter `index` lies in the parameter buffer.
+ * An index past the last parameter is CUDA_ERROR_INVALID_VALUE, as on the driver. */
+VGSIM_API CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset,
+                                      size_t *size) {
+    sim_func_t *f = (sim_func_t *)func;
+    if (!f || !offset || !size || index >= (size_t)f->nparams)
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t off = 0;
+    for (size_t i = 0; i < index; i++)
+        off = align_to(off, f->aligns[i]) + f->sizes[i];
+    *offset = align_to(off, f->aligns[index]);
+    *size = f->sizes[index];
+    return CUDA_SUCCESS;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Launches
  * ------------------------------------------------------------------------------------- */
 
-static size_t align_to(size_t x, size_t a) { return a ? (x + a - 1) / a * a : x; }
 
 VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy,
                                   unsigned int gz, unsigned int bx, unsigned int by,

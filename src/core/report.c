@@ -61,7 +61,8 @@ typedef struct launch {
     char name[96];
     CUstream stream;
     uint32_t site;
-    char args[160];    /* its arguments that point into allocations, described */
+    uint64_t ptrs[VG_LAUNCH_PTRS]; /* its arguments that may be device pointers */
+    int nptrs;         /* (described only when printed: the lookup takes heap locks) */
     uint64_t at_event; /* the allocator event sequence number when it was launched */
     uint64_t t_ns;
 } launch_t;
@@ -74,18 +75,24 @@ uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site) {
     return vg__launch_note_args(name, stream, site, NULL, 0);
 }
 
-uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
-                              const uint64_t *ptrs, int nptrs) {
-    char args[160] = "";
+/* The launch's pointer arguments that lie in vramguard allocations, described into out.
+ * Takes the heap locks: only where none is held. */
+static void describe_args(const launch_t *l, char *out, size_t n) {
     size_t used = 0;
-    for (int i = 0; i < nptrs && used + 1 < sizeof args; i++) {
+    out[0] = '\0';
+    for (int i = 0; i < l->nptrs && used + 1 < n; i++) {
         char d[96];
-        if (ptrs[i] && vg__describe_device_ptr(ptrs[i], d, sizeof d)) {
-            int w = snprintf(args + used, sizeof args - used, "%sargument %d = %s",
-                             used ? "; " : "", i, d);
-            used = w > 0 ? VG_MIN(used + (size_t)w, sizeof args - 1) : used;
+        if (l->ptrs[i] && vg__describe_device_ptr(l->ptrs[i], d, sizeof d)) {
+            int w = snprintf(out + used, n - used, "%sargument %d = %s", used ? "; " : "", i, d);
+            used = w > 0 ? VG_MIN(used + (size_t)w, n - 1) : used;
         }
     }
+}
+
+uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
+                              const uint64_t *ptrs, int nptrs) {
+    if (nptrs > VG_LAUNCH_PTRS)
+        nptrs = VG_LAUNCH_PTRS;
     pthread_mutex_lock(&g_launch_lock);
     uint64_t seq = atomic_load(&g_launch_seq) + 1;
     launch_t *l = &g_launches[seq % LAUNCHES];
@@ -93,7 +100,9 @@ uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
     snprintf(l->name, sizeof l->name, "%s", name && *name ? name : "(unnamed kernel)");
     l->stream = stream;
     l->site = site;
-    memcpy(l->args, args, sizeof args);
+    l->nptrs = ptrs ? nptrs : 0;
+    for (int i = 0; i < l->nptrs; i++)
+        l->ptrs[i] = ptrs[i];
     l->at_event = vg__event_seq();
     l->t_ns = vg__now_coarse_ns();
     atomic_store(&g_launch_seq, seq);
@@ -178,7 +187,7 @@ void vg__launches_describe(vg_buf_t *b, uint64_t since, int max, const char *ind
     free(ls);
 }
 
-void vg__launches_json(vg_buf_t *b, uint64_t since, int max) {
+void vg__launches_json(vg_buf_t *b, uint64_t since, int max, bool describe) {
     launch_t *ls = calloc((size_t)max, sizeof *ls);
     vg__buf_putc(b, '[');
     int n = ls ? launches_since(since, max, ls) : 0;
@@ -190,9 +199,10 @@ void vg__launches_json(vg_buf_t *b, uint64_t since, int max) {
                        (unsigned long long)(uintptr_t)ls[i].stream,
                        (unsigned long long)ls[i].at_event, (unsigned long long)ls[i].t_ns);
         site_json(b, ls[i].site);
-        if (ls[i].args[0]) {
+        char args[400];
+        if (describe && (describe_args(&ls[i], args, sizeof args), args[0])) {
             vg__buf_printf(b, ",\"pointer_arguments\":");
-            vg__buf_json_str(b, ls[i].args);
+            vg__buf_json_str(b, args);
         }
         vg__buf_putc(b, '}');
     }
@@ -240,8 +250,10 @@ void vg__launches_by_stream(vg_buf_t *b, int per_stream, const char *indent) {
             } else {
                 vg__buf_putc(b, '\n');
             }
-            if (ls[i].args[0])
-                vg__buf_printf(b, "%s    its pointer arguments: %s\n", indent, ls[i].args);
+            char args[400];
+            describe_args(&ls[i], args, sizeof args);
+            if (args[0])
+                vg__buf_printf(b, "%s    its pointer arguments: %s\n", indent, args);
         }
     }
     free(ls);
@@ -350,11 +362,11 @@ static void json_report(vg_buf_t *j, const vg_report_t *r) {
                        (long long)r->growth_per_step, r->steps);
     if (r->clean_seq != UINT64_MAX && r->has_block) {
         vg__buf_printf(j, ",\"kernels_since_last_clean_check\":");
-        vg__launches_json(j, r->clean_seq, 16);
+        vg__launches_json(j, r->clean_seq, 16, false); /* (heap locks may be held) */
     }
     if (r->kind == VG_REPORT_CUDA_ERROR) {
         vg__buf_printf(j, ",\"last_kernels\":");
-        vg__launches_json(j, 0, 16);
+        vg__launches_json(j, 0, 16, true); /* (reported with no heap lock held) */
     }
     if (r->found) {
         vg__buf_printf(j, ",\"found\":");

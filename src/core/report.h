@@ -72,6 +72,8 @@ void vg__report_finish(void);
 /* Every report so far as a JSON array (caller frees). */
 char *vg__reports_json(void);
 
+#define VG_LAUNCH_PTRS 8 /* pointer arguments kept per launch */
+
 /* Launch records: the interposer (or vg_kernel_launched) notes each kernel launch.
  * `ptrs` (may be NULL) are the launch's arguments that may be device pointers: those that
  * fall inside a vramguard allocation are named in reports ("x = allocation #7 + 0"). */
@@ -79,13 +81,16 @@ uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site);
 uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
                               const uint64_t *ptrs, int nptrs);
 /* Describe device address p relative to the vramguard allocation holding it
- * ("allocation #7 (4000 bytes) + 16"); false if none does. Takes the heap locks. */
+ * ("allocation #7 (4000 bytes) + 16"); false if none does. Takes the heap locks. The
+ * launch records keep the raw pointers and describe them only when printed. */
 bool vg__describe_device_ptr(uint64_t p, char *out, size_t n);
 uint64_t vg__launch_seq(void);
 /* Append the launches after `since` (most recent last, at most `max`) to b. */
 void vg__launches_describe(vg_buf_t *b, uint64_t since, int max, const char *indent);
-void vg__launches_json(vg_buf_t *b, uint64_t since, int max);
-/* The last launches on each stream (S9), for CUDA error reports. */
+/* `describe`: name the allocations its pointer arguments fall in (takes the heap locks). */
+void vg__launches_json(vg_buf_t *b, uint64_t since, int max, bool describe);
+/* The last launches on each stream with their pointer arguments described (S9, for CUDA
+ * error reports; takes the heap locks). */
 void vg__launches_by_stream(vg_buf_t *b, int per_stream, const char *indent);
 
 /* A driver call returned error r (S9): report it once per kind of sticky error, with the

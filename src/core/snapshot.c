@@ -185,7 +185,7 @@ char *vg__snapshot_build(const char *reason) {
     sites_json(&b, &sites);
     char *errors = vg__reports_json();
     vg__buf_printf(&b, ",\"errors\":%s,\"kernels\":", errors ? errors : "[]");
-    vg__launches_json(&b, 0, 1024);
+    vg__launches_json(&b, 0, 1024, false);
     vg__buf_printf(&b, "}\n");
     free(errors);
     free(sites.bits);

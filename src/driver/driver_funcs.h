@@ -127,6 +127,9 @@
     X(cuModuleGetFunction, cuModuleGetFunction, OPT,                                        \
       (CUfunction *func, CUmodule module, const char *name), (func, module, name))          \
     X(cuFuncGetName, cuFuncGetName, OPT, (const char **name, CUfunction func), (name, func)) \
+    X(cuFuncGetParamInfo, cuFuncGetParamInfo, OPT,                                          \
+      (CUfunction func, size_t index, size_t *offset, size_t *size),                        \
+      (func, index, offset, size))                                                          \
     X(cuLaunchKernel, cuLaunchKernel, OPT,                                                  \
       (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,    \
        unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,               \
