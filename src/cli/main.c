@@ -206,6 +206,8 @@ static void print_usage(FILE *f) {
           "  demo [--sim]             run the bug scenarios end to end (vgsim when there is no GPU)\n"
           "  replay TRACE.csv         replay an allocation trace (RMM log format) through the\n"
           "                           allocator: --device-memory=80G --repeat=5 --json --validate\n"
+          "  run [--sim] -- CMD ...   run a program with vramguard injected (--sim: on vgsim);\n"
+          "                           --follow-children, and any option: --mode=guard ...\n"
           "  report SNAP.json ...     summarise snapshots (snapshot=PATH writes them); pictures\n"
           "                           with --html OUT --svg OUT --chrome-trace OUT\n"
           "  help [options]           this text, or every option with its default\n"
@@ -248,6 +250,8 @@ int main(int argc, char **argv) {
         return cmd_demo(argc - 2, argv + 2);
     if (strcmp(verb, "replay") == 0)
         return cmd_replay(argc - 2, argv + 2);
+    if (strcmp(verb, "run") == 0)
+        return cmd_run(argc - 2, argv + 2);
     if (strcmp(verb, "report") == 0)
         return cmd_report(argc - 2, argv + 2);
     cli_error("unknown verb '%s' (see 'vramguard help')", verb);

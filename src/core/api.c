@@ -136,6 +136,63 @@ static vg_block_t *block_containing(vg_heap_t *h, uint64_t p) {
     return NULL;
 }
 
+bool vg__is_ours(uint64_t p) {
+    for (int i = 0; i < vg__heap_count(); i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        pthread_mutex_lock(&h->lock);
+        bool in = false;
+        for (vg_segment_t *seg = h->segments; seg && !in; seg = seg->next)
+            in = p >= seg->base && p < seg->base + seg->size;
+        pthread_mutex_unlock(&h->lock);
+        if (in)
+            return true;
+    }
+    return false;
+}
+
+bool vg__live_range(uint64_t p, uint64_t *base, uint64_t *size) {
+    for (int i = 0; i < vg__heap_count(); i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        pthread_mutex_lock(&h->lock);
+        vg_block_t *b = block_containing(h, p);
+        bool found = b && b->state == VG_BLOCK_ALLOCATED && p >= b->user &&
+                     p < b->user + (b->requested ? b->requested : 1);
+        if (found) {
+            *base = b->user;
+            *size = b->requested;
+        }
+        pthread_mutex_unlock(&h->lock);
+        if (found)
+            return true;
+    }
+    return false;
+}
+
+void vg__all_synchronized(void) {
+    if (vg__ensure_init() != VG_OK)
+        return;
+    for (int i = 0; i < vg__heap_count(); i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        pthread_mutex_lock(&h->lock);
+        vg__heap_all_synced(h);
+        if (vg__opt.check_sync)
+            vg__guard_check_all(h, "by the check at a context synchronisation");
+        pthread_mutex_unlock(&h->lock);
+    }
+    vg__snapshot_maybe();
+}
+
+void vg__guard_flush_stream(void *stream) {
+    if (!vg__guard_on() || vg__ensure_init() != VG_OK)
+        return;
+    for (int i = 0; i < vg__heap_count(); i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        pthread_mutex_lock(&h->lock);
+        vg__guard_flush(h, (CUstream)stream);
+        pthread_mutex_unlock(&h->lock);
+    }
+}
+
 bool vg__describe_device_ptr(uint64_t p, char *out, size_t n) {
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);

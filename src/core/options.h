@@ -52,6 +52,11 @@
     X(free_batch, INT, "1", "1..16",                                                        \
       "guard: frees whose check and poison share one launch (1: at once, so a kernel that "  \
       "still uses a freed block is caught; more: fewer launches, later poison)")            \
+    X(host_race, ENUM, "auto", "auto|on|off",                                               \
+      "vramguard run: protect pinned buffers while an async copy uses them (auto: in guard "  \
+      "mode)")                                                                               \
+    X(host_race_action, ENUM, "wait", "wait|abort",                                         \
+      "what a host access to a buffer in flight does: wait for the copy, or abort")          \
     X(check_sync, BOOL, "1", "",                                                            \
       "guard: check every allocation at each synchronisation vramguard sees")               \
     X(report, STR, "", "", "file for error reports (default: the log); %p pid, %r rank")    \
@@ -67,6 +72,8 @@ typedef enum { VG_MODE_FAST = 0, VG_MODE_GUARD = 1 } vg_mode_t;
 typedef enum { VG_VMM_AUTO = 0, VG_VMM_ON = 1, VG_VMM_OFF = 2 } vg_vmm_t;
 typedef enum { VG_UNWIND_FP = 0, VG_UNWIND_FULL = 1 } vg_unwind_t;
 typedef enum { VG_LEAKS_AUTO = 0, VG_LEAKS_ON = 1, VG_LEAKS_OFF = 2 } vg_leaks_t;
+typedef enum { VG_RACE_AUTO = 0, VG_RACE_ON = 1, VG_RACE_OFF = 2 } vg_host_race_t;
+typedef enum { VG_RACE_WAIT = 0, VG_RACE_ABORT = 1 } vg_host_race_action_t;
 
 typedef struct vg_limit {
     uint64_t bytes;  /* absolute cap, or 0 */

@@ -84,6 +84,15 @@ uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
  * ("allocation #7 (4000 bytes) + 16"); false if none does. Takes the heap locks. The
  * launch records keep the raw pointers and describe them only when printed. */
 bool vg__describe_device_ptr(uint64_t p, char *out, size_t n);
+
+/* For the interposer (api.c; each takes the heap locks): is p inside memory vramguard
+ * holds; the live allocation holding p (its pointer and requested size); every stream of
+ * every heap has completed (after a context synchronisation; runs the check_sync check);
+ * launch the guard work waiting on `stream` (before a program's launch on it). */
+bool vg__is_ours(uint64_t p);
+bool vg__live_range(uint64_t p, uint64_t *base, uint64_t *size);
+void vg__all_synchronized(void);
+void vg__guard_flush_stream(void *stream);
 uint64_t vg__launch_seq(void);
 /* Append the launches after `since` (most recent last, at most `max`) to b. */
 void vg__launches_describe(vg_buf_t *b, uint64_t since, int max, const char *indent);

@@ -74,6 +74,35 @@ __attribute__((noinline, no_sanitize_address)) static int unwind_fp(uintptr_t *o
     return n;
 }
 
+int vg__unwind_from(uintptr_t pc, uintptr_t fp_addr, uintptr_t *out, int max) {
+    int n = 0;
+    if (max <= 0)
+        return 0;
+    out[n++] = pc;
+    if (!t_stack_hi) /* the bounds are unknown on this thread: finding them is not safe here */
+        return n;
+    uintptr_t *fp = (uintptr_t *)fp_addr;
+    while (n < max) {
+        uintptr_t f = (uintptr_t)fp;
+        if (f < t_stack_lo || f + 2 * sizeof(uintptr_t) > t_stack_hi || (f & 7))
+            break;
+        uintptr_t ret = fp[1];
+        uintptr_t *next = (uintptr_t *)fp[0];
+        if (ret < 4096 || !vg__is_code(ret, false))
+            break;
+        out[n++] = ret;
+        if (next <= fp)
+            break;
+        fp = next;
+    }
+    return n;
+}
+
+void vg__stack_bounds_prepare(void) {
+    if (!t_stack_hi)
+        stack_bounds();
+}
+
 __attribute__((noinline)) static int unwind_full(uintptr_t *out, int max, int skip) {
     void *buf[VG_MAX_FRAMES + 8];
     int want = max + skip + 1;

@@ -42,6 +42,12 @@ typedef struct vg_site {
  * the count. Uses frame pointers or the full unwinder per the unwind option. */
 int vg__capture_stack(uintptr_t *frames, int max, int skip);
 
+/* From a signal handler: the frames of an interrupted context (its pc and frame pointer),
+ * with frame pointers, touching only this thread's stack (async-signal-safe; just the pc
+ * if the thread's stack bounds are not known yet — vg__stack_bounds_prepare learns them). */
+int vg__unwind_from(uintptr_t pc, uintptr_t fp, uintptr_t *out, int max);
+void vg__stack_bounds_prepare(void);
+
 /* Set by signal handlers that capture stacks: the unwinder then does nothing that is not
  * async-signal-safe (no re-reading of the loaded objects). */
 extern VG_TLS_FAST bool vg__in_signal_handler;

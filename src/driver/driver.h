@@ -42,6 +42,10 @@ extern vg_driver_t vg__drv;
  * was tried and how to use vgsim instead. */
 vg_status_t vg__driver_load(const char *path);
 
+/* The interposer overrides dlsym(): it sets this to the real one, which the driver layer
+ * then uses (so it always sees the real driver's functions). */
+extern void *(*vg__real_dlsym)(void *, const char *);
+
 /* True once the driver is loaded. */
 bool vg__driver_loaded(void);
 

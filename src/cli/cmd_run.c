@@ -1,0 +1,131 @@
+/* cmd_run.c — `vramguard run [--sim] [--follow-children] [options] -- CMD [ARGS...]`:
+ * run an unmodified program with vramguard injected (LD_PRELOAD of
+ * libvramguard_preload.so), on the GPU or, with --sim, on vgsim. The options go to the
+ * program through VRAMGUARD_OPTIONS (over any already set there). The exit status is the
+ * program's (or error_exitcode when errors were found, which the injected library sets);
+ * a program killed by a signal gives 128 + the signal, as a shell does. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char *const run_flags[] = {"!sim", "!follow-children", NULL};
+
+/* libvramguard_preload.so next to the executable (build tree) or in ../lib/vramguard. */
+static bool find_preload(char *out, size_t n) {
+    char exe[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0)
+        return false;
+    exe[len] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return false;
+    *slash = '\0';
+    const char *rel[] = {"%s/libvramguard_preload.so", "%s/../lib/vramguard/libvramguard_preload.so",
+                         "%s/../lib64/vramguard/libvramguard_preload.so"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        char cand[PATH_MAX + 64], resolved[PATH_MAX];
+        snprintf(cand, sizeof cand, rel[i], exe);
+        if (access(cand, R_OK) == 0 && realpath(cand, resolved)) {
+            snprintf(out, n, "%s", resolved);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* setenv(name, value + ":" + old) */
+static void prepend_env(const char *name, const char *value) {
+    const char *old = getenv(name);
+    if (!old || !*old) {
+        setenv(name, value, 1);
+        return;
+    }
+    size_t n = strlen(value) + strlen(old) + 2;
+    char *v = malloc(n);
+    if (!v)
+        return;
+    snprintf(v, n, "%s:%s", value, old);
+    setenv(name, v, 1);
+    free(v);
+}
+
+int cmd_run(int argc, char **argv) {
+    cli_args_t a;
+    if (!cli_parse(argc, argv, run_flags, &a))
+        return CLI_USAGE;
+    if (!a.rest || a.nrest == 0 || cli_positional(&a, 0)) {
+        cli_error("usage: vramguard run [--sim] [--follow-children] [--OPTION=VALUE ...] -- "
+                  "PROGRAM [ARGS...]");
+        return CLI_USAGE;
+    }
+    bool sim = false, follow = false;
+    cli_flag(&a, "sim", &sim);
+    cli_flag(&a, "follow-children", &follow);
+    char preload[PATH_MAX];
+    if (!find_preload(preload, sizeof preload)) {
+        cli_error("cannot find libvramguard_preload.so next to the vramguard executable or in "
+                  "../lib/vramguard");
+        return CLI_USAGE;
+    }
+    /* Options: the environment's, then the command line's (later keys win). */
+    char opts[sizeof a.options + PATH_MAX + 64] = "";
+    const char *env = getenv("VRAMGUARD_OPTIONS");
+    size_t used = 0;
+    if (env && *env)
+        used += (size_t)snprintf(opts + used, sizeof opts - used, "%s", env);
+    if (sim) {
+        char dir[PATH_MAX];
+        if (!cli_find_vgsim_dir(dir, sizeof dir)) {
+            cli_error("--sim: cannot find vgsim (libcuda.so.1) next to the vramguard executable");
+            return CLI_USAGE;
+        }
+        used += (size_t)snprintf(opts + used, sizeof opts - used, "%sdriver=%s/libcuda.so.1",
+                                 used ? "," : "", dir);
+        prepend_env("LD_LIBRARY_PATH", dir); /* the program's own libcuda.so.1 is vgsim */
+    }
+    if (a.options[0])
+        snprintf(opts + used, sizeof opts - used, "%s%s", used ? "," : "", a.options);
+    setenv("VRAMGUARD_OPTIONS", opts, 1);
+    prepend_env("LD_PRELOAD", preload);
+    if (follow)
+        setenv("VRAMGUARD_FOLLOW_CHILDREN", "1", 1);
+    else
+        unsetenv("VRAMGUARD_FOLLOW_CHILDREN");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        cli_error("cannot start '%s': %s", a.rest[0], strerror(errno));
+        return CLI_FAILED;
+    }
+    if (pid == 0) {
+        execvp(a.rest[0], a.rest);
+        fprintf(stderr, "vramguard: cannot run '%s': %s\n", a.rest[0], strerror(errno));
+        _exit(errno == ENOENT ? 127 : 126);
+    }
+    /* The terminal's Ctrl-C reaches the program too; wait for it to finish reporting. */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGQUIT, SIG_IGN);
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            cli_error("waiting for '%s': %s", a.rest[0], strerror(errno));
+            return CLI_FAILED;
+        }
+    }
+    if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        fprintf(stderr, "vramguard: '%s' was killed by signal %d (%s)\n", a.rest[0], sig,
+                strsignal(sig));
+        return 128 + sig;
+    }
+    return WEXITSTATUS(status);
+}

@@ -1,0 +1,68 @@
+/* hooks.h — the one list of what the interposer hooks (see preload.h).
+ *
+ * X(api, symbol): the program-facing name and the ABI symbol exported under it (the same
+ * pairs as src/driver/driver_funcs.h, which tests/unit/test_preload_table.c checks). The
+ * hook functions are defined, with those symbol names, by area: hooks_memory.c (device
+ * and pinned memory, copies) and hooks_exec.c (launches, synchronisation, streams).
+ * VG_HOOKS_PTSZ lists the per-thread-default-stream twins (cuda.h maps names to them when
+ * a program is built with CUDA_API_PER_THREAD_DEFAULT_STREAM, and cuGetProcAddress
+ * returns them for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
+ *
+ * Everything else — the driver's other ~500 functions — passes through untouched.
+ */
+#ifndef VG_PRELOAD_HOOKS_H
+#define VG_PRELOAD_HOOKS_H
+
+#include "../driver/driver.h"
+
+#define VG_HOOKS(X)                                                                         \
+    /* device memory */                                                                     \
+    X(cuMemAlloc, cuMemAlloc_v2)                                                            \
+    X(cuMemFree, cuMemFree_v2)                                                              \
+    X(cuMemAllocPitch, cuMemAllocPitch_v2)                                                  \
+    X(cuMemAllocAsync, cuMemAllocAsync)                                                     \
+    X(cuMemFreeAsync, cuMemFreeAsync)                                                       \
+    X(cuMemGetAddressRange, cuMemGetAddressRange_v2)                                        \
+    X(cuMemGetInfo, cuMemGetInfo_v2)                                                        \
+    /* pinned host memory */                                                                \
+    X(cuMemAllocHost, cuMemAllocHost_v2)                                                    \
+    X(cuMemHostAlloc, cuMemHostAlloc)                                                       \
+    X(cuMemFreeHost, cuMemFreeHost)                                                         \
+    X(cuMemHostRegister, cuMemHostRegister_v2)                                              \
+    X(cuMemHostUnregister, cuMemHostUnregister)                                             \
+    /* copies */                                                                            \
+    X(cuMemcpyHtoD, cuMemcpyHtoD_v2)                                                        \
+    X(cuMemcpyDtoH, cuMemcpyDtoH_v2)                                                        \
+    X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2)                                              \
+    X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2)                                              \
+    /* execution and synchronisation */                                                     \
+    X(cuLaunchKernel, cuLaunchKernel)                                                       \
+    X(cuStreamSynchronize, cuStreamSynchronize)                                             \
+    X(cuCtxSynchronize, cuCtxSynchronize)                                                   \
+    X(cuEventSynchronize, cuEventSynchronize)                                               \
+    X(cuStreamDestroy, cuStreamDestroy_v2)                                                  \
+    /* entry points */                                                                      \
+    X(cuGetProcAddress, cuGetProcAddress_v2)
+
+/* X(api, symbol, twin): the twin has the symbol's signature; a NULL stream means the
+ * calling thread's default stream. */
+#define VG_HOOKS_PTSZ(X)                                                                    \
+    X(cuMemAllocAsync, cuMemAllocAsync, cuMemAllocAsync_ptsz)                               \
+    X(cuMemFreeAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz)                                  \
+    X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz)                   \
+    X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz)                   \
+    X(cuLaunchKernel, cuLaunchKernel, cuLaunchKernel_ptsz)                                  \
+    X(cuStreamSynchronize, cuStreamSynchronize, cuStreamSynchronize_ptsz)
+
+/* Prototypes of every hook, from the driver table (so a hook with the wrong signature
+ * does not compile). */
+#define VG_X(api, symbol, need, params, args) CUresult symbol params;
+VG_DRIVER_FUNCS(VG_X)
+#undef VG_X
+#define VG_X(api, symbol, twin) __typeof__(symbol) twin;
+VG_HOOKS_PTSZ(VG_X)
+#undef VG_X
+/* CUDA 11.3-11.8's entry point, before the _v2 with a status argument. */
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+
+#endif /* VG_PRELOAD_HOOKS_H */

@@ -1,0 +1,169 @@
+/* hooks_exec.c — kernel launches, synchronisation and streams (see hooks.h).
+ *
+ * Launches are recorded per stream, by name, with their pointer arguments and the host
+ * backtrace (for "kernels since the last clean check" and for S9); guard work waiting on
+ * the stream is launched first, so the poison of earlier frees precedes the kernel.
+ * Synchronisations are check points (check_sync), and tell the allocator that streams
+ * completed. A context-killing error from any of them is attributed (S9).
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <string.h>
+
+#include "../core/common.h"
+#include "../core/options.h"
+#include "../core/report.h"
+#include "../core/sites.h"
+#include "hooks.h"
+#include "preload.h"
+#include "vramguard.h"
+
+#define NEXT_FN(symbol)                                                                     \
+    ({                                                                                      \
+        static void *next_;                                                                 \
+        (__typeof__(&symbol))vgp_next(#symbol, &next_);                                     \
+    })
+
+/* ---------------------------------------------------------------------------------------
+ * What is known about a kernel: its name, and which parameters may be device pointers.
+ * A small open-addressing cache keyed by CUfunction (functions live as long as their
+ * module, and the set a program launches is small).
+ * ------------------------------------------------------------------------------------- */
+
+#define FUNCS 1024
+typedef struct func_info {
+    CUfunction f;
+    const char *name;
+    int nptr;
+    uint16_t offset[VG_LAUNCH_PTRS]; /* byte offsets of 8-byte parameters */
+    uint8_t index[VG_LAUNCH_PTRS];   /* and their positions */
+} func_info_t;
+
+static func_info_t g_funcs[FUNCS];
+static pthread_mutex_t g_funcs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void describe_func(CUfunction f, func_info_t *out) {
+    out->f = f;
+    out->name = "(unnamed kernel)";
+    const char *n = NULL;
+    if (vg__drv_has(cuFuncGetName) && vg__cuFuncGetName(&n, f) == CUDA_SUCCESS && n)
+        out->name = n; /* owned by the driver, valid while the module is loaded */
+    out->nptr = 0;
+    if (!vg__drv_has(cuFuncGetParamInfo))
+        return;
+    for (size_t i = 0; i < 256 && out->nptr < VG_LAUNCH_PTRS; i++) {
+        size_t off, size;
+        if (vg__cuFuncGetParamInfo(f, i, &off, &size) != CUDA_SUCCESS)
+            break;
+        if (size == 8 && off < 65536) {
+            out->offset[out->nptr] = (uint16_t)off;
+            out->index[out->nptr] = (uint8_t)i;
+            out->nptr++;
+        }
+    }
+}
+
+static func_info_t lookup_func(CUfunction f) {
+    size_t h = ((uintptr_t)f >> 4) & (FUNCS - 1);
+    func_info_t info;
+    pthread_mutex_lock(&g_funcs_lock);
+    for (size_t k = 0; k < 8; k++, h = (h + 1) & (FUNCS - 1)) {
+        if (g_funcs[h].f == f) {
+            info = g_funcs[h];
+            pthread_mutex_unlock(&g_funcs_lock);
+            return info;
+        }
+        if (!g_funcs[h].f)
+            break;
+    }
+    pthread_mutex_unlock(&g_funcs_lock);
+    describe_func(f, &info); /* outside the lock: it calls the driver */
+    pthread_mutex_lock(&g_funcs_lock);
+    g_funcs[h] = info; /* (a full probe window just replaces an entry) */
+    pthread_mutex_unlock(&g_funcs_lock);
+    return info;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Launches
+ * ------------------------------------------------------------------------------------- */
+
+VG_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                               unsigned int bx, unsigned int by, unsigned int bz,
+                               unsigned int shmem, CUstream stream, void **params,
+                               void **extra) {
+    __typeof__(&cuLaunchKernel) real = NEXT_FN(cuLaunchKernel);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
+    func_info_t info = lookup_func(f);
+    uint64_t ptrs[VG_LAUNCH_PTRS];
+    int n = 0;
+    for (int i = 0; params && i < info.nptr; i++) /* kernelParams: one pointer per param */
+        memcpy(&ptrs[n++], params[info.index[i]], sizeof ptrs[0]);
+    vg__launch_note_args(info.name, stream, vg__opt.stack_depth ? vg__site_here(1) : 0, ptrs, n);
+    vg__guard_flush_stream(stream);
+    return vgp_check(real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra),
+                     "cuLaunchKernel");
+}
+
+VG_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                    unsigned int gz, unsigned int bx, unsigned int by,
+                                    unsigned int bz, unsigned int shmem, CUstream stream,
+                                    void **params, void **extra) {
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream ? stream : CU_STREAM_PER_THREAD,
+                          params, extra);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Synchronisation
+ * ------------------------------------------------------------------------------------- */
+
+VG_API CUresult cuStreamSynchronize(CUstream stream) {
+    __typeof__(&cuStreamSynchronize) real = NEXT_FN(cuStreamSynchronize);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return real(stream);
+    vg__guard_flush_stream(stream);
+    CUresult r = real(stream);
+    if (r == CUDA_SUCCESS)
+        vg_stream_synchronized(stream);
+    return vgp_check(r, "cuStreamSynchronize");
+}
+
+VG_API CUresult cuStreamSynchronize_ptsz(CUstream stream) {
+    return cuStreamSynchronize(stream ? stream : CU_STREAM_PER_THREAD);
+}
+
+VG_API CUresult cuCtxSynchronize(void) {
+    __typeof__(&cuCtxSynchronize) real = NEXT_FN(cuCtxSynchronize);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return real();
+    CUresult r = real();
+    if (r == CUDA_SUCCESS)
+        vg__all_synchronized();
+    return vgp_check(r, "cuCtxSynchronize");
+}
+
+VG_API CUresult cuEventSynchronize(CUevent event) {
+    __typeof__(&cuEventSynchronize) real = NEXT_FN(cuEventSynchronize);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real(event);
+    return vgp_ready() ? vgp_check(r, "cuEventSynchronize") : r;
+}
+
+VG_API CUresult cuStreamDestroy_v2(CUstream stream) {
+    __typeof__(&cuStreamDestroy_v2) real = NEXT_FN(cuStreamDestroy_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (vgp_ready()) {
+        vg__guard_flush_stream(stream);
+        vg_forget_stream(stream); /* its handle may be reused by a new stream */
+    }
+    return real(stream);
+}

@@ -1,0 +1,271 @@
+/* hooks_memory.c — device memory, pinned host memory and copies (see hooks.h).
+ *
+ * Device allocations come from vramguard's allocator (stream-ordered, guarded in guard
+ * mode); a free of memory vramguard does not hold (the driver's own, from a path not
+ * hooked) goes to the driver. Pinned host memory passes through and is remembered for
+ * the race guard, which wraps asynchronous copies from and to it.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+
+#include "../core/common.h"
+#include "../core/options.h"
+#include "../core/guard.h"
+#include "../core/report.h"
+#include "hooks.h"
+#include "preload.h"
+#include "vramguard.h"
+
+/* Call the next definition of this very function (pass-through). */
+#define NEXT(symbol, ...)                                                                   \
+    do {                                                                                    \
+        static void *next_;                                                                 \
+        typedef __typeof__(&symbol) fn_t_;                                                  \
+        fn_t_ f_ = (fn_t_)vgp_next(#symbol, &next_);                                        \
+        return f_ ? f_(__VA_ARGS__) : CUDA_ERROR_NOT_INITIALIZED;                           \
+    } while (0)
+
+/* An allocation failed: say why where the program's allocation failed (S6, S7). */
+static CUresult alloc_result(vg_status_t st) {
+    if (st == VG_ERR_OUT_OF_MEMORY && !vg__guard_on()) /* (guard mode reports it itself) */
+        vg__log("%s", vg_last_error());
+    return vgp_cu_result(st);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Device memory
+ * ------------------------------------------------------------------------------------- */
+
+VG_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    if (!vgp_ready())
+        NEXT(cuMemAlloc_v2, dptr, bytesize);
+    if (vgp_sticky())
+        return vgp_sticky();
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = NULL;
+    vg_status_t st = vg_malloc(&p, bytesize, NULL);
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return alloc_result(st);
+}
+
+VG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+                                   size_t height, unsigned int elementSize) {
+    if (!vgp_ready())
+        NEXT(cuMemAllocPitch_v2, dptr, pitch, width, height, elementSize);
+    if (vgp_sticky())
+        return vgp_sticky();
+    if (!dptr || !pitch || width == 0 || height == 0 ||
+        (elementSize != 4 && elementSize != 8 && elementSize != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t p = (width + 511) & ~(size_t)511; /* rows 512-byte aligned, like the driver */
+    if (height > SIZE_MAX / p)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *ptr = NULL;
+    vg_status_t st = vg_malloc(&ptr, p * height, NULL);
+    *dptr = (CUdeviceptr)(uintptr_t)ptr;
+    if (st == VG_OK)
+        *pitch = p;
+    return alloc_result(st);
+}
+
+VG_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+    if (!vgp_ready())
+        NEXT(cuMemAllocAsync, dptr, bytesize, hStream);
+    if (vgp_sticky())
+        return vgp_sticky();
+    if (!dptr || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = NULL;
+    vg_status_t st = vg_malloc(&p, bytesize, hStream);
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return alloc_result(st);
+}
+
+VG_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+    return cuMemAllocAsync(dptr, bytesize, hStream ? hStream : CU_STREAM_PER_THREAD);
+}
+
+/* A free: vramguard's memory goes back to its allocator (which reports bad frees);
+ * anything else goes to the driver, and an error from it is reported as a bad free. */
+static CUresult free_hook(CUdeviceptr dptr, CUstream stream, bool async) {
+    if (vgp_sticky())
+        return vgp_sticky();
+    if (dptr == 0)
+        return CUDA_SUCCESS;
+    if (vg__is_ours(dptr)) {
+        vg_status_t st = vg_free((void *)(uintptr_t)dptr, stream);
+        if (st != VG_OK && !vg__guard_on()) /* (guard mode reported it in full) */
+            vg__log("%s", vg_last_error());
+        return st == VG_OK ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    }
+    static void *next_sync, *next_async;
+    CUresult r = CUDA_ERROR_NOT_INITIALIZED;
+    if (async) {
+        CUresult (*f)(CUdeviceptr, CUstream) =
+            (CUresult(*)(CUdeviceptr, CUstream))vgp_next("cuMemFreeAsync", &next_async);
+        if (f)
+            r = f(dptr, stream);
+    } else {
+        CUresult (*f)(CUdeviceptr) = (CUresult(*)(CUdeviceptr))vgp_next("cuMemFree_v2", &next_sync);
+        if (f)
+            r = f(dptr);
+    }
+    if (r == CUDA_ERROR_INVALID_VALUE) /* the driver never allocated it either */
+        vg_free((void *)(uintptr_t)dptr, stream); /* reports the invalid free */
+    return r;
+}
+
+VG_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
+    if (!vgp_ready())
+        NEXT(cuMemFree_v2, dptr);
+    return vgp_check(free_hook(dptr, NULL, false), "cuMemFree");
+}
+
+VG_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+    if (!vgp_ready())
+        NEXT(cuMemFreeAsync, dptr, hStream);
+    return vgp_check(free_hook(dptr, hStream, true), "cuMemFreeAsync");
+}
+
+VG_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream) {
+    return cuMemFreeAsync(dptr, hStream ? hStream : CU_STREAM_PER_THREAD);
+}
+
+VG_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr) {
+    uint64_t base, size;
+    if (vgp_ready() && vg__live_range(dptr, &base, &size)) {
+        if (pbase)
+            *pbase = (CUdeviceptr)base; /* the allocation, not vramguard's segment */
+        if (psize)
+            *psize = (size_t)size;
+        return CUDA_SUCCESS;
+    }
+    NEXT(cuMemGetAddressRange_v2, pbase, psize, dptr);
+}
+
+/* With limit= the program sees the smaller device it asked for; memory vramguard holds
+ * but has not handed out counts as free, since the program's allocations can use it. */
+VG_API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
+    static void *next;
+    CUresult (*f)(size_t *, size_t *) = (CUresult(*)(size_t *, size_t *))vgp_next("cuMemGetInfo_v2", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = f(free_b, total_b);
+    if (r != CUDA_SUCCESS || !free_b || !total_b || !vgp_ready())
+        return r;
+    vg_stats_t s = {.size = sizeof s};
+    if (vg_get_stats(-1, &s) != VG_OK)
+        return r;
+    uint64_t held = (uint64_t)s.reserved_bytes[0].current, used = (uint64_t)s.allocated_bytes[0].current;
+    uint64_t fr = *free_b + (held > used ? held - used : 0);
+    if (s.limit && s.limit < *total_b) {
+        *total_b = (size_t)s.limit;
+        fr = s.limit > used ? VG_MIN(fr, s.limit - used) : 0;
+    }
+    *free_b = (size_t)VG_MIN(fr, (uint64_t)*total_b);
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Pinned host memory: passed through, remembered for the race guard
+ * ------------------------------------------------------------------------------------- */
+
+VG_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
+    static void *next;
+    CUresult (*f)(void **, size_t) = (CUresult(*)(void **, size_t))vgp_next("cuMemAllocHost_v2", &next);
+    CUresult r = f ? f(pp, bytesize) : CUDA_ERROR_NOT_INITIALIZED;
+    if (r == CUDA_SUCCESS && vgp_ready())
+        vgp_pinned_add(*pp, bytesize);
+    return r;
+}
+
+VG_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+    static void *next;
+    CUresult (*f)(void **, size_t, unsigned) =
+        (CUresult(*)(void **, size_t, unsigned))vgp_next("cuMemHostAlloc", &next);
+    CUresult r = f ? f(pp, bytesize, Flags) : CUDA_ERROR_NOT_INITIALIZED;
+    if (r == CUDA_SUCCESS && vgp_ready())
+        vgp_pinned_add(*pp, bytesize);
+    return r;
+}
+
+VG_API CUresult cuMemFreeHost(void *p) {
+    if (vgp_ready())
+        vgp_pinned_remove(p);
+    NEXT(cuMemFreeHost, p);
+}
+
+VG_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
+    static void *next;
+    CUresult (*f)(void *, size_t, unsigned) =
+        (CUresult(*)(void *, size_t, unsigned))vgp_next("cuMemHostRegister_v2", &next);
+    CUresult r = f ? f(p, bytesize, Flags) : CUDA_ERROR_NOT_INITIALIZED;
+    if (r == CUDA_SUCCESS && vgp_ready())
+        vgp_pinned_add(p, bytesize);
+    return r;
+}
+
+VG_API CUresult cuMemHostUnregister(void *p) {
+    if (vgp_ready())
+        vgp_pinned_remove(p);
+    NEXT(cuMemHostUnregister, p);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Copies
+ * ------------------------------------------------------------------------------------- */
+
+VG_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, const void *, size_t) =
+        (CUresult(*)(CUdeviceptr, const void *, size_t))vgp_next("cuMemcpyHtoD_v2", &next);
+    CUresult r = f ? f(dst, src, n) : CUDA_ERROR_NOT_INITIALIZED;
+    return vgp_ready() ? vgp_check(r, "cuMemcpyHtoD") : r;
+}
+
+VG_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    static void *next;
+    CUresult (*f)(void *, CUdeviceptr, size_t) =
+        (CUresult(*)(void *, CUdeviceptr, size_t))vgp_next("cuMemcpyDtoH_v2", &next);
+    CUresult r = f ? f(dst, src, n) : CUDA_ERROR_NOT_INITIALIZED;
+    return vgp_ready() ? vgp_check(r, "cuMemcpyDtoH") : r;
+}
+
+VG_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, const void *, size_t, CUstream) =
+        (CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))vgp_next("cuMemcpyHtoDAsync_v2", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n, s);
+    vg__guard_flush_stream(s);
+    uintptr_t token = vgp_race_before(src, n, true, s);
+    CUresult r = f(dst, src, n, s);
+    vgp_race_after(token, r, s);
+    return vgp_check(r, "cuMemcpyHtoDAsync");
+}
+
+VG_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    return cuMemcpyHtoDAsync_v2(dst, src, n, s ? s : CU_STREAM_PER_THREAD);
+}
+
+VG_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+    static void *next;
+    CUresult (*f)(void *, CUdeviceptr, size_t, CUstream) =
+        (CUresult(*)(void *, CUdeviceptr, size_t, CUstream))vgp_next("cuMemcpyDtoHAsync_v2", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n, s);
+    vg__guard_flush_stream(s);
+    uintptr_t token = vgp_race_before(dst, n, false, s);
+    CUresult r = f(dst, src, n, s);
+    vgp_race_after(token, r, s);
+    return vgp_check(r, "cuMemcpyDtoHAsync");
+}
+
+VG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+    return cuMemcpyDtoHAsync_v2(dst, src, n, s ? s : CU_STREAM_PER_THREAD);
+}

@@ -1,0 +1,59 @@
+/* preload.h — the interposer (libvramguard_preload.so, `vramguard run`): shared pieces.
+ *
+ * The library is loaded with LD_PRELOAD into an unmodified program. It exports the CUDA
+ * driver functions listed in hooks.h under their ABI names (cuMemAlloc_v2, ...), so the
+ * program's calls land in the hooks; it overrides dlsym() and answers cuGetProcAddress,
+ * so that a program (or the CUDA runtime, linked statically or not) that looks driver
+ * functions up by name also gets the hooks. The hooks call the real driver through
+ * vramguard's driver layer (src/driver), which loads libcuda.so.1 (or vgsim) itself.
+ *
+ * If vramguard cannot start (a bad option, no driver), every hook passes its call
+ * through to the next definition of the same symbol, untouched: the program runs as if
+ * vramguard were not there, after one message saying why.
+ */
+#ifndef VG_PRELOAD_H
+#define VG_PRELOAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../driver/driver.h"
+
+/* Start vramguard if it has not started; false if it could not (then pass through). */
+bool vgp_ready(void);
+
+/* The next definition of `symbol` after this library (the real driver's), cached by the
+ * caller in *slot. NULL if there is none. */
+void *vgp_next(const char *symbol, void **slot);
+
+/* A driver call returned r: if it is one of the errors that kill a context (an illegal
+ * address ...), report it once with the last kernels per stream (S9). Returns r. */
+CUresult vgp_check(CUresult r, const char *call);
+
+/* The sticky error seen (0 if none): once a context has died, the driver returns it from
+ * every call, so the hooks that answer without the driver (allocations from the cache)
+ * return it too. */
+CUresult vgp_sticky(void);
+
+/* Emit reports that had to wait (host races caught in the signal handler). */
+void vgp_flush_deferred(void);
+
+/* Convert a vramguard status into the CUresult the driver would have returned. */
+CUresult vgp_cu_result(int vg_status);
+
+/* --- race.c: the host/async-copy race guard (S3, S4) --- */
+
+/* A pinned host range the program allocated or registered (copies from/to it are
+ * asynchronous, so they are guarded). */
+void vgp_pinned_add(void *p, size_t n);
+void vgp_pinned_remove(void *p);
+/* Before an async copy between host range [h, h + n) and the device on `stream`: if the
+ * range is pinned, protect the pages it covers entirely (to_device: read-only; else no
+ * access) until the copy completes. Returns a token for vgp_race_after (0: nothing done). */
+uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stream);
+/* After the copy was enqueued (r: its result): arrange the unprotection in stream order. */
+void vgp_race_after(uintptr_t token, CUresult r, CUstream stream);
+bool vgp_race_enabled(void);
+
+#endif /* VG_PRELOAD_H */

@@ -1,0 +1,377 @@
+/* race.c — the host/async-copy race guard (S3, S4; DESIGN.md D7).
+ *
+ * While an asynchronous copy from pinned host memory to the device is in flight, the host
+ * must not write its source; while one from the device into pinned host memory is, the
+ * host must not touch its destination. So for the duration of the copy the pages the
+ * buffer covers entirely are protected — read-only for a source, no access for a
+ * destination — and a host function enqueued right after the copy, on the same stream,
+ * lifts the protection when the copy has completed. (The copy engine is not affected: a
+ * GPU's DMA ignores the CPU's page tables, and vgsim copies through its own view.)
+ *
+ *   - Pages shared with other data (the buffer's partial first and last pages) are left
+ *     alone: no false report, at the price of not seeing a race on those bytes.
+ *   - Pageable memory is never protected: CUDA makes those copies synchronous.
+ *   - Overlapping copies: each page gets the strictest protection of the copies that
+ *     cover it, recomputed whenever one completes.
+ *   - A program that synchronises before touching the buffer (stream, event recorded
+ *     after the copy, context) never faults: our host function precedes anything the
+ *     program enqueues after the copy.
+ *
+ * A fault on a protected page is a race. The SIGSEGV handler records it (no allocation,
+ * no locks: only preallocated records and atomics), then with host_race_action=wait
+ * (default) waits for the copy to complete and returns, so the access is retried and the
+ * program goes on as if it had synchronised; with abort it aborts. Faults that are not
+ * ours go to the handler that was installed before (vgsim's, the program's, or the
+ * default action). The report is written outside the handler, at the next CUDA call or
+ * at exit.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "../core/common.h"
+#include "../core/options.h"
+#include "../core/report.h"
+#include "../core/sites.h"
+#include "preload.h"
+#include "vramguard.h"
+
+#define RECS 256
+#define PINNED 4096
+#define FRAMES 16
+#define WAIT_LIMIT_NS (10ull * 1000 * 1000 * 1000)
+
+enum { R_FREE = 0, R_ACTIVE = 1, R_DONE = 2 };
+
+typedef struct rec {
+    _Atomic int state;
+    uintptr_t lo, hi;          /* the protected pages */
+    const void *host;          /* the copy: host side, bytes, direction, stream, where */
+    size_t bytes;
+    bool to_device;
+    CUstream stream;
+    uint32_t enqueue_site;
+    _Atomic int faulted;       /* set by the signal handler (once) */
+    uintptr_t fault_addr;
+    bool fault_write, waited_out;
+    int nframes;
+    uintptr_t frames[FRAMES];
+    pid_t tid;
+} rec_t;
+
+static rec_t g_recs[RECS];
+static _Atomic int g_pending_reports;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* protections and pinned list */
+
+static struct { uintptr_t lo, hi; } g_pinned[PINNED];
+static int g_npinned;
+
+static struct sigaction g_old_segv;
+static bool g_handler_installed;
+static long g_page;
+
+bool vgp_race_enabled(void) {
+    return vg__opt.host_race == VG_RACE_ON ||
+           (vg__opt.host_race == VG_RACE_AUTO && vg__opt.mode == VG_MODE_GUARD);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Pinned ranges
+ * ------------------------------------------------------------------------------------- */
+
+void vgp_pinned_add(void *p, size_t n) {
+    if (!p || !n)
+        return;
+    pthread_mutex_lock(&g_lock);
+    if (g_npinned < PINNED) {
+        g_pinned[g_npinned].lo = (uintptr_t)p;
+        g_pinned[g_npinned].hi = (uintptr_t)p + n;
+        g_npinned++;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+void vgp_pinned_remove(void *p) {
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_npinned; i++)
+        if (g_pinned[i].lo == (uintptr_t)p) {
+            g_pinned[i] = g_pinned[--g_npinned];
+            break;
+        }
+    pthread_mutex_unlock(&g_lock);
+}
+
+static bool is_pinned(uintptr_t lo, uintptr_t hi) {
+    for (int i = 0; i < g_npinned; i++)
+        if (lo >= g_pinned[i].lo && hi <= g_pinned[i].hi)
+            return true;
+    return false;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Protections: each page gets the strictest of the active copies covering it
+ * ------------------------------------------------------------------------------------- */
+
+static int cmp_uptr(const void *a, const void *b) {
+    uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Re-apply the protection of [lo, hi) from the active records (g_lock held). */
+static void reprotect(uintptr_t lo, uintptr_t hi) {
+    uintptr_t cuts[2 * RECS + 2];
+    int n = 0;
+    cuts[n++] = lo;
+    cuts[n++] = hi;
+    for (int i = 0; i < RECS; i++) {
+        rec_t *r = &g_recs[i];
+        if (atomic_load(&r->state) != R_ACTIVE || r->hi <= lo || r->lo >= hi)
+            continue;
+        if (r->lo > lo)
+            cuts[n++] = r->lo;
+        if (r->hi < hi)
+            cuts[n++] = r->hi;
+    }
+    qsort(cuts, (size_t)n, sizeof cuts[0], cmp_uptr);
+    for (int k = 0; k + 1 < n; k++) {
+        uintptr_t a = cuts[k], b = cuts[k + 1];
+        if (a >= b)
+            continue;
+        int prot = PROT_READ | PROT_WRITE;
+        for (int i = 0; i < RECS; i++) {
+            rec_t *r = &g_recs[i];
+            if (atomic_load(&r->state) != R_ACTIVE || r->hi <= a || r->lo >= b)
+                continue;
+            prot &= r->to_device ? PROT_READ : PROT_NONE;
+        }
+        mprotect((void *)a, b - a, prot);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The signal handler
+ * ------------------------------------------------------------------------------------- */
+
+static void chain(int sig, siginfo_t *si, void *uc) {
+    if (g_old_segv.sa_flags & SA_SIGINFO) {
+        if (g_old_segv.sa_sigaction) {
+            g_old_segv.sa_sigaction(sig, si, uc);
+            return;
+        }
+    } else if (g_old_segv.sa_handler == SIG_IGN) {
+        return;
+    } else if (g_old_segv.sa_handler != SIG_DFL) {
+        g_old_segv.sa_handler(sig);
+        return;
+    }
+    /* The default action: restore it and return; the access faults again and kills the
+     * process as it would have without vramguard. */
+    signal(sig, SIG_DFL);
+}
+
+static void say(const char *s) {
+    ssize_t w = write(2, s, strlen(s));
+    (void)w;
+}
+
+static void on_segv(int sig, siginfo_t *si, void *ucv) {
+    uintptr_t a = (uintptr_t)si->si_addr;
+    rec_t *r = NULL;
+    for (int i = 0; i < RECS && !r; i++)
+        if (atomic_load(&g_recs[i].state) == R_ACTIVE && a >= g_recs[i].lo && a < g_recs[i].hi)
+            r = &g_recs[i];
+    if (!r) {
+        chain(sig, si, ucv);
+        return;
+    }
+    int saved_errno = errno;
+    if (!atomic_exchange(&r->faulted, 1)) {
+        ucontext_t *uc = ucv;
+        r->fault_addr = a;
+#if defined(__x86_64__)
+        r->fault_write = (uc->uc_mcontext.gregs[REG_ERR] & 2) != 0;
+        bool in = vg__in_signal_handler;
+        vg__in_signal_handler = true;
+        r->nframes = vg__unwind_from((uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+                                     (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], r->frames, FRAMES);
+        vg__in_signal_handler = in;
+#else
+        (void)uc;
+        r->fault_write = !r->to_device; /* unknown: a destination denies both */
+        r->nframes = 0;
+#endif
+        r->tid = (pid_t)syscall(SYS_gettid);
+        atomic_store(&g_pending_reports, 1);
+    }
+    if (vg__opt.host_race_action == VG_RACE_ABORT) {
+        say("==vramguard== ERROR: the host touched a buffer while an asynchronous copy was "
+            "using it (host_race_action=abort)\n");
+        signal(SIGABRT, SIG_DFL);
+        abort();
+    }
+    /* Wait for the copy's host function to lift the protection, then retry the access. */
+    struct timespec ts = {0, 100000}, t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&r->state) == R_ACTIVE) {
+        nanosleep(&ts, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if ((uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
+                (uint64_t)t0.tv_nsec > WAIT_LIMIT_NS) {
+            /* The copy does not complete (a stream waiting on this very thread?): stop
+             * guarding this page rather than hang the program. */
+            uintptr_t page = a & ~(uintptr_t)(g_page - 1);
+            mprotect((void *)page, (size_t)g_page, PROT_READ | PROT_WRITE);
+            r->waited_out = true;
+            break;
+        }
+    }
+    errno = saved_errno;
+}
+
+static void install_handler(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSEGV, &sa, &g_old_segv) == 0)
+        g_handler_installed = true;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Around a copy
+ * ------------------------------------------------------------------------------------- */
+
+uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stream) {
+    if (!vgp_race_enabled() || !h || n == 0)
+        return 0;
+    if (!g_page)
+        g_page = sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)h + (uintptr_t)g_page - 1) & ~(uintptr_t)(g_page - 1);
+    uintptr_t hi = ((uintptr_t)h + n) & ~(uintptr_t)(g_page - 1);
+    if (lo >= hi)
+        return 0; /* no page belongs to the buffer alone */
+    vg__stack_bounds_prepare(); /* so the handler can unwind this thread */
+    uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
+    pthread_mutex_lock(&g_lock);
+    if (!is_pinned((uintptr_t)h, (uintptr_t)h + n)) {
+        pthread_mutex_unlock(&g_lock);
+        return 0; /* pageable: CUDA copies it synchronously */
+    }
+    if (!g_handler_installed)
+        install_handler();
+    rec_t *r = NULL;
+    for (int i = 0; i < RECS && !r; i++) {
+        int expect = R_FREE;
+        if (atomic_compare_exchange_strong(&g_recs[i].state, &expect, R_DONE))
+            r = &g_recs[i];
+    }
+    if (!r) { /* too many copies in flight: this one goes unguarded */
+        pthread_mutex_unlock(&g_lock);
+        return 0;
+    }
+    r->lo = lo;
+    r->hi = hi;
+    r->host = h;
+    r->bytes = n;
+    r->to_device = to_device;
+    r->stream = stream;
+    r->enqueue_site = site;
+    r->waited_out = false;
+    atomic_store(&r->faulted, 0);
+    atomic_store(&r->state, R_ACTIVE);
+    reprotect(lo, hi);
+    pthread_mutex_unlock(&g_lock);
+    return (uintptr_t)(r - g_recs) + 1;
+}
+
+/* The copy completed (or was never enqueued): lift its protection. */
+static void complete(rec_t *r) {
+    pthread_mutex_lock(&g_lock);
+    atomic_store(&r->state, R_DONE);
+    reprotect(r->lo, r->hi);
+    if (atomic_load(&r->faulted) != 1)
+        atomic_store(&r->state, R_FREE); /* (a fault not yet reported: freed once it is) */
+    pthread_mutex_unlock(&g_lock);
+}
+
+static void copy_done(void *arg) { complete(arg); }
+
+void vgp_race_after(uintptr_t token, CUresult r, CUstream stream) {
+    if (!token)
+        return;
+    rec_t *rec = &g_recs[token - 1];
+    if (r != CUDA_SUCCESS) {
+        complete(rec);
+        return;
+    }
+    if (vg__cuLaunchHostFunc(stream, copy_done, rec) != CUDA_SUCCESS) {
+        vg__cuStreamSynchronize(stream); /* cannot follow it: wait for it now */
+        complete(rec);
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Reports (outside the handler)
+ * ------------------------------------------------------------------------------------- */
+
+static void report_race(rec_t *r) {
+    vg_report_t rep = {.kind = VG_REPORT_HOST_RACE, .stream = r->stream, .clean_seq = UINT64_MAX};
+    rep.call_site = r->nframes ? vg__site_intern(r->frames, r->nframes) : 0;
+    intptr_t off = (intptr_t)(r->fault_addr - (uintptr_t)r->host);
+    char sz[32];
+    vg_buf_t d = {0};
+    vg__buf_printf(&d, "the host %s 0x%llx, byte %lld of the %s of cuMemcpy%sAsync (%zu bytes, %s) "
+                       "on stream 0x%llx, before the copy had completed\n",
+                   r->fault_write ? "wrote to" : "read", (unsigned long long)r->fault_addr,
+                   (long long)off, r->to_device ? "source" : "destination",
+                   r->to_device ? "HtoD" : "DtoH", r->bytes, vg__fmt_bytes(sz, r->bytes),
+                   (unsigned long long)(uintptr_t)r->stream);
+    vg__buf_printf(&d, "%s\n", r->to_device
+                                   ? "the copy may send the new bytes, the old ones, or a mix"
+                                   : "the host may see the old bytes, the new ones, or a mix");
+    vg_site_t *s = vg__site(r->enqueue_site);
+    if (s && s->nframes) {
+        vg__symbolize_batch(s->frames, (int)s->nframes);
+        vg__buf_printf(&d, "the copy was enqueued at:\n");
+        for (uint32_t i = 0; i < s->nframes && i < 8; i++)
+            vg__buf_printf(&d, "  #%u %s\n", i, vg__symbolize(s->frames[i]));
+    }
+    vg__buf_printf(&d, "%s", r->waited_out
+                                 ? "vramguard waited 10 s for the copy, then stopped guarding "
+                                   "the page; synchronise the stream before touching the buffer"
+                                 : "vramguard made the access wait for the copy to complete; "
+                                   "synchronise the stream (or an event recorded after the "
+                                   "copy) before touching the buffer");
+    snprintf(rep.detail, sizeof rep.detail, "%s", d.data ? d.data : "");
+    vg__buf_free(&d);
+    rep.found = "by the page protection of a buffer with an asynchronous copy in flight";
+    vg__report(&rep);
+}
+
+void vgp_flush_deferred(void) {
+    if (!atomic_load_explicit(&g_pending_reports, memory_order_relaxed))
+        return;
+    atomic_store(&g_pending_reports, 0);
+    for (int i = 0; i < RECS; i++) {
+        rec_t *r = &g_recs[i];
+        if (atomic_load(&r->faulted) != 1)
+            continue;
+        atomic_store(&r->faulted, 2); /* reported */
+        report_race(r);
+        pthread_mutex_lock(&g_lock);
+        int done = R_DONE;
+        atomic_compare_exchange_strong(&r->state, &done, R_FREE);
+        pthread_mutex_unlock(&g_lock);
+    }
+}

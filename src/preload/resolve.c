@@ -1,0 +1,288 @@
+/* resolve.c — how calls reach the hooks: dlsym(), cuGetProcAddress, start-up, pass-through.
+ *
+ * A program reaches a driver function in one of four ways, and each leads to the hook:
+ *   1. a direct call (linked against libcuda): the dynamic linker binds it to this
+ *      library's export, which LD_PRELOAD puts first;
+ *   2. dlsym(handle-of-libcuda / RTLD_DEFAULT / RTLD_NEXT, "cuMemAlloc_v2"): our dlsym()
+ *      asks the real one, and if the answer is the driver's definition of a hooked
+ *      symbol, returns the hook instead;
+ *   3. cuGetProcAddress("cuMemAlloc", version, flags) — how the CUDA runtime (shared or
+ *      static) finds every driver function: the real driver answers, and if its answer
+ *      is the driver's definition of a hooked symbol (or of its per-thread twin), the
+ *      hook (or twin) is returned instead;
+ *   4. the runtime finds cuGetProcAddress itself through dlsym: case 2.
+ * Functions not in hooks.h, and older ABI versions of hooked ones (cuMemAlloc v1 takes a
+ * 32-bit size), are returned as the driver gave them.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/common.h"
+#include "../core/init.h"
+#include "../core/options.h"
+#include "hooks.h"
+#include "preload.h"
+#include "vramguard.h"
+
+/* ---------------------------------------------------------------------------------------
+ * The hook table
+ * ------------------------------------------------------------------------------------- */
+
+typedef struct hook {
+    const char *name, *sym; /* the api name, the ABI symbol */
+    void *fn;
+    bool ptsz; /* a per-thread-default-stream twin */
+} hook_t;
+
+static const hook_t g_hooks[] = {
+#define VG_X(api, symbol) {#api, #symbol, (void *)&symbol, false},
+    VG_HOOKS(VG_X)
+#undef VG_X
+#define VG_X(api, symbol, twin) {#api, #twin, (void *)&twin, true},
+    VG_HOOKS_PTSZ(VG_X)
+#undef VG_X
+};
+#define NHOOKS (sizeof g_hooks / sizeof g_hooks[0])
+
+static const hook_t *hook_by_symbol(const char *name) {
+    for (size_t i = 0; i < NHOOKS; i++)
+        if (strcmp(g_hooks[i].sym, name) == 0)
+            return &g_hooks[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The real dlsym, and the next definition of a symbol
+ * ------------------------------------------------------------------------------------- */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+static dlsym_fn g_real_dlsym;
+
+static dlsym_fn real_dlsym(void) {
+    if (!g_real_dlsym) {
+        /* dlvsym is not overridden; ask for dlsym's versions, newest first. */
+        static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+        for (size_t i = 0; i < 3 && !g_real_dlsym; i++)
+            g_real_dlsym = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
+    }
+    return g_real_dlsym;
+}
+
+void *vgp_next(const char *symbol, void **slot) {
+    void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+    if (!f && real_dlsym()) {
+        f = g_real_dlsym(RTLD_NEXT, symbol);
+        __atomic_store_n(slot, f, __ATOMIC_RELEASE);
+    }
+    return f;
+}
+
+/* Does f belong to a CUDA driver library (the real libcuda, or vgsim)? */
+static bool from_driver(void *f) {
+    Dl_info info;
+    if (!f || !dladdr(f, &info) || !info.dli_fname)
+        return false;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    return strncmp(base, "libcuda.so", 10) == 0 || strncmp(base, "libvgsim.so", 11) == 0;
+}
+
+VG_API void *dlsym(void *handle, const char *name) {
+    if (!real_dlsym())
+        return NULL;
+    void *f = g_real_dlsym(handle, name);
+    if (!f || name[0] != 'c' || name[1] != 'u')
+        return f;
+    const hook_t *h = hook_by_symbol(name);
+    if (h && f != h->fn && from_driver(f))
+        return h->fn;
+    if (!h && strcmp(name, "cuGetProcAddress") == 0 && from_driver(f))
+        return (void *)&cuGetProcAddress; /* the CUDA 11.3 entry point (below) */
+    return f;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * cuGetProcAddress
+ * ------------------------------------------------------------------------------------- */
+
+/* The hook (or twin) for what the driver answered for `api`, or NULL. */
+static void *hook_for(const char *api, void *driver_fn) {
+    if (!driver_fn || !real_dlsym())
+        return NULL;
+    void *lib = vg__drv.handle;
+    for (size_t i = 0; i < NHOOKS; i++) {
+        if (strcmp(g_hooks[i].name, api) != 0)
+            continue;
+        /* Only if the driver gave exactly the version the hook implements. */
+        void *same = lib ? g_real_dlsym(lib, g_hooks[i].sym) : NULL;
+        if (same == driver_fn)
+            return g_hooks[i].fn;
+    }
+    return NULL;
+}
+
+VG_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+    static void *next;
+    typedef CUresult (*fn_t)(const char *, void **, int, cuuint64_t,
+                             CUdriverProcAddressQueryResult *);
+    fn_t real = (fn_t)vgp_next("cuGetProcAddress_v2", &next);
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult r = real(symbol, pfn, cudaVersion, flags, status);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol && vgp_ready()) {
+        void *h = hook_for(symbol, *pfn);
+        if (h)
+            *pfn = h;
+    }
+    return r;
+}
+
+/* CUDA 11.3-11.8's cuGetProcAddress (no status argument). Exported under its own name;
+ * cuda.h of CUDA 12+ maps cuGetProcAddress to the _v2 above. */
+VG_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                 cuuint64_t flags) {
+    static void *next;
+    typedef CUresult (*fn_t)(const char *, void **, int, cuuint64_t);
+    fn_t real = (fn_t)vgp_next("cuGetProcAddress", &next);
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND;
+    CUresult r = real(symbol, pfn, cudaVersion, flags);
+    if (r == CUDA_SUCCESS && pfn && *pfn && symbol && vgp_ready()) {
+        void *h = hook_for(symbol, *pfn);
+        if (h)
+            *pfn = h;
+    }
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Start-up
+ * ------------------------------------------------------------------------------------- */
+
+static _Atomic int g_state; /* 0 not tried, 1 running, -1 passing through */
+static pthread_mutex_t g_start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Check that hooks.h names the same ABI symbols as the driver table. */
+static bool table_consistent(void) {
+    for (size_t i = 0; i < NHOOKS; i++) {
+        if (g_hooks[i].ptsz)
+            continue;
+        bool found = false;
+#define VG_X(api, symbol, need, params, args)                                               \
+    if (strcmp(#api, g_hooks[i].name) == 0 && strcmp(#symbol, g_hooks[i].sym) == 0)       \
+        found = true;
+        VG_DRIVER_FUNCS(VG_X)
+#undef VG_X
+        if (!found) {
+            vg__log("interposer: hook %s (%s) does not match the driver table; passing "
+                    "every call through",
+                    g_hooks[i].name, g_hooks[i].sym);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool vgp_ready(void) {
+    int s = atomic_load_explicit(&g_state, memory_order_acquire);
+    if (s)
+        return s > 0;
+    pthread_mutex_lock(&g_start_lock);
+    if (!(s = atomic_load(&g_state))) {
+        bool ok = vg__ensure_init() == VG_OK && table_consistent();
+        if (!ok)
+            fprintf(stderr, "vramguard: not active in this process (the program runs without "
+                            "it): %s\n",
+                    vg_last_error());
+        s = ok ? 1 : -1;
+        atomic_store_explicit(&g_state, s, memory_order_release);
+    }
+    pthread_mutex_unlock(&g_start_lock);
+    return s > 0;
+}
+
+/* At load: the driver layer must look symbols up with the real dlsym, and children are
+ * followed only when asked (follow_children), so the preload is removed from their
+ * environment otherwise. */
+__attribute__((constructor)) static void preload_start(void) {
+    vg__real_dlsym = real_dlsym();
+    const char *follow = getenv("VRAMGUARD_FOLLOW_CHILDREN");
+    if (follow && strcmp(follow, "1") == 0)
+        return;
+    const char *pre = getenv("LD_PRELOAD");
+    if (!pre)
+        return;
+    char *copy = strdup(pre), *out = calloc(1, strlen(pre) + 1);
+    if (!copy || !out) {
+        free(copy);
+        free(out);
+        return;
+    }
+    for (char *save = NULL, *tok = strtok_r(copy, ": ", &save); tok;
+         tok = strtok_r(NULL, ": ", &save)) {
+        if (strstr(tok, "libvramguard_preload.so"))
+            continue;
+        if (*out)
+            strcat(out, ":");
+        strcat(out, tok);
+    }
+    if (*out)
+        setenv("LD_PRELOAD", out, 1);
+    else
+        unsetenv("LD_PRELOAD");
+    free(copy);
+    free(out);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Results
+ * ------------------------------------------------------------------------------------- */
+
+static bool kills_context(CUresult r) {
+    switch ((int)r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case 716: /* CUDA_ERROR_MISALIGNED_ADDRESS */
+    case 715: /* CUDA_ERROR_ILLEGAL_INSTRUCTION */
+    case 714: /* CUDA_ERROR_HARDWARE_STACK_ERROR */
+    case 717: /* CUDA_ERROR_INVALID_ADDRESS_SPACE */
+    case 718: /* CUDA_ERROR_INVALID_PC */
+    case 710: /* CUDA_ERROR_ASSERT */
+        return true;
+    default:
+        return false;
+    }
+}
+
+static _Atomic int g_sticky; /* the error that killed the context, once seen */
+
+CUresult vgp_sticky(void) { return (CUresult)atomic_load_explicit(&g_sticky, memory_order_relaxed); }
+
+CUresult vgp_check(CUresult r, const char *call) {
+    if (r != CUDA_SUCCESS && kills_context(r)) {
+        atomic_store(&g_sticky, (int)r);
+        if (atomic_load(&g_state) > 0)
+            vg_cuda_error((int)r, call);
+    }
+    vgp_flush_deferred();
+    return r;
+}
+
+CUresult vgp_cu_result(int st) {
+    switch (st) {
+    case VG_OK: return CUDA_SUCCESS;
+    case VG_ERR_OUT_OF_MEMORY: return CUDA_ERROR_OUT_OF_MEMORY;
+    case VG_ERR_NO_DRIVER: return CUDA_ERROR_NOT_INITIALIZED;
+    default:
+        if (st >= VG_ERR_CUDA_BASE)
+            return (CUresult)(st - VG_ERR_CUDA_BASE);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+}
