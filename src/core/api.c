@@ -456,10 +456,14 @@ VG_API void vg_cuda_error(int result, const char *call) {
     if (vg__ensure_init() != VG_OK || result == 0)
         return;
     vg__report_cuda_error((CUresult)result, call && *call ? call : "a CUDA call");
+    CUcontext cur = NULL;
+    vg__cuCtxGetCurrent(&cur);
     for (int i = 0; i < vg__heap_count(); i++) { /* what the checks already found */
         vg_heap_t *h = vg__heap_at(i);
         pthread_mutex_lock(&h->lock);
         vg__guard_poll(h, "by a check that ran before the CUDA error");
+        if (h->ctx == cur)
+            vg__guard_context_failed(h);
         pthread_mutex_unlock(&h->lock);
     }
 }

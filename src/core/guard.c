@@ -640,6 +640,12 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     return true;
 }
 
+void vg__guard_context_failed(vg_heap_t *h) {
+    vg_guard_t *g = h->guard;
+    if (g)
+        g->dead = true; /* no more launches: they would only fail */
+}
+
 void vg__guard_flush_all(vg_heap_t *h) {
     if (!h->guard)
         return;

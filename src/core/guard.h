@@ -23,6 +23,8 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream);
 /* Launch the checks and poison of frees on `stream` that wait for a launch (heap lock
  * held): the interposer calls it before forwarding a program's launch on that stream. */
 void vg__guard_flush(vg_heap_t *h, CUstream stream);
+/* The heap's context has failed (a sticky error): launch nothing more (heap lock held). */
+void vg__guard_context_failed(vg_heap_t *h);
 /* Launch what waits on every stream (heap lock held): before a synchronisation, so that
  * the poison of earlier frees precedes the work waited for. */
 void vg__guard_flush_all(vg_heap_t *h);

@@ -17,6 +17,7 @@
 #include "sites.h"
 
 #include <execinfo.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,17 +116,54 @@ __attribute__((noinline)) static int unwind_full(uintptr_t *out, int max, int sk
     return n;
 }
 
+/* When vramguard is a shared library (libvramguard.so, the interposer), the code range
+ * of that library: a backtrace starts at the first frame outside it, so it shows the
+ * program's call (cuMemAlloc in main), not vramguard's own hooks and wrappers. Empty when
+ * vramguard is linked into the executable (the CLI, tests): then the skip counts rule. */
+static uintptr_t g_self_lo, g_self_hi;
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg) {
+    (void)size;
+    int *index = arg;
+    uintptr_t me = (uintptr_t)&vg__capture_stack;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr, hi = lo + ph->p_memsz;
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && me >= lo && me < hi) {
+            if (*index > 0) { /* not the executable (always the first object) */
+                g_self_lo = lo;
+                g_self_hi = hi;
+            }
+            return 1;
+        }
+    }
+    (*index)++;
+    return 0;
+}
+
 __attribute__((noinline)) int vg__capture_stack(uintptr_t *frames, int max, int skip) {
     if (max > VG_MAX_FRAMES)
         max = VG_MAX_FRAMES;
     if (max <= 0)
         return 0;
+    uintptr_t buf[VG_MAX_FRAMES + 8];
+    int want = g_self_hi ? max + 8 : max;
     /* +1: this function's own frame. */
-    return g_full_unwind ? unwind_full(frames, max, skip + 1) : unwind_fp(frames, max, skip + 1);
+    int n = g_full_unwind ? unwind_full(buf, want, skip + 1) : unwind_fp(buf, want, skip + 1);
+    int first = 0;
+    while (first < n && first < 8 && buf[first] >= g_self_lo && buf[first] < g_self_hi)
+        first++;
+    n -= first;
+    if (n > max)
+        n = max;
+    memcpy(frames, buf + first, (size_t)n * sizeof *frames);
+    return n;
 }
 
 void vg__sites_init(void) {
     g_full_unwind = vg__opt.unwind == VG_UNWIND_FULL;
+    int index = 0;
+    dl_iterate_phdr(find_self, &index);
     if (g_full_unwind) { /* backtrace() loads libgcc_s on first use: do it now */
         void *buf[2];
         backtrace(buf, 2);

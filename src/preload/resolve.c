@@ -76,10 +76,18 @@ static dlsym_fn real_dlsym(void) {
 
 void *vgp_next(const char *symbol, void **slot) {
     void *f = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
-    if (!f && real_dlsym()) {
-        f = g_real_dlsym(RTLD_NEXT, symbol);
-        __atomic_store_n(slot, f, __ATOMIC_RELEASE);
+    if (f || !real_dlsym())
+        return f;
+    f = g_real_dlsym(RTLD_NEXT, symbol);
+    if (!f) {
+        /* The program does not link the driver (it dlopen()s it, as the CUDA runtime
+         * does): ask the driver vramguard loaded. */
+        vgp_ready();
+        if (vg__drv.handle)
+            f = g_real_dlsym(vg__drv.handle, symbol);
     }
+    if (f)
+        __atomic_store_n(slot, f, __ATOMIC_RELEASE);
     return f;
 }
 
@@ -93,13 +101,29 @@ static bool from_driver(void *f) {
     return strncmp(base, "libcuda.so", 10) == 0 || strncmp(base, "libvgsim.so", 11) == 0;
 }
 
-VG_API void *dlsym(void *handle, const char *name) {
-    if (!real_dlsym())
+/* RTLD_NEXT means "after the object that called dlsym", and glibc finds that object from
+ * dlsym's return address. So a lookup that is not ours must reach the real dlsym as a
+ * tail call (a jump), which keeps the program's return address. */
+#if defined(__clang__)
+#define VG_MUSTTAIL __attribute__((musttail))
+#else
+#define VG_MUSTTAIL
+#endif
+
+VG_API __attribute__((optimize("optimize-sibling-calls"))) void *dlsym(void *handle,
+                                                                        const char *name) {
+    dlsym_fn real = real_dlsym();
+    if (!real)
         return NULL;
-    void *f = g_real_dlsym(handle, name);
+    const hook_t *h = name[0] == 'c' && name[1] == 'u' ? hook_by_symbol(name) : NULL;
+    if (handle == RTLD_NEXT) {
+        if (h) /* for anyone after this library, the next definition is the hook */
+            return h->fn;
+        VG_MUSTTAIL return real(handle, name);
+    }
+    void *f = real(handle, name);
     if (!f || name[0] != 'c' || name[1] != 'u')
         return f;
-    const hook_t *h = hook_by_symbol(name);
     if (h && f != h->fn && from_driver(f))
         return h->fn;
     if (!h && strcmp(name, "cuGetProcAddress") == 0 && from_driver(f))

@@ -187,6 +187,59 @@ browser)
         "file://$TMP/r.html" >/dev/null 2>&1 || fail "chromium could not take a screenshot"
     python3 "$HERE/check_outputs.py" dom "$TMP/dom.html" "$TMP/r.html" || fail "the page did not render as expected"
     python3 "$HERE/check_outputs.py" png "$TMP/shot.png" || fail "the screenshot is blank" ;;
+example_*)
+    # An example program under `vramguard run --sim --mode=guard`: the report it must give.
+    command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
+    ex=${CASE#example_}
+    extra=()
+    [ "$ex" = s6_oom_leak ] && extra=(--limit=1G)
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" "${extra[@]}" -- "$EXAMPLES/$ex"
+    chk() { python3 "$HERE/check_report.py" "$TMP/r.json" "$@" || { cat "$TMP/err" >&2; fail "report"; }; }
+    case $ex in
+    s1_overrun) chk 1 out_of_bounds_after allocation.size=4000 damage.first_offset=4000 damage.bytes=16 \
+                    kernels_since_last_clean_check~ex_fill ;;
+    s2_use_after_free) chk 1 use_after_free allocation.size=1048576 damage.first_offset=0 \
+                           allocation.freed_at~s2_use_after_free.c ;;
+    s3_h2d_race) chk 1 host_race "detail~byte 4000 of the source of cuMemcpyHtoDAsync (1048576 bytes" \
+                     detail~s3_h2d_race.c ;;
+    s4_d2h_race) chk 1 host_race "detail~the host read" \
+                     "detail~byte 0 of the destination of cuMemcpyDtoHAsync (1048576 bytes"
+                 grep -q "s4: read 7" "$TMP/out" || fail "the program did not read the copied value" ;;
+    s6_oom_leak) chk 1 out_of_memory detail~67108864 detail~s6_oom_leak.c
+                 grep -q "out of memory after 15 steps" "$TMP/out" || fail "unexpected output: $(cat "$TMP/out")" ;;
+    s7_too_large) chk 1 out_of_memory "detail~larger than the whole device"
+                  grep -q "failed cleanly; the earlier buffer is intact" "$TMP/out" || fail "$(cat "$TMP/out")" ;;
+    s8_bad_frees) chk 1 double_free allocation.size=4096 allocation.freed_at~s8_bad_frees.c
+                  chk 1 interior_free allocation.size=8192 ;;
+    s9_illegal_address) chk 1 cuda_error detail~CUDA_ERROR_ILLEGAL_ADDRESS detail~ex_scatter \
+                            "detail~allocation #1 (4000 bytes" ;;
+    clean_program) chk 0 all ;;
+    *) fail "no expectation for $ex" ;;
+    esac ;;
+clean_identical)
+    # A correct program: the same output without vramguard, and under it in both modes,
+    # no report, and exit status 0.
+    LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$EXAMPLES/clean_program"; cp "$TMP/out" "$TMP/plain"
+    for m in fast guard; do
+        run 0 "$VG" run --sim --mode=$m -- "$EXAMPLES/clean_program"
+        cmp -s "$TMP/plain" "$TMP/out" || fail "output differs in $m mode"
+        if grep -q "ERROR:" "$TMP/err"; then cat "$TMP/err" >&2; fail "a report in $m mode"; fi
+    done ;;
+interposer_dlsym)
+    # dlopen + dlsym, dlsym(RTLD_NEXT) and cuGetProcAddress all lead to the hooks.
+    command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$BUILD/tests/preload/dlsym_user"
+    python3 "$HERE/check_report.py" "$TMP/r.json" 3 double_free allocation.size=4096 || fail "not every lookup was hooked" ;;
+run_exit_status)
+    # The program's status comes through; error_exitcode replaces it when errors were found;
+    # a missing program is 127.
+    run 0 "$VG" run --sim -- "$EXAMPLES/s1_overrun"
+    run 3 "$VG" run --sim --mode=guard --error_exitcode=3 -- "$EXAMPLES/s1_overrun"
+    run 0 "$VG" run --sim --mode=guard --error_exitcode=3 -- "$EXAMPLES/clean_program"
+    run 127 "$VG" run --sim -- "$TMP/no-such-program"
+    run 2 "$VG" run --sim --mode=sideways -- "$EXAMPLES/clean_program"; one_line_error "'mode'"
+    run 2 "$VG" run --sim; one_line_error "usage"
+    run 1 "$VG" run --sim -- sh -c 'exit 1' ;;
 *) fail "unknown case" ;;
 esac
 echo "ok $CASE"

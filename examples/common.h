@@ -1,0 +1,129 @@
+/* common.h — what every example program shares: a context, the kernels, a gate.
+ *
+ * The examples are plain CUDA driver-API programs. They know nothing of vramguard: run
+ * them as `vramguard run --sim -- ./s1_overrun` (vgsim) or `vramguard run -- ./s1_overrun`
+ * (a GPU). On vgsim a "kernel" is a host function registered under the kernel's name, so
+ * this file also holds host versions of kernels.cu, registered when vgsim is the driver.
+ */
+#ifndef VG_EXAMPLES_COMMON_H
+#define VG_EXAMPLES_COMMON_H
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef VG_HAVE_CUDA_H
+#include <cuda.h>
+#else
+#include "vgsim_cuda.h"
+#endif
+
+#ifndef CUDA_CB
+#define CUDA_CB
+#endif
+
+#include "kernels_ptx.h" /* generated from kernels.ptx: ex_kernels_ptx[] */
+
+#define CK(call)                                                                            \
+    do {                                                                                    \
+        CUresult r_ = (call);                                                               \
+        if (r_ != CUDA_SUCCESS) {                                                           \
+            const char *n_ = "?";                                                           \
+            cuGetErrorName(r_, &n_);                                                        \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, n_);      \
+            exit(1);                                                                        \
+        }                                                                                   \
+    } while (0)
+
+/* --- host versions of kernels.cu, for vgsim ------------------------------------------ */
+
+typedef struct ex_launch {
+    unsigned int grid[3], block[3], shared_mem;
+    int nparams;
+    void *params[32];
+} ex_launch_t;
+
+static void ex_fill_host(const ex_launch_t *l) {
+    float *x = *(float **)l->params[0];
+    float v = *(float *)l->params[1];
+    unsigned long long n = *(unsigned long long *)l->params[2];
+    for (unsigned long long i = 0; i < n; i++)
+        x[i] = v;
+}
+
+static void ex_scatter_host(const ex_launch_t *l) {
+    float *x = *(float **)l->params[0];
+    const long long *idx = *(const long long **)l->params[1];
+    unsigned n = *(unsigned *)l->params[2];
+    float v = *(float *)l->params[3];
+    for (unsigned i = 0; i < n; i++)
+        x[idx[i]] = v;
+}
+
+typedef struct ex {
+    CUcontext ctx;
+    CUfunction fill, scatter;
+} ex_t;
+
+static inline ex_t ex_init(void) {
+    ex_t e;
+    CUdevice dev;
+    CUmodule mod;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&e.ctx, dev));
+    CK(cuCtxSetCurrent(e.ctx));
+    int (*reg)(const char *, void (*)(const ex_launch_t *)) =
+        (int (*)(const char *, void (*)(const ex_launch_t *)))dlsym(RTLD_DEFAULT,
+                                                                   "vgsim_register_kernel");
+    if (reg) { /* vgsim: the kernels run on the host */
+        reg("ex_fill", ex_fill_host);
+        reg("ex_scatter", ex_scatter_host);
+    }
+    CK(cuModuleLoadData(&mod, ex_kernels_ptx));
+    CK(cuModuleGetFunction(&e.fill, mod, "ex_fill"));
+    CK(cuModuleGetFunction(&e.scatter, mod, "ex_scatter"));
+    return e;
+}
+
+/* fill n floats at x with v, on stream s */
+static inline CUresult ex_fill(const ex_t *e, CUdeviceptr x, float v, unsigned long long n,
+                               CUstream s) {
+    void *params[] = {&x, &v, &n};
+    return cuLaunchKernel(e->fill, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, s, params,
+                          NULL);
+}
+
+/* --- a gate: a host function that holds a stream until another thread opens it -------- */
+
+static atomic_int ex_gate_open;
+
+static void CUDA_CB ex_gate_wait(void *arg) {
+    (void)arg;
+    struct timespec ts = {0, 1000000};
+    while (!atomic_load(&ex_gate_open))
+        nanosleep(&ts, NULL);
+}
+
+static void *ex_gate_opener(void *arg) {
+    struct timespec ts = {0, (long)(intptr_t)arg * 1000000L};
+    nanosleep(&ts, NULL);
+    atomic_store(&ex_gate_open, 1);
+    return NULL;
+}
+
+/* Hold stream s (what a long-running kernel does) until `ms` milliseconds from now. */
+static inline void ex_hold_stream(CUstream s, int ms) {
+    pthread_t t;
+    atomic_store(&ex_gate_open, 0);
+    CK(cuLaunchHostFunc(s, ex_gate_wait, NULL));
+    pthread_create(&t, NULL, ex_gate_opener, (void *)(intptr_t)ms);
+    pthread_detach(t);
+}
+
+#endif /* VG_EXAMPLES_COMMON_H */

@@ -1,0 +1,30 @@
+/* s3_h2d_race.c — S3: the host writes a pinned buffer while an async copy reads it.
+ *
+ * cuMemcpyHtoDAsync from pinned memory returns at once; the copy happens later. Writing
+ * the source before the copy completes sends the old bytes, the new ones, or a mix.
+ * Guard mode write-protects the source until the copy completes and reports the write
+ * (the copy, its stream, where it was enqueued, where the host wrote), then lets the
+ * write proceed once the copy is done.
+ */
+#include "common.h"
+
+int main(void) {
+    ex_init();
+    const size_t n = 1 << 20;
+    float *src;
+    CK(cuMemAllocHost((void **)&src, n));
+    for (size_t i = 0; i < n / sizeof(float); i++)
+        src[i] = 1.0f;
+    CUdeviceptr d;
+    CUstream s;
+    CK(cuMemAlloc(&d, n));
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    ex_hold_stream(s, 200); /* earlier work keeps the stream busy */
+    CK(cuMemcpyHtoDAsync(d, src, n, s));
+    src[1000] = 42.0f; /* the bug: the copy has not happened yet */
+    CK(cuStreamSynchronize(s));
+    CK(cuMemFree(d));
+    CK(cuMemFreeHost(src));
+    printf("s3: done\n");
+    return 0;
+}
