@@ -36,3 +36,19 @@ for t in $T/*.csv; do
     printf "| %s | %.0f | %.0f | %.1f | %.0f | %s | %d MiB |\n" "$(basename "$t" .csv)" "$f" "$g" \
         "$(echo "$g / $f" | bc -l)" "$w" "$ratio" "$((r / 1024))"
 done
+echo
+echo "### vramguard run (fast mode) on a clean launch-heavy program (bench/launch_heavy.c, 3 alternating rounds, median)"
+echo
+echo "| workload | without vramguard ns/step | with vramguard run ns/step | ratio |"
+echo "|---|---|---|---|"
+for mode in launch alloc; do
+    : >/tmp/vg_bench_plain; : >/tmp/vg_bench_run
+    arg=$([ $mode = launch ] && echo launch || echo all)
+    for round in 1 2 3; do
+        LD_LIBRARY_PATH="$B/vgsim" "$B/bench/launch_heavy" 200000 $arg | cut -d' ' -f1 >>/tmp/vg_bench_plain
+        "$B/vramguard" run --sim -- "$B/bench/launch_heavy" 200000 $arg | cut -d' ' -f1 >>/tmp/vg_bench_run
+    done
+    p=$(median </tmp/vg_bench_plain); r=$(median </tmp/vg_bench_run)
+    label=$([ $mode = launch ] && echo "a kernel launch per step" || echo "allocate (stream-ordered), launch, free per step")
+    printf "| %s | %s | %s | %.2f |\n" "$label" "$p" "$r" "$(echo "$r / $p" | bc -l)"
+done

@@ -50,7 +50,11 @@ static const hook_t g_hooks[] = {
 };
 #define NHOOKS (sizeof g_hooks / sizeof g_hooks[0])
 
-static const hook_t *hook_by_symbol(const char *name) {
+/* dlsym() is called by sanitizer runtimes while they start, before their shadow memory
+ * exists: what it runs must not be instrumented. */
+#define VG_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
+
+VG_NO_SANITIZE static const hook_t *hook_by_symbol(const char *name) {
     for (size_t i = 0; i < NHOOKS; i++)
         if (strcmp(g_hooks[i].sym, name) == 0)
             return &g_hooks[i];
@@ -64,7 +68,7 @@ static const hook_t *hook_by_symbol(const char *name) {
 typedef void *(*dlsym_fn)(void *, const char *);
 static dlsym_fn g_real_dlsym;
 
-static dlsym_fn real_dlsym(void) {
+VG_NO_SANITIZE static dlsym_fn real_dlsym(void) {
     if (!g_real_dlsym) {
         /* dlvsym is not overridden; ask for dlsym's versions, newest first. */
         static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
@@ -92,7 +96,7 @@ void *vgp_next(const char *symbol, void **slot) {
 }
 
 /* Does f belong to a CUDA driver library (the real libcuda, or vgsim)? */
-static bool from_driver(void *f) {
+VG_NO_SANITIZE static bool from_driver(void *f) {
     Dl_info info;
     if (!f || !dladdr(f, &info) || !info.dli_fname)
         return false;
@@ -106,12 +110,13 @@ static bool from_driver(void *f) {
  * tail call (a jump), which keeps the program's return address. */
 #if defined(__clang__)
 #define VG_MUSTTAIL __attribute__((musttail))
+#define VG_SIBCALLS
 #else
 #define VG_MUSTTAIL
+#define VG_SIBCALLS __attribute__((optimize("optimize-sibling-calls")))
 #endif
 
-VG_API __attribute__((optimize("optimize-sibling-calls"))) void *dlsym(void *handle,
-                                                                        const char *name) {
+VG_API VG_SIBCALLS VG_NO_SANITIZE void *dlsym(void *handle, const char *name) {
     dlsym_fn real = real_dlsym();
     if (!real)
         return NULL;

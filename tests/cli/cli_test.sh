@@ -239,7 +239,8 @@ run_exit_status)
     run 127 "$VG" run --sim -- "$TMP/no-such-program"
     run 2 "$VG" run --sim --mode=sideways -- "$EXAMPLES/clean_program"; one_line_error "'mode'"
     run 2 "$VG" run --sim; one_line_error "usage"
-    run 1 "$VG" run --sim -- sh -c 'exit 1' ;;
+    run 1 "$VG" run --sim -- "$BUILD/tests/preload/exit_with" 1
+    run 42 "$VG" run --sim -- "$BUILD/tests/preload/exit_with" 42 ;;
 *) fail "unknown case" ;;
 esac
 echo "ok $CASE"
