@@ -21,14 +21,19 @@ void vg__event(vg_heap_t *h, vg_event_kind_t kind, uint64_t addr, uint64_t size,
                CUstream stream, uint32_t site) {
     vg_events_t *e = &h->events;
     if (!e->ring) {
-        if (vg__opt.snapshot_events == 0 || e->cap == UINT64_MAX)
+        int64_t want = vg__opt.snapshot_events;
+        if (want < 0) /* auto: when snapshots will be written */
+            want = vg__opt.snapshot[0] ? 100000 : 0;
+        if (want == 0 || e->cap == UINT64_MAX) {
+            e->cap = UINT64_MAX; /* off: decided once */
             return;
-        e->ring = malloc((size_t)vg__opt.snapshot_events * sizeof *e->ring);
+        }
+        e->ring = malloc((size_t)want * sizeof *e->ring);
         if (!e->ring) {
             e->cap = UINT64_MAX; /* no memory for it: stay off */
             return;
         }
-        e->cap = (uint64_t)vg__opt.snapshot_events;
+        e->cap = (uint64_t)want;
     }
     if ((kind == VG_EV_MAP || kind == VG_EV_UNMAP) && e->n > 0) {
         vg_event_t *last = &e->ring[(e->n - 1) % e->cap]; /* page after page: one event */

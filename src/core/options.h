@@ -42,8 +42,9 @@
     X(snapshot, STR, "", "",                                                                 \
       "write a snapshot (JSON) to this file at exit, at the first OOM and the first error; "    \
       "%p pid, %r rank")                                                                    \
-    X(snapshot_events, INT, "100000", "0..100000000",                                       \
-      "allocator events kept per device for snapshots (0: none)")                           \
+    X(snapshot_events, INT, "-1", "-1..100000000",                                          \
+      "allocator events kept per device for snapshots' timelines (-1: 100000 when "          \
+      "snapshot= is set, else none; recording costs the allocator ~15%)")                    \
     X(redzone, SIZE, "256", "16..1M", "guard: bytes of redzone at least, on each side")     \
     X(quarantine, SIZE, "1G", "0..1T",                                                       \
       "guard: freed bytes kept poisoned before reuse (released first under memory pressure)") \

@@ -85,7 +85,7 @@ static void segment_json(vg_buf_t *b, const vg_heap_t *h, const vg_segment_t *se
 }
 
 static void events_json(vg_buf_t *b, const vg_events_t *e, site_set_t *sites) {
-    uint64_t have = e->cap && e->ring ? VG_MIN(e->n, e->cap) : 0;
+    uint64_t have = e->ring && e->cap != UINT64_MAX ? VG_MIN(e->n, e->cap) : 0;
     vg__buf_printf(b, ",\"events_dropped\":%llu,\"events\":[",
                    (unsigned long long)(e->n - have));
     for (uint64_t i = e->n - have; i < e->n; i++) {

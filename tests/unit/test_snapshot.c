@@ -48,7 +48,7 @@ static void check_schema(const char *snap) {
 /* A workload with every kind of event: allocations on two streams, frees, an OOM under a
  * limit, and (guard mode) an overrun found by a check. */
 static char *workload_snapshot(void) {
-    vgt_init("mode=guard,limit=64M,stack_depth=8");
+    vgt_init("mode=guard,limit=64M,stack_depth=8,snapshot_events=100000");
     CUstream s;
     CHECK_CU(vg__cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     void *p[16];
