@@ -286,6 +286,21 @@ VG_API void vg_kernel_launched_args(const char *name, void *stream, const void *
  * this itself when the context has failed. */
 VG_API void vg_cuda_error(int result, const char *call);
 
+/* ---------------------------------------------------------------------------------------
+ * PyTorch's pluggable allocator (python/vramguard wires these; see src/pytorch/entry.c).
+ * The signatures are PyTorch's: alloc(size, device, stream), free(ptr, size, device,
+ * stream), init(device_count), reset() for empty_cache, memory_fraction(fraction, device),
+ * record_stream(ptr, stream). A failed allocation returns NULL; its explanation stays
+ * readable with vg_torch_last_oom (returns its length; copies it into out).
+ * ------------------------------------------------------------------------------------- */
+VG_API void *vg_torch_alloc(size_t size, int device, void *stream);
+VG_API void vg_torch_free(void *ptr, size_t size, int device, void *stream);
+VG_API void vg_torch_init(int device_count);
+VG_API void vg_torch_empty_cache(void);
+VG_API void vg_torch_set_memory_fraction(double fraction, int device);
+VG_API void vg_torch_record_stream(void *ptr, void *stream);
+VG_API size_t vg_torch_last_oom(char *out, size_t n);
+
 #ifdef __cplusplus
 }
 #endif
