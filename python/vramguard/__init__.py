@@ -1,0 +1,172 @@
+"""vramguard for PyTorch: one line to put vramguard under every CUDA tensor.
+
+    import vramguard
+    vramguard.enable()               # fast mode: less memory reserved than PyTorch's allocator
+    vramguard.enable(mode="guard")   # catches out-of-bounds writes, use-after-free, leaks
+
+enable() must run before the first CUDA allocation (PyTorch cannot change its allocator
+afterwards). PyTorch is imported only by the functions that need it."""
+import ctypes
+import json
+import pickle
+
+from . import _lib
+from ._lib import VramguardError
+from ._snapshot import to_pytorch
+
+__all__ = ["enable", "enabled", "memory_stats", "memory_summary", "snapshot", "dump_snapshot",
+           "raw_snapshot", "check", "step", "errors", "options_string", "VramguardError"]
+
+_enabled = False
+
+
+def options_string(mode=None, **options):
+    """The VRAMGUARD_OPTIONS string for these options: enable(mode="guard", limit="15G",
+    redzone=512) -> "mode=guard,limit=15G,redzone=512". Values may be str, int, float or
+    bool; keys are vramguard's option names ('vramguard help options')."""
+    items = []
+    if mode is not None:
+        if mode not in ("fast", "guard"):
+            raise ValueError("mode must be 'fast' or 'guard', not %r" % (mode,))
+        items.append(("mode", mode))
+    items.extend(sorted(options.items()))
+    out = []
+    for key, value in items:
+        if not key.replace("_", "").isalnum():
+            raise ValueError("bad option name %r" % (key,))
+        if isinstance(value, bool):
+            value = "1" if value else "0"
+        value = str(value)
+        if any(c in value for c in ",="):
+            raise ValueError("option %s: the value %r may not contain ',' or '='" % (key, value))
+        out.append("%s=%s" % (key, value))
+    return ",".join(out)
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:
+        raise VramguardError("vramguard.enable() needs PyTorch (import torch failed: %s)" % e)
+    return torch
+
+
+def enable(mode="fast", **options):
+    """Route every CUDA tensor allocation of this process through vramguard.
+
+    mode: "fast" (the allocator) or "guard" (redzones, poison, quarantine and checks).
+    options: any vramguard option, e.g. limit="15G", report_json="errors.json",
+    snapshot="snap_%r.json", error_exitcode=1. Raises VramguardError if CUDA has already
+    allocated memory (PyTorch can no longer switch allocators) or an option is bad."""
+    global _enabled
+    torch = _torch()
+    if _enabled:
+        return
+    if torch.cuda.is_initialized() and torch.cuda.memory_allocated() > 0:
+        raise VramguardError("vramguard.enable() must run before the first CUDA tensor: this "
+                             "process has already allocated CUDA memory with PyTorch's allocator")
+    l = _lib.lib()
+    _lib.check(l.vg_init(options_string(mode, **options).encode()), "vramguard options")
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(_lib.path(), "vg_torch_alloc",
+                                                     "vg_torch_free")
+    try:
+        torch.cuda.memory.change_current_allocator(alloc)
+    except RuntimeError as e:
+        raise VramguardError("PyTorch refused the allocator (%s): call vramguard.enable() "
+                             "before any CUDA work" % e)
+    _wire_hooks(torch, l)
+    _enabled = True
+
+
+def _wire_hooks(torch, l):
+    """What PyTorch's Python API does not route to a pluggable allocator."""
+    empty = torch.cuda.empty_cache
+
+    def empty_cache():
+        empty()
+        l.vg_torch_empty_cache()
+
+    torch.cuda.empty_cache = empty_cache
+    fraction = torch.cuda.set_per_process_memory_fraction
+
+    def set_per_process_memory_fraction(f, device=None):
+        if device is None:
+            dev = torch.cuda.current_device()
+        elif isinstance(device, int):
+            dev = device
+        else:
+            dev = torch.device(device).index or 0
+        l.vg_torch_set_memory_fraction(ctypes.c_double(f), ctypes.c_int(dev))
+        try:
+            fraction(f, device)
+        except RuntimeError:
+            pass  # (PyTorch's own allocator is not in use)
+
+    torch.cuda.set_per_process_memory_fraction = set_per_process_memory_fraction
+    record = torch.Tensor.record_stream
+
+    def record_stream(tensor, stream):
+        l.vg_torch_record_stream(ctypes.c_void_p(tensor.untyped_storage().data_ptr()),
+                                 ctypes.c_void_p(stream.cuda_stream))
+        return record(tensor, stream)
+
+    torch.Tensor.record_stream = record_stream
+
+
+def enabled():
+    return _enabled
+
+
+def memory_stats(device=0):
+    """PyTorch's memory_stats() dictionary (the same key names) for vramguard's allocator."""
+    return json.loads(_lib.take_string(_lib.lib().vg_memory_stats_json(device)))
+
+
+def memory_summary(device=0):
+    """PyTorch's memory_summary() table for vramguard's allocator."""
+    return _lib.take_string(_lib.lib().vg_memory_summary(device))
+
+
+def raw_snapshot():
+    """vramguard's own snapshot (docs/snapshot-format.md) as a dictionary."""
+    return json.loads(_lib.take_string(_lib.lib().vg_snapshot_json()))
+
+
+def snapshot():
+    """PyTorch's snapshot structure (torch.cuda.memory._snapshot()) for vramguard's
+    allocator. Events are recorded with snapshot= or snapshot_events=N in enable()."""
+    return to_pytorch(raw_snapshot())
+
+
+def dump_snapshot(path):
+    """Write snapshot() as a pickle, as torch.cuda.memory._dump_snapshot does: PyTorch's
+    memory viewer and torch.cuda._memory_viz open it."""
+    with open(path, "wb") as f:
+        pickle.dump(snapshot(), f)
+
+
+def check():
+    """Run guard mode's checks on every allocation now; returns the number of new errors
+    (their reports are printed, and written to report_json)."""
+    l = _lib.lib()
+    before = l.vg_error_count()
+    l.vg_check()
+    return int(l.vg_error_count() - before)
+
+
+def step():
+    """Mark the end of a training step: a site whose live memory grows at each of the last
+    growth_steps steps is reported (the "tensors kept in a list" bug)."""
+    _lib.lib().vg_step()
+
+
+def errors():
+    """Every report so far, as dictionaries (the report_json objects)."""
+    return json.loads(_lib.take_string(_lib.lib().vg_errors_json()))
+
+
+def last_oom():
+    """vramguard's explanation of the last failed allocation ('' if none)."""
+    buf = ctypes.create_string_buffer(4096)
+    _lib.lib().vg_torch_last_oom(buf, len(buf))
+    return buf.value.decode(errors="replace")

@@ -1,0 +1,55 @@
+"""python -m vramguard run [--mode=guard] [--OPTION=VALUE ...] script.py [args...]
+
+Runs a script with vramguard enabled before it starts, so the script needs no change.
+An allocation failure raises torch.cuda.OutOfMemoryError carrying vramguard's explanation."""
+import runpy
+import sys
+
+import vramguard
+
+
+def _parse(argv):
+    opts = {}
+    i = 0
+    while i < len(argv) and argv[i].startswith("--"):
+        if argv[i] == "--":
+            i += 1
+            break
+        key, eq, value = argv[i][2:].partition("=")
+        opts[key.replace("-", "_")] = value if eq else "1"
+        i += 1
+    return opts, argv[i:]
+
+
+def main(argv):
+    if len(argv) < 2 or argv[0] != "run":
+        sys.stderr.write(__doc__.strip() + "\n")
+        return 2
+    opts, rest = _parse(argv[1:])
+    if not rest:
+        sys.stderr.write("vramguard: run needs a script\n")
+        return 2
+    mode = opts.pop("mode", "fast")
+    try:
+        vramguard.enable(mode=mode, **opts)
+    except (vramguard.VramguardError, ValueError) as e:
+        sys.stderr.write("vramguard: %s\n" % e)
+        return 2
+    sys.argv = rest
+    try:
+        import torch
+        oom_type = torch.cuda.OutOfMemoryError
+    except (ImportError, AttributeError):
+        oom_type = None
+    try:
+        runpy.run_path(rest[0], run_name="__main__")
+    except Exception as e:  # an allocation failure: say why, in PyTorch's own error type
+        if oom_type is not None and isinstance(e, (oom_type, RuntimeError)) and vramguard.last_oom() \
+                and "out of memory" in str(e).lower():
+            raise oom_type(str(e) + "\n\nvramguard: " + vramguard.last_oom()) from e
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,77 @@
+"""ctypes bindings to libvramguard.so (no dependency beyond the standard library)."""
+import ctypes
+import ctypes.util
+import os
+import shutil
+
+_lib = None
+
+
+class VramguardError(RuntimeError):
+    """A vramguard call failed; the message is vramguard's explanation."""
+
+
+def _candidates():
+    env = os.environ.get("VRAMGUARD_LIB")
+    if env:
+        yield env
+    exe = shutil.which("vramguard")
+    if exe:
+        d = os.path.dirname(os.path.realpath(exe))
+        for rel in ("libvramguard.so", "../lib/libvramguard.so", "../lib64/libvramguard.so"):
+            yield os.path.normpath(os.path.join(d, rel))
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield os.path.normpath(os.path.join(here, "..", "..", "build", "libvramguard.so"))
+    found = ctypes.util.find_library("vramguard")
+    if found:
+        yield found
+
+
+def path():
+    """The libvramguard.so that will be loaded (PyTorch's allocator loads it by path)."""
+    for p in _candidates():
+        if os.path.exists(p) or not os.path.isabs(p):
+            return p
+    raise VramguardError(
+        "cannot find libvramguard.so: build vramguard (cmake -S . -B build && cmake --build "
+        "build) and set VRAMGUARD_LIB=/path/to/libvramguard.so, or put `vramguard` on PATH")
+
+
+def lib():
+    global _lib
+    if _lib is None:
+        l = ctypes.CDLL(path(), mode=ctypes.RTLD_GLOBAL)
+        l.vg_init.argtypes = [ctypes.c_char_p]
+        l.vg_strerror.restype = ctypes.c_char_p
+        l.vg_strerror.argtypes = [ctypes.c_int]
+        l.vg_last_error.restype = ctypes.c_char_p
+        for name in ("vg_memory_summary", "vg_memory_stats_json", "vg_snapshot_json",
+                     "vg_errors_json"):
+            getattr(l, name).restype = ctypes.c_void_p
+        l.vg_memory_summary.argtypes = [ctypes.c_int]
+        l.vg_memory_stats_json.argtypes = [ctypes.c_int]
+        l.vg_free_string.argtypes = [ctypes.c_void_p]
+        l.vg_malloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p]
+        l.vg_free.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        l.vg_record_stream.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        l.vg_set_memory_limit.argtypes = [ctypes.c_int, ctypes.c_size_t]
+        l.vg_torch_last_oom.restype = ctypes.c_size_t
+        l.vg_torch_last_oom.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+        l.vg_error_count.restype = ctypes.c_uint64
+        _lib = l
+    return _lib
+
+
+def check(status, what):
+    if status != 0:
+        raise VramguardError("%s: %s" % (what, lib().vg_last_error().decode(errors="replace")))
+
+
+def take_string(ptr):
+    """A string vramguard allocated, decoded and freed."""
+    if not ptr:
+        raise VramguardError(lib().vg_last_error().decode(errors="replace") or "no answer")
+    try:
+        return ctypes.string_at(ptr).decode(errors="replace")
+    finally:
+        lib().vg_free_string(ptr)

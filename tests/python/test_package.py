@@ -1,0 +1,128 @@
+"""Tests of python/vramguard that need no GPU and no PyTorch: the option strings, the
+snapshot conversion to PyTorch's structure, and the ctypes bindings on vgsim.
+Environment (set by CTest): VRAMGUARD_LIB, VG (the CLI), VGSIM_LIB, TRACES."""
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import vramguard
+from vramguard import _lib
+from vramguard._snapshot import to_pytorch
+
+
+class Options(unittest.TestCase):
+    def test_string(self):
+        self.assertEqual(vramguard.options_string("guard", limit="15G", redzone=512, leaks=True),
+                         "mode=guard,leaks=1,limit=15G,redzone=512")
+        self.assertEqual(vramguard.options_string(), "")
+
+    def test_bad(self):
+        with self.assertRaises(ValueError):
+            vramguard.options_string("turbo")
+        with self.assertRaises(ValueError):
+            vramguard.options_string(report="a,b")
+        with self.assertRaises(ValueError):
+            vramguard.options_string(**{"bad key": 1})
+
+
+def replay_snapshot(tmp):
+    path = os.path.join(tmp, "s.json")
+    subprocess.run([os.environ["VG"], "replay", "--repeat=1", "--snapshot=" + path,
+                    os.path.join(os.environ["TRACES"], "transformer_ctx128_forward_mixed.csv")],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(path) as f:
+        return json.load(f)
+
+
+class Snapshot(unittest.TestCase):
+    def test_pytorch_structure(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            snap = replay_snapshot(tmp)
+        pt = to_pytorch(snap)
+        self.assertEqual(set(pt), {"segments", "device_traces", "allocator_settings"})
+        self.assertTrue(pt["segments"])
+        seg = pt["segments"][0]
+        for key in ("device", "address", "total_size", "allocated_size", "active_size",
+                    "requested_size", "stream", "segment_type", "blocks", "frames"):
+            self.assertIn(key, seg)
+        trace = pt["device_traces"][0]
+        actions = {e["action"] for e in trace}
+        self.assertTrue({"alloc", "free_completed", "segment_map"} <= actions, actions)
+        allocs = [e for e in trace if e["action"] == "alloc"]
+        self.assertEqual(len(allocs), sum(1 for e in snap["devices"][0]["events"]
+                                          if e["action"] == "alloc"))
+        frame = allocs[0]["frames"][0]
+        self.assertEqual(frame["name"], "run_once")
+        self.assertTrue(frame["filename"].endswith("cmd_replay.c"))
+        self.assertGreater(frame["line"], 0)
+        times = [e["time_us"] for e in trace]
+        self.assertEqual(times, sorted(times))
+        pickle.loads(pickle.dumps(pt))  # what dump_snapshot writes
+
+    def test_not_a_snapshot(self):
+        with self.assertRaises(ValueError):
+            to_pytorch({"format": "something else"})
+
+
+class Bindings(unittest.TestCase):
+    """The library through ctypes, on vgsim (what enable() uses underneath)."""
+
+    @classmethod
+    def setUpClass(cls):
+        l = _lib.lib()
+        opts = "driver=%s,snapshot_events=1000" % os.environ["VGSIM_LIB"]
+        _lib.check(l.vg_init(opts.encode()), "vg_init")
+
+    def test_stats_summary_snapshot(self):
+        import ctypes
+        l = _lib.lib()
+        p = ctypes.c_void_p()
+        _lib.check(l.vg_malloc(ctypes.byref(p), 1 << 20, None), "vg_malloc")
+        stats = vramguard.memory_stats()
+        self.assertGreaterEqual(stats["allocated_bytes.all.current"], 1 << 20)
+        self.assertIn("num_ooms", stats)
+        summary = vramguard.memory_summary()
+        self.assertIn("Allocated memory", summary)
+        snap = vramguard.snapshot()
+        self.assertTrue(any(b["state"] == "active_allocated" and b["address"] == p.value
+                            for s in snap["segments"] for b in s["blocks"]))
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "snap.pickle")
+            vramguard.dump_snapshot(path)
+            with open(path, "rb") as f:
+                self.assertEqual(set(pickle.load(f)), {"segments", "device_traces",
+                                                       "allocator_settings"})
+        _lib.check(l.vg_free(p, None), "vg_free")
+        self.assertEqual(vramguard.check(), 0)
+        self.assertEqual(vramguard.errors(), [])
+
+    def test_errors_are_explained(self):
+        import ctypes
+        with self.assertRaises(vramguard.VramguardError) as cm:
+            _lib.check(_lib.lib().vg_free(ctypes.c_void_p(0xdead0000), None), "vg_free")
+        self.assertIn("never allocated", str(cm.exception))
+
+
+class Command(unittest.TestCase):
+    def test_usage(self):
+        r = subprocess.run([sys.executable, "-m", "vramguard"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("python -m vramguard run", r.stderr)
+
+    def test_enable_without_torch(self):
+        try:
+            import torch  # noqa: F401
+            self.skipTest("PyTorch is installed here")
+        except ImportError:
+            pass
+        with self.assertRaises(vramguard.VramguardError) as cm:
+            vramguard.enable()
+        self.assertIn("PyTorch", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
