@@ -316,7 +316,12 @@ static json_t *number(parser_t *ps) {
         fail(ps, "a malformed number '%s'", buf);
         return NULL;
     }
-    j->i = integral ? strtoll(buf, NULL, 10) : (int64_t)j->num;
+    if (integral)
+        j->i = strtoll(buf, NULL, 10); /* (saturates at the int64 limits) */
+    else if (j->num >= -9.2e18 && j->num <= 9.2e18)
+        j->i = (int64_t)j->num;
+    else
+        j->i = j->num > 0 ? INT64_MAX : INT64_MIN;
     return j;
 }
 

@@ -482,20 +482,27 @@ static char *read_all(const char *path, size_t *len, char *err, size_t errlen) {
 }
 
 bool rp_load(const char *path, rp_file_t *out, char *err, size_t errlen) {
-    memset(out, 0, sizeof *out);
-    out->path = path;
     size_t len;
     char *text = read_all(path, &len, err, errlen);
-    if (!text)
+    if (!text) {
+        memset(out, 0, sizeof *out);
         return false;
+    }
+    bool ok = rp_load_text(path, text, len, out, err, errlen);
+    free(text);
+    return ok;
+}
+
+bool rp_load_text(const char *path, const char *text, size_t len, rp_file_t *out, char *err,
+                  size_t errlen) {
+    memset(out, 0, sizeof *out);
+    out->path = path;
     if (len == 0) {
-        free(text);
         snprintf(err, errlen, "%s: the file is empty", path);
         return false;
     }
     char perr[300];
     out->doc = json_parse(text, len, perr, sizeof perr);
-    free(text);
     if (!out->doc) {
         snprintf(err, errlen, "%s: not valid JSON: %s", path, perr);
         return false;

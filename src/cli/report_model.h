@@ -65,6 +65,9 @@ extern rp_group_t rp_group;
 
 /* Load and check one snapshot; false with a message naming the file and the problem. */
 bool rp_load(const char *path, rp_file_t *out, char *err, size_t errlen);
+/* The same from text in memory (`path` names it in messages). */
+bool rp_load_text(const char *path, const char *text, size_t len, rp_file_t *out, char *err,
+                  size_t errlen);
 void rp_free(rp_file_t *f);
 
 /* The frames of allocation site `id` of f (a JSON array), or NULL. */

@@ -509,6 +509,9 @@ VG_API vg_status_t vg_set_memory_limit(int device, size_t bytes) {
     h->limit = vg__align_down(bytes, VG_ALIGN);
     if (h->limit && (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current > h->limit)
         st = vg__heap_trim(h, true);
+    /* What is in use (or waits for its streams) stays: until it is freed, nothing grows. */
+    uint64_t now = (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current;
+    h->limit_floor = h->limit && now > h->limit ? now : 0;
     pthread_mutex_unlock(&h->lock);
     return st;
 }

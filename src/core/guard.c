@@ -669,7 +669,7 @@ void vg__guard_heap_shutdown(vg_heap_t *h) {
     if (!g)
         return;
     vg__guard_check_all(h, "at exit");
-    if (getenv("VG_DEBUG_GUARD"))
+    if (secure_getenv("VG_DEBUG_GUARD"))
         vg__log("guard: %llu redzone fills launched, %llu skipped (layout already filled)",
                 (unsigned long long)g->fills_launched, (unsigned long long)g->fills_skipped);
 }

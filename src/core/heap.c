@@ -929,7 +929,7 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
     if ((uint64_t)s->reserved_bytes[VG_POOL_ALL].current != reserved)
         FAIL("stats say %lld reserved bytes, pages and segments say %llu", h->device,
              (long long)s->reserved_bytes[VG_POOL_ALL].current, (unsigned long long)reserved);
-    if (h->limit && reserved > h->limit)
+    if (h->limit && reserved > VG_MAX(h->limit, h->limit_floor))
         FAIL("reserved %llu bytes, over the limit of %llu", h->device,
              (unsigned long long)reserved, (unsigned long long)h->limit);
     return VG_OK;

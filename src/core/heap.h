@@ -134,6 +134,7 @@ struct vg_heap {
     CUcontext ctx;
     uint64_t device_total;      /* bytes, from the driver */
     uint64_t limit;             /* cap on reserved bytes (option `limit`), 0 = none */
+    uint64_t limit_floor;       /* reserved bytes in use when a lower limit was set */
     bool vmm;                   /* segments come from VMM */
     uint64_t page;              /* VMM granularity (2 MiB) */
     CUmemAllocationProp prop;   /* for cuMemCreate */

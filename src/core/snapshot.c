@@ -155,7 +155,7 @@ static void sites_json(vg_buf_t *b, const site_set_t *sites) {
 }
 
 static int env_int(const char *name) {
-    const char *v = getenv(name);
+    const char *v = secure_getenv(name);
     return v && *v ? atoi(v) : -1;
 }
 

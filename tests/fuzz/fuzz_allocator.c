@@ -1,0 +1,107 @@
+/* fuzz_allocator.c — the allocator driven by fuzzer-chosen operations on vgsim: sizes,
+ * streams, frees, double and interior frees, wild frees, recorded streams, limits,
+ * empty_cache, synchronisations; the invariant checker (vg_validate) after every step. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "driver/driver.h"
+#include "vramguard.h"
+
+#define SLOTS 64
+static CUstream g_streams[3];
+static int g_ready;
+
+static void setup(void) {
+    char opts[4200];
+    snprintf(opts, sizeof opts, "driver=%s,stack_depth=4,leaks=off", VG_FUZZ_VGSIM_LIB);
+    if (vg_init(opts) != VG_OK) {
+        fprintf(stderr, "vg_init: %s\n", vg_last_error());
+        abort();
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    CUresult r;
+    if ((r = vg__cuDeviceGet(&dev, 0)) || (r = vg__cuDevicePrimaryCtxRetain(&ctx, dev)) ||
+        (r = vg__cuCtxSetCurrent(ctx))) {
+        fprintf(stderr, "the device did not answer: %s\n", vg__cu_error_name(r));
+        abort();
+    }
+    g_streams[0] = NULL;
+    for (int i = 1; i < 3; i++)
+        if ((r = vg__cuStreamCreate(&g_streams[i], CU_STREAM_NON_BLOCKING))) {
+            fprintf(stderr, "cuStreamCreate: %s\n", vg__cu_error_name(r));
+            abort();
+        }
+    g_ready = 1;
+}
+
+static void valid(void) {
+    if (vg_validate() != VG_OK) {
+        fprintf(stderr, "invariant broken: %s\n", vg_last_error());
+        abort();
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!g_ready)
+        setup();
+    void *slot[SLOTS] = {0};
+    void *gone[SLOTS] = {0}; /* freed pointers, for double frees */
+    for (size_t i = 0; i + 2 < size; i += 3) {
+        uint8_t op = data[i] % 10, a = data[i + 1], b = data[i + 2];
+        int k = a % SLOTS;
+        CUstream s = g_streams[b % 3];
+        switch (op) {
+        case 0: case 1: case 2: { /* allocate: sizes from 1 byte to ~1 GiB, log-spread */
+            if (slot[k])
+                break;
+            size_t n = ((size_t)1 << (b % 31)) + (size_t)a * 37;
+            if (vg_malloc(&slot[k], n, s) != VG_OK)
+                slot[k] = NULL;
+            break;
+        }
+        case 3: case 4: /* free */
+            if (slot[k] && vg_free(slot[k], s) == VG_OK) {
+                gone[k] = slot[k];
+                slot[k] = NULL;
+            }
+            break;
+        case 5: { /* double free, interior free, wild free: errors, nothing else */
+            bool reused = false; /* (its address may have been handed out again since) */
+            for (int j = 0; j < SLOTS; j++)
+                reused |= slot[j] == gone[k];
+            if (gone[k] && !reused && vg_free(gone[k], s) == VG_OK)
+                abort();
+            if (slot[k] && vg_free((char *)slot[k] + 1 + b, s) == VG_OK)
+                abort();
+            if (vg_free((void *)(uintptr_t)(0x1000 + (size_t)a * 4096), s) == VG_OK)
+                abort();
+            break;
+        }
+        case 6: /* another stream uses it */
+            if (slot[k])
+                vg_record_stream(slot[k], g_streams[(b + 1) % 3]);
+            break;
+        case 7: /* a limit, or none */
+            vg_set_memory_limit(0, b % 4 == 0 ? 0 : ((size_t)1 << (20 + b % 12)));
+            break;
+        case 8:
+            vg_empty_cache();
+            break;
+        case 9: /* the streams complete */
+            vg__cuCtxSynchronize();
+            vg_stream_synchronized(s);
+            break;
+        }
+        valid();
+    }
+    for (int k = 0; k < SLOTS; k++)
+        if (slot[k])
+            vg_free(slot[k], NULL);
+    vg_set_memory_limit(0, 0);
+    vg__cuCtxSynchronize();
+    valid();
+    return 0;
+}
