@@ -279,26 +279,17 @@ static void damage_text(vg_buf_t *b, const vg_report_t *r) {
     char off[64];
     offsets(off, r->off_first, r->off_last);
     switch (r->kind) {
-    case VG_REPORT_OOB_AFTER: {
-        int64_t d = r->off_first - sz; /* 0: starting at the first byte past the end */
-        char where[64];
-        if (d == 0)
-            snprintf(where, sizeof where, "right after the end");
-        else
-            snprintf(where, sizeof where, "starting %lld byte%s past the end", (long long)d,
-                     d == 1 ? "" : "s");
-        vg__buf_printf(b, PREFIX "  %llu %s overwritten %s of a %llu-byte allocation (%s)\n",
-                       (unsigned long long)n, bytes, where, (unsigned long long)r->size, off);
-        break;
-    }
+    case VG_REPORT_OOB_AFTER:
     case VG_REPORT_OOB_BEFORE: {
-        int64_t d = -r->off_last - 1; /* 0: ending at the last byte before the start */
+        /* d: bytes between the allocation's edge and the nearest damaged byte */
+        bool after = r->kind == VG_REPORT_OOB_AFTER;
+        int64_t d = after ? r->off_first - sz : -r->off_last - 1;
         char where[64];
         if (d == 0)
-            snprintf(where, sizeof where, "right before the start");
+            snprintf(where, sizeof where, "right %s", after ? "after the end" : "before the start");
         else
-            snprintf(where, sizeof where, "ending %lld byte%s before the start", (long long)d,
-                     d == 1 ? "" : "s");
+            snprintf(where, sizeof where, "%s %lld byte%s %s", after ? "starting" : "ending",
+                     (long long)d, d == 1 ? "" : "s", after ? "past the end" : "before the start");
         vg__buf_printf(b, PREFIX "  %llu %s overwritten %s of a %llu-byte allocation (%s)\n",
                        (unsigned long long)n, bytes, where, (unsigned long long)r->size, off);
         break;
