@@ -182,6 +182,18 @@ void vg__all_synchronized(void) {
     vg__snapshot_maybe();
 }
 
+void vg__context_destroying(CUcontext ctx) {
+    for (int i = 0; i < vg__heap_count(); i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        pthread_mutex_lock(&h->lock);
+        if (h->ctx == ctx) {
+            vg__guard_heap_shutdown(h); /* the final check, while the context lives */
+            vg__guard_context_failed(h);
+        }
+        pthread_mutex_unlock(&h->lock);
+    }
+}
+
 void vg__guard_flush_stream(void *stream) {
     if (!vg__guard_on() || vg__ensure_init() != VG_OK)
         return;

@@ -93,6 +93,9 @@ bool vg__is_ours(uint64_t p);
 bool vg__live_range(uint64_t p, uint64_t *base, uint64_t *size);
 void vg__all_synchronized(void);
 void vg__guard_flush_stream(void *stream);
+/* The program destroys ctx: guard mode's final check of its heap runs now, then nothing
+ * more is launched there. */
+void vg__context_destroying(CUcontext ctx);
 uint64_t vg__launch_seq(void);
 /* Append the launches after `since` (most recent last, at most `max`) to b. */
 void vg__launches_describe(vg_buf_t *b, uint64_t since, int max, const char *indent);

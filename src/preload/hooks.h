@@ -35,12 +35,17 @@
     X(cuMemcpyDtoH, cuMemcpyDtoH_v2)                                                        \
     X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2)                                              \
     X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2)                                              \
+    X(cuMemsetD8, cuMemsetD8_v2)                                                            \
+    X(cuMemsetD32, cuMemsetD32_v2)                                                          \
+    X(cuMemsetD8Async, cuMemsetD8Async)                                                     \
+    X(cuMemsetD32Async, cuMemsetD32Async)                                                   \
     /* execution and synchronisation */                                                     \
     X(cuLaunchKernel, cuLaunchKernel)                                                       \
     X(cuStreamSynchronize, cuStreamSynchronize)                                             \
     X(cuCtxSynchronize, cuCtxSynchronize)                                                   \
     X(cuEventSynchronize, cuEventSynchronize)                                               \
     X(cuStreamDestroy, cuStreamDestroy_v2)                                                  \
+    X(cuCtxDestroy, cuCtxDestroy_v2)                                                        \
     /* entry points */                                                                      \
     X(cuGetProcAddress, cuGetProcAddress_v2)
 
@@ -51,6 +56,8 @@
     X(cuMemFreeAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz)                                  \
     X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz)                   \
     X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz)                   \
+    X(cuMemsetD8Async, cuMemsetD8Async, cuMemsetD8Async_ptsz)                               \
+    X(cuMemsetD32Async, cuMemsetD32Async, cuMemsetD32Async_ptsz)                            \
     X(cuLaunchKernel, cuLaunchKernel, cuLaunchKernel_ptsz)                                  \
     X(cuStreamSynchronize, cuStreamSynchronize, cuStreamSynchronize_ptsz)
 

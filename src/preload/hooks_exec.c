@@ -167,3 +167,15 @@ VG_API CUresult cuStreamDestroy_v2(CUstream stream) {
     }
     return real(stream);
 }
+
+/* A context the program destroys: guard mode's final check of its allocations runs now,
+ * while the context can still run it; afterwards vramguard launches nothing there. Its
+ * allocations the program did not free are reported as leaks at exit. */
+VG_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
+    __typeof__(&cuCtxDestroy_v2) real = NEXT_FN(cuCtxDestroy_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (vgp_ready())
+        vg__context_destroying(ctx);
+    return real(ctx);
+}

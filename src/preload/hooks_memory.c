@@ -269,3 +269,54 @@ VG_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstr
 VG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s) {
     return cuMemcpyDtoHAsync_v2(dst, src, n, s ? s : CU_STREAM_PER_THREAD);
 }
+
+/* Memsets: checked for context-killing errors; the async ones first launch the guard work
+ * waiting on their stream (the poison of earlier frees precedes the program's writes). */
+
+VG_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, unsigned char, size_t) =
+        (CUresult(*)(CUdeviceptr, unsigned char, size_t))vgp_next("cuMemsetD8_v2", &next);
+    CUresult r = f ? f(dst, value, n) : CUDA_ERROR_NOT_INITIALIZED;
+    return vgp_ready() ? vgp_check(r, "cuMemsetD8") : r;
+}
+
+VG_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t n) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, unsigned int, size_t) =
+        (CUresult(*)(CUdeviceptr, unsigned int, size_t))vgp_next("cuMemsetD32_v2", &next);
+    CUresult r = f ? f(dst, value, n) : CUDA_ERROR_NOT_INITIALIZED;
+    return vgp_ready() ? vgp_check(r, "cuMemsetD32") : r;
+}
+
+VG_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, CUstream s) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, unsigned char, size_t, CUstream) =
+        (CUresult(*)(CUdeviceptr, unsigned char, size_t, CUstream))vgp_next("cuMemsetD8Async", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, value, n, s);
+    vg__guard_flush_stream(s);
+    return vgp_check(f(dst, value, n, s), "cuMemsetD8Async");
+}
+
+VG_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, size_t n, CUstream s) {
+    return cuMemsetD8Async(dst, value, n, s ? s : CU_STREAM_PER_THREAD);
+}
+
+VG_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, CUstream s) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, unsigned int, size_t, CUstream) =
+        (CUresult(*)(CUdeviceptr, unsigned int, size_t, CUstream))vgp_next("cuMemsetD32Async", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, value, n, s);
+    vg__guard_flush_stream(s);
+    return vgp_check(f(dst, value, n, s), "cuMemsetD32Async");
+}
+
+VG_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int value, size_t n, CUstream s) {
+    return cuMemsetD32Async(dst, value, n, s ? s : CU_STREAM_PER_THREAD);
+}
