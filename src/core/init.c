@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../driver/driver.h"
 #include "common.h"
@@ -27,7 +28,16 @@ static bool g_have_init_options;
 
 void vg__options_print(void);
 
-static void at_exit(void) { vg__shutdown(); }
+static pid_t g_init_pid; /* the process that initialised vramguard */
+
+/* A child made with fork() shares the parent's state but owns none of it: its CUDA
+ * context is the parent's (unusable after fork), and a lock held by another thread at the
+ * fork stays held forever in the child. So a forked child that exits does nothing here:
+ * no final check, no leak report, no summary — those are the parent's. */
+static void at_exit(void) {
+    if (getpid() == g_init_pid)
+        vg__shutdown();
+}
 
 static vg_status_t init_locked(const char *options, vg_opt_source_t src) {
     vg_status_t st = vg__options_load_env();
@@ -44,6 +54,7 @@ static vg_status_t init_locked(const char *options, vg_opt_source_t src) {
     st = vg__modules_init();
     if (st != VG_OK)
         return st;
+    g_init_pid = getpid();
     atexit(at_exit);
     return VG_OK;
 }

@@ -230,6 +230,16 @@ interposer_dlsym)
     command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
     run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$BUILD/tests/preload/dlsym_user"
     python3 "$HERE/check_report.py" "$TMP/r.json" 3 double_free allocation.size=4096 || fail "not every lookup was hooked" ;;
+fork_children)
+    # A threaded CUDA program that forks 50 children (which exit through atexit) and runs
+    # a command: no child hangs or reports the parent's state; one summary, the parent's.
+    for m in fast guard; do
+        run 0 "$VG" run --sim --mode=$m -- "$BUILD/tests/preload/fork_child"
+        grep -q "50 children exited cleanly" "$TMP/out" || fail "$(cat "$TMP/out")"
+        n=$(grep -c "ERROR SUMMARY" "$TMP/err" || true)
+        [ "$m" = fast ] && [ "$n" = 0 ] || [ "$m" = guard ] && [ "$n" = 1 ] ||
+            { cat "$TMP/err" >&2; fail "$n summaries in $m mode"; }
+    done ;;
 conformance_under_run)
     # The driver-API conformance suite, run as an unmodified program under vramguard in
     # both modes, still passes: the interposer changes nothing a program can rely on.
