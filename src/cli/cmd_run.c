@@ -18,6 +18,14 @@
 
 static const char *const run_flags[] = {"!sim", "!follow-children", NULL};
 
+static volatile pid_t g_child;
+
+/* SIGTERM / SIGHUP to `vramguard run` go on to the program (which writes its reports). */
+static void forward(int sig) {
+    if (g_child > 0)
+        kill(g_child, sig);
+}
+
 /* libvramguard_preload.so next to the executable (build tree) or in ../lib/vramguard. */
 static bool find_preload(char *out, size_t n) {
     char exe[PATH_MAX];
@@ -112,8 +120,11 @@ int cmd_run(int argc, char **argv) {
         _exit(errno == ENOENT ? 127 : 126);
     }
     /* The terminal's Ctrl-C reaches the program too; wait for it to finish reporting. */
+    g_child = pid;
     signal(SIGINT, SIG_IGN);
     signal(SIGQUIT, SIG_IGN);
+    signal(SIGTERM, forward);
+    signal(SIGHUP, forward);
     int status;
     while (waitpid(pid, &status, 0) < 0) {
         if (errno != EINTR) {

@@ -9,9 +9,11 @@
 #include "init.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../driver/driver.h"
@@ -98,11 +100,29 @@ VG_API void vg_print_options(void) {
         vg__options_print();
 }
 
+static _Atomic int g_shutdown;     /* 0: not yet, 1: running, 2: done */
+static _Atomic int g_fatal_signal; /* a signal the process is to die of, once reported */
+
 void vg__shutdown(void) {
-    static _Atomic bool done;
-    if (atomic_exchange(&done, true))
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_shutdown, &expected, 1)) {
+        /* Another thread is at it (a signal's watcher, while the program exits): the
+         * process must not end before the reports are out, nor end other than by that
+         * signal. */
+        struct timespec ts = {0, 1000000};
+        while (atomic_load(&g_shutdown) == 1 || atomic_load(&g_fatal_signal))
+            nanosleep(&ts, NULL);
         return;
+    }
     if (atomic_load(&vg__ready))
         vg__modules_shutdown();
     vg__output_close();
+    atomic_store(&g_shutdown, 2);
+    int sig = atomic_load(&g_fatal_signal);
+    if (sig) { /* the process dies of it, as it would have without vramguard */
+        signal(sig, SIG_DFL);
+        kill(getpid(), sig);
+    }
 }
+
+void vg__note_fatal_signal(int sig) { atomic_store(&g_fatal_signal, sig); }

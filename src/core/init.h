@@ -27,5 +27,8 @@ void vg__modules_shutdown(void);
 
 /* End-of-process work (leak report, snapshot, files closed); idempotent. */
 void vg__shutdown(void);
+/* A fatal signal arrived (async-signal-safe): whichever thread runs vg__shutdown then
+ * kills the process with it, and a thread that exits meanwhile waits for that. */
+void vg__note_fatal_signal(int sig);
 
 #endif /* VG_INIT_H */

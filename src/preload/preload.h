@@ -39,6 +39,9 @@ CUresult vgp_sticky(void);
 /* Emit reports that had to wait (host races caught in the signal handler). */
 void vgp_flush_deferred(void);
 
+/* signals.c: write the reports on SIGINT/SIGTERM when the program does not handle them. */
+void vgp_signals_install(void);
+
 /* Convert a vramguard status into the CUresult the driver would have returned. */
 CUresult vgp_cu_result(int vg_status);
 

@@ -232,6 +232,10 @@ bool vgp_ready(void) {
                     vg_last_error());
         s = ok ? 1 : -1;
         atomic_store_explicit(&g_state, s, memory_order_release);
+        if (ok) {
+            atexit(vgp_flush_deferred); /* (runs before vramguard's own exit work) */
+            vgp_signals_install();
+        }
     }
     pthread_mutex_unlock(&g_start_lock);
     return s > 0;

@@ -230,6 +230,26 @@ interposer_dlsym)
     command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
     run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$BUILD/tests/preload/dlsym_user"
     python3 "$HERE/check_report.py" "$TMP/r.json" 3 double_free allocation.size=4096 || fail "not every lookup was hooked" ;;
+signals)
+    # SIGTERM to `vramguard run` reaches the program, whose reports (here a leak) are
+    # written before it dies of the signal. (SIGINT works the same way from a terminal; a
+    # shell starts background jobs with SIGINT ignored, so this test cannot send it.)
+    command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+    for sig in TERM; do
+        rm -f "$TMP/r.json"
+        "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$BUILD/tests/preload/sleeper" \
+            >"$TMP/out" 2>"$TMP/err" &
+        runner=$!
+        for i in $(seq 100); do grep -q ready "$TMP/out" 2>/dev/null && break; sleep 0.1; done
+        kill -$sig $runner
+        wait $runner
+        rc=$?
+        want=143
+        [ $rc = $want ] || { cat "$TMP/err" >&2; fail "SIG$sig: exit status $rc, expected $want"; }
+        python3 "$HERE/check_report.py" "$TMP/r.json" 1 leak "allocated_at~sleeper.c" ||
+            fail "SIG$sig: the leak report was not written"
+        grep -q "ERROR SUMMARY: 1 error" "$TMP/err" || fail "SIG$sig: no summary"
+    done ;;
 fork_children)
     # A threaded CUDA program that forks 50 children (which exit through atexit) and runs
     # a command: no child hangs or reports the parent's state; one summary, the parent's.
