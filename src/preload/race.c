@@ -51,7 +51,9 @@
 #define FRAMES 16
 #define WAIT_LIMIT_NS (10ull * 1000 * 1000 * 1000)
 
-enum { R_FREE = 0, R_ACTIVE = 1, R_DONE = 2 };
+/* FREE -> (claimed: DONE) -> ACTIVE (protected) -> LIFTING (its protection being
+ * removed) -> DONE (kept until its fault is reported) -> FREE */
+enum { R_FREE = 0, R_ACTIVE = 1, R_DONE = 2, R_LIFTING = 3 };
 
 typedef struct rec {
     _Atomic int state;
@@ -187,15 +189,18 @@ static void say(const char *s) {
 static void on_segv(int sig, siginfo_t *si, void *ucv) {
     uintptr_t a = (uintptr_t)si->si_addr;
     rec_t *r = NULL;
-    for (int i = 0; i < RECS && !r; i++)
-        if (atomic_load(&g_recs[i].state) == R_ACTIVE && a >= g_recs[i].lo && a < g_recs[i].hi)
+    for (int i = 0; i < RECS && !r; i++) {
+        int st = atomic_load(&g_recs[i].state);
+        /* (LIFTING: the copy completed and the page is about to become accessible) */
+        if ((st == R_ACTIVE || st == R_LIFTING) && a >= g_recs[i].lo && a < g_recs[i].hi)
             r = &g_recs[i];
+    }
     if (!r) {
         chain(sig, si, ucv);
         return;
     }
     int saved_errno = errno;
-    if (!atomic_exchange(&r->faulted, 1)) {
+    if (atomic_load(&r->state) == R_ACTIVE && !atomic_exchange(&r->faulted, 1)) {
         ucontext_t *uc = ucv;
         r->fault_addr = a;
 #if defined(__x86_64__)
@@ -222,7 +227,7 @@ static void on_segv(int sig, siginfo_t *si, void *ucv) {
     /* Wait for the copy's host function to lift the protection, then retry the access. */
     struct timespec ts = {0, 100000}, t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (atomic_load(&r->state) == R_ACTIVE) {
+    while (atomic_load(&r->state) == R_ACTIVE || atomic_load(&r->state) == R_LIFTING) {
         nanosleep(&ts, NULL);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if ((uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
@@ -298,8 +303,9 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
 /* The copy completed (or was never enqueued): lift its protection. */
 static void complete(rec_t *r) {
     pthread_mutex_lock(&g_lock);
-    atomic_store(&r->state, R_DONE);
+    atomic_store(&r->state, R_LIFTING); /* a fault now waits, instead of looking foreign */
     reprotect(r->lo, r->hi);
+    atomic_store(&r->state, R_DONE);
     if (atomic_load(&r->faulted) != 1)
         atomic_store(&r->state, R_FREE); /* (a fault not yet reported: freed once it is) */
     pthread_mutex_unlock(&g_lock);
