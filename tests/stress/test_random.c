@@ -193,8 +193,10 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-VG_TEST(threads_allocate_and_free_at_once) {
-    vgt_init("");
+/* Workers allocate, free and record streams while the main thread synchronises, checks,
+ * takes snapshots and summaries and empties the cache — in `mode`. */
+static void threads_at_once(const char *mode) {
+    vgt_init(mode);
     enum { T = 4 };
     pthread_t th[T];
     worker_t w[T];
@@ -203,15 +205,27 @@ VG_TEST(threads_allocate_and_free_at_once) {
         w[i] = (worker_t){i, 4000, i % 2 ? vgt_stream() : NULL, &errors};
         CHECK(pthread_create(&th[i], NULL, worker_main, &w[i]) == 0);
     }
-    for (int k = 0; k < 20; k++) { /* the main thread checks and snapshots meanwhile */
+    for (int k = 0; k < 20; k++) {
         CHECK_VALID();
         char *s = vg_memory_summary(0);
         CHECK(s != NULL);
         vg_free_string(s);
+        char *snap = vg_snapshot_json();
+        CHECK(snap != NULL && strstr(snap, "\"segments\""));
+        vg_free_string(snap);
+        vg_stream_synchronized(NULL);
+        vg_check();
+        if (k % 5 == 4)
+            vg_empty_cache();
     }
     for (int i = 0; i < T; i++)
         pthread_join(th[i], NULL);
     CHECK_EQ(atomic_load(&errors), 0);
     CHECK_VALID();
     CHECK_EQ(vgt_stats().allocation[VG_POOL_ALL].current, 0);
+    CHECK_EQ(vg_error_count(), 0);
 }
+
+VG_TEST(threads_allocate_and_free_at_once) { threads_at_once("snapshot_events=10000"); }
+
+VG_TEST(threads_at_once_in_guard_mode) { threads_at_once("mode=guard,snapshot_events=10000"); }
