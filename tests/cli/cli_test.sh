@@ -250,6 +250,25 @@ signals)
             fail "SIG$sig: the leak report was not written"
         grep -q "ERROR SUMMARY: 1 error" "$TMP/err" || fail "SIG$sig: no summary"
     done ;;
+setuid_ignores_environment)
+    # A set-uid program (here owned by root, run by nobody) reads no option from the
+    # environment of whoever runs it (secure_getenv): mode stays fast.
+    [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1 && command -v setpriv >/dev/null ||
+        { echo "skipped: needs root, the nobody user and setpriv"; exit 77; }
+    cp "$BUILD/tests/preload/print_mode" "$TMP/print_mode"
+    chmod 755 "$TMP"; chown root "$TMP/print_mode"; chmod 4755 "$TMP/print_mode"
+    drv="driver=$VGSIM_DIR/libcuda.so.1"
+    VRAMGUARD_OPTIONS="$drv,mode=guard" run 0 "$TMP/print_mode"
+    grep -q "mode guard" "$TMP/out" || fail "the control run did not read the environment: $(cat "$TMP/out")"
+    VRAMGUARD_OPTIONS="$drv,mode=guard" run 0 setpriv --reuid=nobody --regid=nogroup --clear-groups "$TMP/print_mode"
+    if grep -q "mode guard" "$TMP/out"; then
+        [ -n "$(findmnt -no OPTIONS -T "$TMP" 2>/dev/null | grep nosuid)" ] &&
+            { echo "skipped: $TMP is mounted nosuid"; exit 77; }
+        fail "a set-uid program took its options from the environment"
+    fi
+    # (nothing from the environment: not even driver=, so the default libcuda.so.1 is tried)
+    grep -q "mode fast" "$TMP/out" && grep -q "'libcuda.so.1'" "$TMP/out" ||
+        fail "unexpected: $(cat "$TMP/out")" ;;
 fork_children)
     # A threaded CUDA program that forks 50 children (which exit through atexit) and runs
     # a command: no child hangs or reports the parent's state; one summary, the parent's.
