@@ -58,5 +58,7 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
 /* After the copy was enqueued (r: its result): arrange the unprotection in stream order. */
 void vgp_race_after(uintptr_t token, CUresult r, CUstream stream);
 bool vgp_race_enabled(void);
+/* At exit: every protection lifted, the previous SIGSEGV handler back. */
+void vgp_race_release(void);
 
 #endif /* VG_PRELOAD_H */

@@ -381,3 +381,22 @@ void vgp_flush_deferred(void) {
         pthread_mutex_unlock(&g_lock);
     }
 }
+
+/* At exit: lift every protection still in place and give SIGSEGV back to the handler
+ * that was there before vramguard's (exit handlers of the program may touch the buffers). */
+void vgp_race_release(void) {
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < RECS; i++) {
+        rec_t *r = &g_recs[i];
+        if (atomic_load(&r->state) == R_ACTIVE) {
+            atomic_store(&r->state, R_LIFTING);
+            mprotect((void *)r->lo, r->hi - r->lo, PROT_READ | PROT_WRITE);
+            atomic_store(&r->state, R_DONE);
+        }
+    }
+    if (g_handler_installed) {
+        sigaction(SIGSEGV, &g_old_segv, NULL);
+        g_handler_installed = false;
+    }
+    pthread_mutex_unlock(&g_lock);
+}

@@ -219,6 +219,13 @@ static bool table_consistent(void) {
     return true;
 }
 
+/* At exit, before vramguard's own exit work: reports the signal handler left, and the
+ * program's memory and SIGSEGV handler as they were. */
+static void at_exit(void) {
+    vgp_flush_deferred();
+    vgp_race_release();
+}
+
 bool vgp_ready(void) {
     int s = atomic_load_explicit(&g_state, memory_order_acquire);
     if (s)
@@ -233,7 +240,7 @@ bool vgp_ready(void) {
         s = ok ? 1 : -1;
         atomic_store_explicit(&g_state, s, memory_order_release);
         if (ok) {
-            atexit(vgp_flush_deferred); /* (runs before vramguard's own exit work) */
+            atexit(at_exit); /* (runs before vramguard's own exit work) */
             vgp_signals_install();
         }
     }
