@@ -269,6 +269,15 @@ setuid_ignores_environment)
     # (nothing from the environment: not even driver=, so the default libcuda.so.1 is tried)
     grep -q "mode fast" "$TMP/out" && grep -q "'libcuda.so.1'" "$TMP/out" ||
         fail "unexpected: $(cat "$TMP/out")" ;;
+passthrough_when_inactive)
+    # vramguard cannot start inside the program (here a bad option set behind `vramguard
+    # run`'s back): one message, and every hook passes the call through — same output.
+    LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$EXAMPLES/clean_program"; cp "$TMP/out" "$TMP/plain"
+    pre=$(dirname "$VG")/libvramguard_preload.so
+    VRAMGUARD_OPTIONS="mode=sideways" LD_PRELOAD="$pre" LD_LIBRARY_PATH="$VGSIM_DIR" \
+        run 0 "$EXAMPLES/clean_program"
+    cmp -s "$TMP/plain" "$TMP/out" || fail "the output changed"
+    [ "$(grep -c "not active in this process" "$TMP/err")" = 1 ] || { cat "$TMP/err" >&2; fail "expected one message"; } ;;
 fork_children)
     # A threaded CUDA program that forks 50 children (which exit through atexit) and runs
     # a command: no child hangs or reports the parent's state; one summary, the parent's.
