@@ -269,6 +269,13 @@ setuid_ignores_environment)
     # (nothing from the environment: not even driver=, so the default libcuda.so.1 is tried)
     grep -q "mode fast" "$TMP/out" && grep -q "'libcuda.so.1'" "$TMP/out" ||
         fail "unexpected: $(cat "$TMP/out")" ;;
+rtld_next_relative)
+    # Code that is not CUDA keeps its dlsym(RTLD_NEXT) semantics under the interposer.
+    d="$BUILD/tests/preload"
+    LD_LIBRARY_PATH="$d" run 0 "$d/next_user"
+    grep -q "second library: 3" "$TMP/out" || fail "without vramguard: $(cat "$TMP/out")"
+    LD_LIBRARY_PATH="$d" run 0 "$VG" run --sim -- "$d/next_user"
+    grep -q "second library: 3" "$TMP/out" || fail "under vramguard run: $(cat "$TMP/out")" ;;
 passthrough_when_inactive)
     # vramguard cannot start inside the program (here a bad option set behind `vramguard
     # run`'s back): one message, and every hook passes the call through — same output.
