@@ -209,7 +209,7 @@ static void print_usage(FILE *f) {
           "  run [--sim] -- CMD ...   run a program with vramguard injected (--sim: on vgsim);\n"
           "                           --follow-children, and any option: --mode=guard ...\n"
           "  report SNAP.json ...     summarise snapshots (snapshot=PATH writes them); pictures\n"
-          "                           with --html OUT --svg OUT --chrome-trace OUT\n"
+          "                           with --html OUT --svg OUT --chrome-trace OUT; --group=size\n"
           "  help [options]           this text, or every option with its default\n"
           "  version                  print the version\n"
           "\n"
@@ -220,11 +220,18 @@ static void print_usage(FILE *f) {
 }
 
 static void print_options_help(void) {
-    printf("%-13s %-6s %-14s %s\n", "option", "type", "default", "meaning");
+    int w = 6; /* the widest key */
     for (int i = 0; i < vg__options_count(); i++) {
         const char *k, *t, *d, *a, *h;
         vg__option_info(i, &k, &t, &d, &a, &h);
-        printf("%-13s %-6s %-14s %s%s%s%s\n", k, t, d[0] ? d : "\"\"", h, a[0] ? " [" : "",
+        if ((int)strlen(k) > w)
+            w = (int)strlen(k);
+    }
+    printf("%-*s %-6s %-14s %s\n", w, "option", "type", "default", "meaning");
+    for (int i = 0; i < vg__options_count(); i++) {
+        const char *k, *t, *d, *a, *h;
+        vg__option_info(i, &k, &t, &d, &a, &h);
+        printf("%-*s %-6s %-14s %s%s%s%s\n", w, k, t, d[0] ? d : "\"\"", h, a[0] ? " [" : "",
                a, a[0] ? "]" : "");
     }
 }
