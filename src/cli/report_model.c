@@ -2,7 +2,8 @@
 #define _GNU_SOURCE
 #include "report_model.h"
 
-#include <errno.h>
+#include "readfile.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +305,15 @@ static void series_label(const rp_file_t *f, rp_device_t *d, uint64_t key, char 
     }
 }
 
+/* An event as the timeline needs it, decoded once: what it does to live or reserved
+ * memory, and for allocations and frees, which group (site or size class) it counts in. */
+typedef enum { D_NONE, D_LIVE, D_RESERVED } delta_kind_t;
+typedef struct decoded {
+    delta_kind_t kind;
+    double bytes;     /* + allocated / mapped, - freed / unmapped */
+    uint32_t group;   /* D_LIVE */
+} decoded_t;
+
 static bool build_timeline(const rp_file_t *f, rp_device_t *d) {
     const json_t *evs = json_get(d->j, "events");
     size_t n = evs->n;
@@ -311,29 +321,44 @@ static bool build_timeline(const rp_file_t *f, rp_device_t *d) {
     d->by_size = rp_group == RP_GROUP_SIZE || (rp_group == RP_GROUP_AUTO && !use_sites(evs));
     live_t live;
     gmap_t gm = {0};
-    if (!live_init(&live, n))
+    decoded_t *dec = calloc(n + 1, sizeof *dec);
+    if (!dec || !live_init(&live, n)) {
+        free(dec);
         return false;
-    /* Pass 1: the peak of every group. */
-    for (size_t i = 0; i < n; i++) {
+    }
+    /* Pass 1: decode every event, matching frees to their allocations, and find the peak
+     * of every group. */
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; i++) {
         const json_t *e = evs->kids[i];
         const char *a = json_str(e, "action", "");
         uint64_t addr = json_addr(e, "address"), size = (uint64_t)json_int(e, "size", 0);
         if (strcmp(a, "alloc") == 0) {
             uint64_t key = d->by_size ? size_class(size) : (uint64_t)json_int(e, "site", 0);
             size_t g = gmap_find(&gm, key);
-            if (g == SIZE_MAX)
+            if (g == SIZE_MAX) {
+                ok = false;
                 break;
+            }
             gm.cur[g] += size;
             if (gm.cur[g] > gm.peak[g])
                 gm.peak[g] = gm.cur[g];
             live_put(&live, addr, (uint32_t)g, size);
+            dec[i] = (decoded_t){D_LIVE, (double)size, (uint32_t)g};
         } else if (strcmp(a, "free") == 0) {
             uint32_t g;
             uint64_t b;
-            if (live_take(&live, addr, &g, &b))
+            if (live_take(&live, addr, &g, &b)) { /* (a free of an older allocation: none) */
                 gm.cur[g] -= b;
+                dec[i] = (decoded_t){D_LIVE, -(double)b, g};
+            }
+        } else if (strcmp(a, "map") == 0) {
+            dec[i] = (decoded_t){D_RESERVED, (double)size, 0};
+        } else if (strcmp(a, "unmap") == 0) {
+            dec[i] = (decoded_t){D_RESERVED, -(double)size, 0};
         }
     }
+    live_free(&live);
     /* The largest groups get series; the others share the last one. */
     uint32_t *series_of = calloc(gm.n + 1, sizeof *series_of);
     int top = RP_MAX_SERIES - 1;
@@ -367,55 +392,40 @@ static bool build_timeline(const rp_file_t *f, rp_device_t *d) {
     d->sample_t_ns = calloc((size_t)ns + 1, sizeof *d->sample_t_ns);
     d->live = calloc(((size_t)ns + 1) * RP_MAX_SERIES, sizeof *d->live);
     d->reserved = calloc((size_t)ns + 1, sizeof *d->reserved);
-    bool ok = series_of && d->sample_seq && d->sample_t_ns && d->live && d->reserved;
-    live_free(&live);
-    if (ok && live_init(&live, n)) {
-        double cur[RP_MAX_SERIES] = {0}, reserved = 0, best_total = -1;
-        int sample = 0;
-        for (size_t i = 0; i < n; i++) {
-            const json_t *e = evs->kids[i];
-            const char *a = json_str(e, "action", "");
-            uint64_t addr = json_addr(e, "address"), size = (uint64_t)json_int(e, "size", 0);
-            if (strcmp(a, "alloc") == 0) {
-                uint64_t key = d->by_size ? size_class(size) : (uint64_t)json_int(e, "site", 0);
-                size_t g = gmap_find(&gm, key);
-                uint32_t s = g < gm.n && series_of[g] ? series_of[g] - 1 : (uint32_t)d->nseries - 1;
-                cur[s] += (double)size;
-                live_put(&live, addr, s, size);
-            } else if (strcmp(a, "free") == 0) {
-                uint32_t s;
-                uint64_t b;
-                if (live_take(&live, addr, &s, &b))
-                    cur[s] -= (double)b;
-            } else if (strcmp(a, "map") == 0) {
-                reserved += (double)size;
-            } else if (strcmp(a, "unmap") == 0) {
-                reserved = reserved > (double)size ? reserved - (double)size : 0;
-            }
-            double total = 0;
-            for (int s = 0; s < d->nseries; s++)
-                total += cur[s];
-            if (total > best_total) { /* the stretch's sample so far */
-                best_total = total;
-                memcpy(&d->live[(size_t)sample * RP_MAX_SERIES], cur, sizeof cur);
-                d->reserved[sample] = reserved;
-                d->sample_seq[sample] = (uint64_t)json_int(e, "seq", 0);
-                d->sample_t_ns[sample] = (uint64_t)json_int(e, "t_ns", 0);
-            }
-            if (reserved > d->reserved[sample])
-                d->reserved[sample] = reserved;
-            if (total > d->peak_live)
-                d->peak_live = total;
-            if (reserved > d->peak_reserved)
-                d->peak_reserved = reserved;
-            size_t end = (size_t)(((uint64_t)sample + 1) * n / (uint64_t)ns);
-            if (i + 1 >= end && sample < ns) {
-                sample++;
-                best_total = -1;
-            }
+    ok = ok && series_of && d->sample_seq && d->sample_t_ns && d->live && d->reserved;
+    double cur[RP_MAX_SERIES] = {0}, reserved = 0, best_total = -1;
+    int sample = 0;
+    for (size_t i = 0; i < n && ok; i++) {
+        const decoded_t *x = &dec[i];
+        if (x->kind == D_LIVE) {
+            uint32_t g = x->group;
+            cur[series_of[g] ? series_of[g] - 1 : (uint32_t)d->nseries - 1] += x->bytes;
+        } else if (x->kind == D_RESERVED) {
+            reserved = reserved + x->bytes > 0 ? reserved + x->bytes : 0;
         }
-        live_free(&live);
+        double total = 0;
+        for (int s = 0; s < d->nseries; s++)
+            total += cur[s];
+        if (total > best_total) { /* the stretch's sample so far */
+            best_total = total;
+            memcpy(&d->live[(size_t)sample * RP_MAX_SERIES], cur, sizeof cur);
+            d->reserved[sample] = reserved;
+            d->sample_seq[sample] = (uint64_t)json_int(evs->kids[i], "seq", 0);
+            d->sample_t_ns[sample] = (uint64_t)json_int(evs->kids[i], "t_ns", 0);
+        }
+        if (reserved > d->reserved[sample])
+            d->reserved[sample] = reserved;
+        if (total > d->peak_live)
+            d->peak_live = total;
+        if (reserved > d->peak_reserved)
+            d->peak_reserved = reserved;
+        size_t end = (size_t)(((uint64_t)sample + 1) * n / (uint64_t)ns);
+        if (i + 1 >= end && sample < ns) {
+            sample++;
+            best_total = -1;
+        }
     }
+    free(dec);
     free(series_of);
     free(gm.key);
     free(gm.cur);
@@ -447,43 +457,9 @@ static void place_markers(const rp_file_t *f, rp_device_t *d) {
  * Loading
  * ------------------------------------------------------------------------------------- */
 
-static char *read_all(const char *path, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            char *nb = cap < (1ull << 32) ? realloc(buf, cap *= 2) : NULL;
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-    }
-    bool io = ferror(f);
-    fclose(f);
-    if (!buf || io) {
-        free(buf);
-        snprintf(err, errlen, "cannot read '%s': %s", path, io ? "read error" : "out of memory");
-        return NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 bool rp_load(const char *path, rp_file_t *out, char *err, size_t errlen) {
     size_t len;
-    char *text = read_all(path, &len, err, errlen);
+    char *text = cli_read_file(path, &len, err, errlen);
     if (!text) {
         memset(out, 0, sizeof *out);
         return false;

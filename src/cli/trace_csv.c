@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "trace_csv.h"
 
+#include "readfile.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -281,33 +283,10 @@ int vg_trace_parse(const char *data, size_t len, vg_trace_t *out, char *err, siz
 
 int vg_trace_load(const char *path, vg_trace_t *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fail(err, errlen, "cannot open '%s': %s", path, strerror(errno));
-    char *data = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? cap * 2 : 1 << 20;
-            char *d = realloc(data, cap);
-            if (!d) {
-                free(data);
-                fclose(f);
-                return fail(err, errlen, "'%s' is too large to read", path);
-            }
-            data = d;
-        }
-        size_t got = fread(data + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(data);
-        return fail(err, errlen, "cannot read '%s'", path);
-    }
+    size_t len;
+    char *data = cli_read_file(path, &len, err, errlen);
+    if (!data)
+        return -1;
     int rc = vg_trace_parse(data, len, out, err, errlen);
     free(data);
     if (rc != 0) { /* prefix the file name */

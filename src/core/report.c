@@ -386,18 +386,10 @@ void vg__report(const vg_report_t *r) {
                        (unsigned long long)r->user, (unsigned long long)r->size, human,
                        (unsigned long long)r->id, r->device, st);
         vg__buf_printf(&b, PREFIX "  allocated at:\n");
-        {
-            vg_buf_t s = {0};
-            site_lines(&s, r->alloc_site, PREFIX "    ", 12);
-            vg__buf_append(&b, s.data ? s.data : "", s.len);
-            vg__buf_free(&s);
-        }
+        site_lines(&b, r->alloc_site, PREFIX "    ", 12);
         if (r->free_site) {
-            vg_buf_t s = {0};
             vg__buf_printf(&b, PREFIX "  freed at:\n");
-            site_lines(&s, r->free_site, PREFIX "    ", 12);
-            vg__buf_append(&b, s.data ? s.data : "", s.len);
-            vg__buf_free(&s);
+            site_lines(&b, r->free_site, PREFIX "    ", 12);
         }
     }
     if (r->kind == VG_REPORT_LEAK || r->kind == VG_REPORT_GROWTH) {
@@ -410,24 +402,15 @@ void vg__report(const vg_report_t *r) {
                        r->kind == VG_REPORT_GROWTH ? "now" : "",
                        vg__fmt_bytes(tot, r->bytes), (unsigned long long)r->count,
                        r->count == 1 ? "" : "s");
-        vg_buf_t s = {0};
-        site_lines(&s, r->alloc_site, PREFIX "    ", 12);
-        vg__buf_append(&b, s.data ? s.data : "", s.len);
-        vg__buf_free(&s);
+        site_lines(&b, r->alloc_site, PREFIX "    ", 12);
     }
     if (r->call_site) {
-        vg_buf_t s = {0};
         vg__buf_printf(&b, PREFIX "  the call was at:\n");
-        site_lines(&s, r->call_site, PREFIX "    ", 12);
-        vg__buf_append(&b, s.data ? s.data : "", s.len);
-        vg__buf_free(&s);
+        site_lines(&b, r->call_site, PREFIX "    ", 12);
     }
     if (r->has_block && r->has_damage && r->clean_seq != UINT64_MAX) {
-        vg_buf_t s = {0};
         vg__buf_printf(&b, PREFIX "  kernels launched since its last clean check:\n");
-        vg__launches_describe(&s, r->clean_seq, 8, PREFIX "    ");
-        vg__buf_append(&b, s.data ? s.data : "", s.len);
-        vg__buf_free(&s);
+        vg__launches_describe(&b, r->clean_seq, 8, PREFIX "    ");
     }
     if (r->detail[0]) {
         for (const char *l = r->detail; *l;) {
