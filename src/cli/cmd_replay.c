@@ -147,8 +147,10 @@ int cmd_replay(int argc, char **argv) {
     }
     snprintf(memtext, sizeof memtext, "%llu", (unsigned long long)device_memory);
     setenv("VGSIM_MEMORY", memtext, 1);
-    snprintf(opts, sizeof opts, "driver=%s/libcuda.so.1%s%s", dir, a.options[0] ? "," : "",
-             a.options);
+    /* The replay is the only thing that runs on the device, so guard work may wait for
+     * the next operation as it does under vramguard run (G3); --guard_defer=off undoes it. */
+    snprintf(opts, sizeof opts, "driver=%s/libcuda.so.1,guard_defer=on%s%s", dir,
+             a.options[0] ? "," : "", a.options);
     if (vg__init_from_cli(opts) != VG_OK) {
         cli_error("%s", vg_last_error());
         vg_trace_free(&t);

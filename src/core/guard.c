@@ -14,6 +14,12 @@
  *                before any check, quarantine exit or synchronisation; the interposer also
  *                flushes them before it forwards a program's own launch, so they always
  *                precede the program's next kernel on that stream;
+ *   deferred     when vramguard sees every launch (`guard_defer`: under vramguard run),
+ *                the fills wait too: everything waits in the stream's queue until the
+ *                program's next launch, copy, memset, event record or synchronisation on
+ *                that stream (or 56 descriptors), and goes in one launch. The device then
+ *                runs the same work in the same stream order as if it had been launched
+ *                at each call, in a fraction of the launches (docs/decisions.md G3);
  *   quarantine   when it holds more than `quarantine` bytes, its oldest blocks leave in a
  *                batch: one check of their redzones and poison, then they are reused;
  *   check point  vg_check(), synchronisations seen by vramguard, exit: one launch checks
@@ -29,6 +35,7 @@
 #define _GNU_SOURCE
 #include "guard.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,9 +97,21 @@ typedef struct vg_guard {
     uint64_t q_bytes, q_count;
     bool dead;                  /* the context failed: no more launches */
     uint64_t fills_launched, fills_skipped; /* redzone fills at allocation */
+    uint64_t launches;          /* of the checker kernels, all kinds */
 } vg_guard_t;
 
 bool vg__guard_on(void) { return vg__opt.mode == VG_MODE_GUARD; }
+
+static _Atomic bool g_launches_seen; /* the interposer forwards the program's launches */
+
+void vg__guard_launches_seen(void) { g_launches_seen = true; }
+
+/* Hold fills and checks until the stream's next observed operation (G3)? */
+static bool deferring(void) {
+    return vg__opt.guard_defer == VG_DEFER_ON ||
+           (vg__opt.guard_defer == VG_DEFER_AUTO &&
+            atomic_load_explicit(&g_launches_seen, memory_order_relaxed));
+}
 
 uint64_t vg__guard_left(void) { return vg__align_up(vg__opt.redzone, VG_ALIGN); }
 
@@ -172,6 +191,7 @@ static vg_guard_desc_t desc(uint64_t addr, uint64_t len, const vg_block_t *b, ui
 static CUresult launch_ranges(vg_guard_t *g, const vg_guard_batch_t *batch, CUstream s) {
     if (g->dead)
         return CUDA_ERROR_LAUNCH_FAILED;
+    g->launches++;
     void *params[] = {(void *)batch, &g->log_dev};
     return vg__cuLaunchKernel(g->fn_ranges, batch->n, 1, 1, 256, 1, 1, 0, s, params, NULL);
 }
@@ -248,7 +268,11 @@ void vg__guard_flush(vg_heap_t *h, CUstream stream) {
     vg_guard_t *g = h->guard;
     if (!g)
         return;
-    vg_stream_t *s = vg__heap_stream(h, stream);
+    if (stream == NULL || stream == CU_STREAM_LEGACY) { /* orders after every blocking stream */
+        vg__guard_flush_all(h);
+        return;
+    }
+    vg_stream_t *s = vg__heap_stream_find(h, stream);
     if (!s || !s->guard_pending || ((pending_t *)s->guard_pending)->n == 0)
         return;
     bool pushed = vg__heap_ctx_enter(h);
@@ -261,11 +285,52 @@ static void flush_all(vg_heap_t *h) {
         flush_stream(h->guard, s);
 }
 
+/* Make stream `to` wait for the guard work queued so far on stream `from` (context
+ * current): a free on another stream than the allocation's, while the allocation's
+ * redzone fill still waits on its own stream, must not check before it. */
+static void order_after(vg_guard_t *g, vg_stream_t *from, vg_stream_t *to) {
+    flush_stream(g, from);
+    if (vg__cuEventRecord(g->event, from->handle) == CUDA_SUCCESS)
+        vg__cuStreamWaitEvent(to->handle, g->event, 0);
+}
+
+void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
+    vg_stream_t *from = b->stream;
+    pending_t *p = from ? from->guard_pending : NULL;
+    if (!h->guard || from == s || !p || p->n == 0)
+        return;
+    bool pushed = vg__heap_ctx_enter(h);
+    order_after(h->guard, from, s);
+    vg__heap_ctx_leave(pushed);
+}
+
+/* Queue the redzone fill of b on stream s until the stream's next observed operation;
+ * false if there is no memory for the queue (the caller launches it now). */
+static bool defer_fill(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
+    pending_t *p = s ? pending_of(s) : NULL;
+    if (!p)
+        return false;
+    add_pending(p, desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
+                        VG_RANGE_LEFT), 0);
+    uint64_t end = b->user + b->requested;
+    add_pending(p, desc(end, b->addr + b->size - end, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
+                        VG_RANGE_RIGHT), 0);
+    if (p->n > PENDING_MAX) {
+        bool pushed = vg__heap_ctx_enter(h);
+        flush_stream(h->guard, s);
+        vg__heap_ctx_leave(pushed);
+    }
+    return true;
+}
+
 vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     vg_guard_t *g = h->guard;
     b->clean_seq = vg__launch_seq();
+    bool defer = deferring();
     if (b->flags & VG_BF_READY) { /* its redzones already hold the canary */
         g->fills_skipped++;
+        if (defer)
+            return VG_OK;
         vg_stream_t *s = vg__heap_stream(h, stream);
         pending_t *p = s ? s->guard_pending : NULL;
         if (p && p->n > 0 && vg__now_coarse_ns() - p->oldest_ns > PENDING_AGE_NS) {
@@ -276,6 +341,8 @@ vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) 
         return VG_OK;
     }
     g->fills_launched++;
+    if (defer && defer_fill(h, b, vg__heap_stream(h, stream)))
+        return VG_OK;
     vg_guard_batch_t batch = {.n = 2};
     batch.d[0] = desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
                       VG_RANGE_LEFT);
@@ -426,6 +493,7 @@ static bool launch_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
         return false;
     if (n == 0)
         return true;
+    g->launches++;
     unsigned grid = n < 4096 ? (unsigned)n : 4096;
     unsigned nn = (unsigned)n;
     void *params[] = {&buf->dev, &nn, &g->log_dev};
@@ -625,8 +693,9 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
         add_pending(p, desc(a[i], len[i], b, VG_PATTERN_POISON, VG_GUARD_FILL, VG_RANGE_POISON),
                     b->free_ns);
     p->frees++;
-    if (p->frees >= (unsigned)vg__opt.free_batch || p->n > PENDING_MAX ||
-        b->free_ns - p->oldest_ns > PENDING_AGE_NS) {
+    if (p->n > PENDING_MAX ||
+        (!deferring() && (p->frees >= (unsigned)vg__opt.free_batch ||
+                          b->free_ns - p->oldest_ns > PENDING_AGE_NS))) {
         bool pushed;
         stream_ctx(h, &pushed);
         flush_stream(g, s);
@@ -670,6 +739,8 @@ void vg__guard_heap_shutdown(vg_heap_t *h) {
         return;
     vg__guard_check_all(h, "at exit");
     if (secure_getenv("VG_DEBUG_GUARD"))
-        vg__log("guard: %llu redzone fills launched, %llu skipped (layout already filled)",
-                (unsigned long long)g->fills_launched, (unsigned long long)g->fills_skipped);
+        vg__log("guard: %llu redzone fills needed, %llu skipped (layout already filled); "
+                "%llu launches",
+                (unsigned long long)g->fills_launched, (unsigned long long)g->fills_skipped,
+                (unsigned long long)g->launches);
 }

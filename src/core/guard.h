@@ -15,6 +15,10 @@ bool vg__guard_total(uint64_t n, uint64_t *total);
 vg_status_t vg__guard_heap_init(vg_heap_t *h);
 /* Fill the redzones of a new allocation, on its stream (heap lock held). */
 vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream);
+/* The interposer forwards the program's launches: guard work may wait for them (G3). */
+void vg__guard_launches_seen(void);
+/* Before block b (allocated on b->stream) is freed on stream s (heap lock held). */
+void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s);
 /* Called by vg__heap_free for a block the user freed (stamped with its free stream).
  * In guard mode the block's redzones are checked and its bytes poisoned on `stream`, and
  * it enters the quarantine: returns true and the heap must not touch it. In fast mode

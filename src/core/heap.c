@@ -242,6 +242,10 @@ vg_stream_t *vg__heap_stream(vg_heap_t *h, CUstream handle) {
     return stream_lookup(h, stream_key(handle), true, handle);
 }
 
+vg_stream_t *vg__heap_stream_find(vg_heap_t *h, CUstream handle) {
+    return stream_lookup(h, stream_key(handle), false, handle);
+}
+
 static void stream_complete(vg_heap_t *h, vg_stream_t *s) {
     s->done = s->epoch;
     s->epoch++;
@@ -269,6 +273,7 @@ void vg__heap_forget_stream(vg_heap_t *h, CUstream handle) {
     vg_stream_t *s = stream_lookup(h, stream_key(handle), false, handle);
     if (!s)
         return;
+    vg__guard_flush(h, handle); /* guard work waiting on it goes before it is gone */
     bool pushed = vg__heap_ctx_enter(h);
     if (s->handle != CU_STREAM_PER_THREAD)
         vg__cuStreamSynchronize(s->handle);
@@ -659,6 +664,7 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     vg_stream_t *s = vg__heap_stream(h, stream);
     if (!s)
         s = b->stream; /* no memory for a new stream record: the allocation's stream */
+    vg__guard_before_free(h, b, s);
     b->stream = s;
     b->epoch = s->epoch;
     s->last_free_epoch = s->epoch;

@@ -204,6 +204,8 @@ vg_status_t vg__heap_validate(vg_heap_t *h);
 uint64_t vg__heap_largest_servable(vg_heap_t *h);
 uint64_t vg__heap_largest_free_block(vg_heap_t *h);
 vg_stream_t *vg__heap_stream(vg_heap_t *h, CUstream handle);
+/* The same, without creating it: NULL if the heap never met the stream. */
+vg_stream_t *vg__heap_stream_find(vg_heap_t *h, CUstream handle);
 
 /* tlsf.c */
 void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b);

@@ -51,8 +51,12 @@
     X(poison_bytes, SIZE, "64K", "0..1T",                                                    \
       "guard: larger freed blocks are poisoned at their first and last half of this")       \
     X(free_batch, INT, "1", "1..16",                                                        \
-      "guard: frees whose check and poison share one launch (1: at once, so a kernel that "  \
-      "still uses a freed block is caught; more: fewer launches, later poison)")            \
+      "guard, when not deferred: frees whose check and poison share one launch (1: at once, "  \
+      "so a kernel that still uses a freed block is caught; more: fewer launches)")            \
+    X(guard_defer, ENUM, "auto", "auto|on|off",                                              \
+      "guard: hold redzone fills and free checks until the stream's next launch, copy, "     \
+      "event or synchronisation, and launch them together (auto: when vramguard sees every " \
+      "launch: under vramguard run)")                                                        \
     X(host_race, ENUM, "auto", "auto|on|off",                                               \
       "vramguard run: protect pinned buffers while an async copy uses them (auto: in guard "  \
       "mode)")                                                                               \
@@ -73,6 +77,7 @@ typedef enum { VG_MODE_FAST = 0, VG_MODE_GUARD = 1 } vg_mode_t;
 typedef enum { VG_VMM_AUTO = 0, VG_VMM_ON = 1, VG_VMM_OFF = 2 } vg_vmm_t;
 typedef enum { VG_UNWIND_FP = 0, VG_UNWIND_FULL = 1 } vg_unwind_t;
 typedef enum { VG_LEAKS_AUTO = 0, VG_LEAKS_ON = 1, VG_LEAKS_OFF = 2 } vg_leaks_t;
+typedef enum { VG_DEFER_AUTO = 0, VG_DEFER_ON = 1, VG_DEFER_OFF = 2 } vg_guard_defer_t;
 typedef enum { VG_RACE_AUTO = 0, VG_RACE_ON = 1, VG_RACE_OFF = 2 } vg_host_race_t;
 typedef enum { VG_RACE_WAIT = 0, VG_RACE_ABORT = 1 } vg_host_race_action_t;
 

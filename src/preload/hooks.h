@@ -35,6 +35,8 @@
     X(cuMemcpyDtoH, cuMemcpyDtoH_v2)                                                        \
     X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2)                                              \
     X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2)                                              \
+    X(cuMemcpyAsync, cuMemcpyAsync)                                                         \
+    X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2)                                              \
     X(cuMemsetD8, cuMemsetD8_v2)                                                            \
     X(cuMemsetD32, cuMemsetD32_v2)                                                          \
     X(cuMemsetD8Async, cuMemsetD8Async)                                                     \
@@ -46,6 +48,8 @@
     X(cuEventSynchronize, cuEventSynchronize)                                               \
     X(cuStreamDestroy, cuStreamDestroy_v2)                                                  \
     X(cuCtxDestroy, cuCtxDestroy_v2)                                                        \
+    X(cuEventRecord, cuEventRecord)                                                         \
+    X(cuLaunchHostFunc, cuLaunchHostFunc)                                                   \
     /* entry points */                                                                      \
     X(cuGetProcAddress, cuGetProcAddress_v2)
 
@@ -59,7 +63,11 @@
     X(cuMemsetD8Async, cuMemsetD8Async, cuMemsetD8Async_ptsz)                               \
     X(cuMemsetD32Async, cuMemsetD32Async, cuMemsetD32Async_ptsz)                            \
     X(cuLaunchKernel, cuLaunchKernel, cuLaunchKernel_ptsz)                                  \
-    X(cuStreamSynchronize, cuStreamSynchronize, cuStreamSynchronize_ptsz)
+    X(cuStreamSynchronize, cuStreamSynchronize, cuStreamSynchronize_ptsz)                   \
+    X(cuMemcpyAsync, cuMemcpyAsync, cuMemcpyAsync_ptsz)                                     \
+    X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)                   \
+    X(cuEventRecord, cuEventRecord, cuEventRecord_ptsz)                                     \
+    X(cuLaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)
 
 /* Prototypes of every hook, from the driver table (so a hook with the wrong signature
  * does not compile). */

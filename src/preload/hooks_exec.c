@@ -168,6 +168,37 @@ VG_API CUresult cuStreamDestroy_v2(CUstream stream) {
     return real(stream);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Other ordering points: whatever enqueues work on a stream, or captures its order for
+ * another stream, first launches the guard work waiting there (docs/decisions.md G3).
+ * ------------------------------------------------------------------------------------- */
+
+VG_API CUresult cuEventRecord(CUevent event, CUstream stream) {
+    __typeof__(&cuEventRecord) real = NEXT_FN(cuEventRecord);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (vgp_ready())
+        vg__guard_flush_stream(stream);
+    return real(event, stream);
+}
+
+VG_API CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) {
+    return cuEventRecord(event, stream ? stream : CU_STREAM_PER_THREAD);
+}
+
+VG_API CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data) {
+    __typeof__(&cuLaunchHostFunc) real = NEXT_FN(cuLaunchHostFunc);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (vgp_ready())
+        vg__guard_flush_stream(stream);
+    return real(stream, fn, data);
+}
+
+VG_API CUresult cuLaunchHostFunc_ptsz(CUstream stream, CUhostFn fn, void *data) {
+    return cuLaunchHostFunc(stream ? stream : CU_STREAM_PER_THREAD, fn, data);
+}
+
 /* A context the program destroys: guard mode's final check of its allocations runs now,
  * while the context can still run it; afterwards vramguard launches nothing there. Its
  * allocations the program did not free are reported as leaks at exit. */

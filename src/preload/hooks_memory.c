@@ -216,12 +216,49 @@ VG_API CUresult cuMemHostUnregister(void *p) {
  * Copies
  * ------------------------------------------------------------------------------------- */
 
+/* A synchronous copy or set runs on the legacy default stream, after every blocking
+ * stream's work: the guard work waiting anywhere goes first (a NULL stream flushes all). */
 VG_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
     static void *next;
     CUresult (*f)(CUdeviceptr, const void *, size_t) =
         (CUresult(*)(CUdeviceptr, const void *, size_t))vgp_next("cuMemcpyHtoD_v2", &next);
+    if (f && vgp_ready())
+        vg__guard_flush_stream(NULL);
     CUresult r = f ? f(dst, src, n) : CUDA_ERROR_NOT_INITIALIZED;
     return vgp_ready() ? vgp_check(r, "cuMemcpyHtoD") : r;
+}
+
+VG_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, CUdeviceptr, size_t, CUstream) =
+        (CUresult(*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))vgp_next("cuMemcpyAsync", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n, s);
+    vg__guard_flush_stream(s);
+    return vgp_check(f(dst, src, n, s), "cuMemcpyAsync");
+}
+
+VG_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    return cuMemcpyAsync(dst, src, n, s ? s : CU_STREAM_PER_THREAD);
+}
+
+VG_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, CUdeviceptr, size_t, CUstream) =
+        (CUresult(*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))vgp_next("cuMemcpyDtoDAsync_v2",
+                                                                         &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n, s);
+    vg__guard_flush_stream(s);
+    return vgp_check(f(dst, src, n, s), "cuMemcpyDtoDAsync");
+}
+
+VG_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    return cuMemcpyDtoDAsync_v2(dst, src, n, s ? s : CU_STREAM_PER_THREAD);
 }
 
 VG_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
@@ -277,6 +314,8 @@ VG_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
     static void *next;
     CUresult (*f)(CUdeviceptr, unsigned char, size_t) =
         (CUresult(*)(CUdeviceptr, unsigned char, size_t))vgp_next("cuMemsetD8_v2", &next);
+    if (f && vgp_ready())
+        vg__guard_flush_stream(NULL);
     CUresult r = f ? f(dst, value, n) : CUDA_ERROR_NOT_INITIALIZED;
     return vgp_ready() ? vgp_check(r, "cuMemsetD8") : r;
 }
@@ -285,6 +324,8 @@ VG_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t n) {
     static void *next;
     CUresult (*f)(CUdeviceptr, unsigned int, size_t) =
         (CUresult(*)(CUdeviceptr, unsigned int, size_t))vgp_next("cuMemsetD32_v2", &next);
+    if (f && vgp_ready())
+        vg__guard_flush_stream(NULL);
     CUresult r = f ? f(dst, value, n) : CUDA_ERROR_NOT_INITIALIZED;
     return vgp_ready() ? vgp_check(r, "cuMemsetD32") : r;
 }

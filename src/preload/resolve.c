@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "../core/common.h"
+#include "../core/guard.h"
 #include "../core/init.h"
 #include "../core/options.h"
 #include "hooks.h"
@@ -240,6 +241,7 @@ bool vgp_ready(void) {
         s = ok ? 1 : -1;
         atomic_store_explicit(&g_state, s, memory_order_release);
         if (ok) {
+            vg__guard_launches_seen(); /* guard work may wait for the program's launches */
             atexit(at_exit); /* (runs before vramguard's own exit work) */
             vgp_signals_install();
         }
