@@ -18,7 +18,9 @@
  *       any number of descriptors, in memory the device can read (check points);
  *   vg_guard_ranges(vg_guard_batch_t batch, vg_guard_log_t *log)
  *       up to VG_GUARD_BATCH descriptors passed by value (the redzones of one allocation,
- *       the checks and poison of one free): no buffer to upload or keep alive.
+ *       the checks and poison of one free): no buffer to upload or keep alive. Here a
+ *       descriptor may also stand for a whole block (VG_GUARD_BLOCK_*), so that one
+ *       launch carries the work of up to 64 allocations and frees.
  *
  * The log lives in pinned host memory mapped for the device, so the host reads it with
  * plain loads — even after a sticky error has killed the context. It only grows: a kernel
@@ -41,7 +43,15 @@
 #define VG_PATTERN_POISON 0xFFF7FFBFu
 #define VG_PATTERN_CANARY VG_PATTERN_POISON
 
-enum { VG_GUARD_FILL = 1, VG_GUARD_CHECK = 2 };
+/* Range operations, and block operations (vg_guard_ranges only). A block descriptor has
+ * addr/len: the whole block; user: its user address; pattern: the length of its right
+ * redzone (the user bytes end at addr + len - pattern); kind: flags OR'ed into the kind
+ * of each part. vg_guard_block_parts() below turns it into ranges:
+ *   VG_GUARD_BLOCK_NEW    fill both redzones with the canary;
+ *   VG_GUARD_BLOCK_FREED  check both redzones and poison the user bytes: all of them if
+ *                         there are at most batch.poison_max (or poison_max < 2), else
+ *                         the first and the last poison_max / 2. */
+enum { VG_GUARD_FILL = 1, VG_GUARD_CHECK = 2, VG_GUARD_BLOCK_NEW = 3, VG_GUARD_BLOCK_FREED = 4 };
 
 /* What a checked range is (reported back in the error). */
 enum {
@@ -65,7 +75,7 @@ typedef struct vg_guard_desc {
 
 typedef struct vg_guard_batch {
     uint32_t n;        /* descriptors used */
-    uint32_t pad;
+    uint32_t poison_max; /* for VG_GUARD_BLOCK_FREED */
     vg_guard_desc_t d[VG_GUARD_BATCH];
 } vg_guard_batch_t;
 
@@ -88,8 +98,46 @@ typedef struct vg_guard_log {
     vg_guard_error_t errors[1]; /* [capacity] */
 } vg_guard_log_t;
 
-static inline uint8_t vg_pattern_byte(uint32_t pattern, uint64_t addr) {
+#ifdef __CUDACC__
+#define VG_GUARD_FN __host__ __device__ static inline
+#else
+#define VG_GUARD_FN static inline
+#endif
+
+VG_GUARD_FN uint8_t vg_pattern_byte(uint32_t pattern, uint64_t addr) {
     return (uint8_t)(pattern >> (8u * (unsigned)(addr & 3u)));
+}
+
+VG_GUARD_FN void vg_guard_part(vg_guard_desc_t *o, const vg_guard_desc_t *b, uint64_t addr,
+                               uint64_t len, uint16_t op, uint16_t kind) {
+    o->addr = addr;
+    o->len = len;
+    o->tag = b->tag;
+    o->user = b->user;
+    o->pattern = VG_PATTERN_CANARY; /* the poison word too */
+    o->op = op;
+    o->kind = (uint16_t)(kind | b->kind);
+}
+
+/* The ranges block descriptor b stands for (at most 4, written to out); returns how many. */
+VG_GUARD_FN unsigned vg_guard_block_parts(const vg_guard_desc_t *b, uint32_t poison_max,
+                                          vg_guard_desc_t *out) {
+    uint64_t end = b->addr + b->len - b->pattern; /* where the user bytes end */
+    uint16_t op = b->op == VG_GUARD_BLOCK_NEW ? VG_GUARD_FILL : VG_GUARD_CHECK;
+    unsigned n = 0;
+    vg_guard_part(&out[n++], b, b->addr, b->user - b->addr, op, VG_RANGE_LEFT);
+    vg_guard_part(&out[n++], b, end, b->pattern, op, VG_RANGE_RIGHT);
+    uint64_t len = end - b->user;
+    if (b->op != VG_GUARD_BLOCK_FREED || len == 0)
+        return n;
+    if (len <= poison_max || poison_max < 2) {
+        vg_guard_part(&out[n++], b, b->user, len, VG_GUARD_FILL, VG_RANGE_POISON);
+    } else {
+        vg_guard_part(&out[n++], b, b->user, poison_max / 2, VG_GUARD_FILL, VG_RANGE_POISON);
+        vg_guard_part(&out[n++], b, end - poison_max / 2, poison_max / 2, VG_GUARD_FILL,
+                      VG_RANGE_POISON);
+    }
+    return n;
 }
 
 #endif /* VG_GUARD_ABI_H */

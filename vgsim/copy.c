@@ -42,7 +42,7 @@ static CUresult copy_on(CUstream stream, void *dst, const void *src, size_t n, b
         return CUDA_ERROR_INVALID_HANDLE;
     if (n == 0)
         return CUDA_SUCCESS;
-    sim_op_t *op = sim_op_new(OP_COPY);
+    sim_op_t *op = sim_op_get(s, OP_COPY);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.copy.dst = dst;
@@ -152,7 +152,7 @@ static CUresult memset_on(CUstream stream, CUdeviceptr dst, uint32_t value, unsi
         return CUDA_ERROR_INVALID_HANDLE;
     if (count == 0)
         return CUDA_SUCCESS;
-    sim_op_t *op = sim_op_new(OP_MEMSET);
+    sim_op_t *op = sim_op_get(s, OP_MEMSET);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.set.dst = DEV(dst);
@@ -205,7 +205,7 @@ VGSIM_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
     CUdeviceptr base;
     if (cuMemGetAddressRange_v2(&base, NULL, dptr) != CUDA_SUCCESS || base != dptr)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_op_t *op = sim_op_new(OP_FREE);
+    sim_op_t *op = sim_op_get(s, OP_FREE);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.free.ptr = dptr;

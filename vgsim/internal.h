@@ -146,7 +146,7 @@ typedef struct sim_op {
         struct { void *dst; uint32_t value; unsigned elem; size_t count; } set;
         struct { vgsim_kernel_fn fn; vgsim_launch_t launch; const char *name;
                  unsigned char *storage; /* heap copy of the arguments if too big */
-                 unsigned char inline_args[384] __attribute__((aligned(16))); } kernel;
+                 unsigned char inline_args[4096] __attribute__((aligned(16))); } kernel;
         struct { CUhostFn fn; void *data; } host;
         struct { sim_event_t *event; } record;
         struct { CUdeviceptr ptr; } free;

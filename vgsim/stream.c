@@ -41,8 +41,9 @@ sim_op_t *sim_op_new(int kind) {
 
 /* Ops are recycled: the worker pushes finished ops on its stream's `returned` stack, and
  * a producer thread refills its own cache from that stack when the cache runs dry
- * (allocating one op per operation costs as much as the rest of an enqueue). The cache
- * is per thread, so taking an op takes no lock. */
+ * (allocating one op per operation costs as much as the rest of an enqueue, and more
+ * since an op holds 4 KiB of kernel arguments inline). The cache is per thread, so
+ * taking an op takes no lock. Every enqueue on a stream takes its op here. */
 static __thread sim_op_t *t_ops;
 
 sim_op_t *sim_op_get(sim_stream_t *s, int kind) {
@@ -530,7 +531,7 @@ VGSIM_API CUresult cuStreamSynchronize(CUstream stream) {
     if (r != CUDA_SUCCESS)
         return r;
     if (s->legacy) { /* a marker on the legacy stream also waits for blocking streams */
-        sim_op_t *op = sim_op_new(OP_NOP);
+        sim_op_t *op = sim_op_get(s, OP_NOP);
         if (!op)
             return CUDA_ERROR_OUT_OF_MEMORY;
         return sim_enqueue_wait(s, op);
@@ -578,7 +579,7 @@ VGSIM_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned in
     pthread_mutex_unlock(&e->lock);
     if (!es)
         return CUDA_SUCCESS; /* never recorded: nothing to wait for */
-    sim_op_t *op = sim_op_new(OP_NOP);
+    sim_op_t *op = sim_op_get(s, OP_NOP);
     if (!op || !op_add_dep(op, es, seq)) {
         free(op);
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -594,7 +595,7 @@ VGSIM_API CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data) {
         return r;
     if (!fn)
         return CUDA_ERROR_INVALID_VALUE;
-    sim_op_t *op = sim_op_new(OP_HOSTFN);
+    sim_op_t *op = sim_op_get(s, OP_HOSTFN);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.host.fn = fn;
@@ -651,7 +652,7 @@ VGSIM_API CUresult cuEventRecord(CUevent event, CUstream stream) {
     sim_event_t *e = (sim_event_t *)event;
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
-    sim_op_t *op = sim_op_new(OP_RECORD);
+    sim_op_t *op = sim_op_get(s, OP_RECORD);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.record.event = e;

@@ -98,6 +98,7 @@ typedef struct vg_guard {
     bool dead;                  /* the context failed: no more launches */
     uint64_t fills_launched, fills_skipped; /* redzone fills at allocation */
     uint64_t launches;          /* of the checker kernels, all kinds */
+    uint64_t exits, exit_waits; /* quarantine exit batches, and waits for a free slot */
 } vg_guard_t;
 
 bool vg__guard_on(void) { return vg__opt.mode == VG_MODE_GUARD; }
@@ -188,10 +189,23 @@ static vg_guard_desc_t desc(uint64_t addr, uint64_t len, const vg_block_t *b, ui
     return (vg_guard_desc_t){addr, len, b->id, b->user, pattern, op, kind};
 }
 
-static CUresult launch_ranges(vg_guard_t *g, const vg_guard_batch_t *batch, CUstream s) {
+/* One descriptor for all the guard work of block b at its allocation or free, when its
+ * fields fit (the right redzone and poison_bytes in 32 bits) and no part of it was
+ * reported already (whose check must then be left out). */
+static bool block_desc(const vg_block_t *b, uint16_t op, uint16_t flags, vg_guard_desc_t *d) {
+    uint64_t right = b->addr + b->size - (b->user + b->requested);
+    if (right > UINT32_MAX || vg__opt.poison_bytes > UINT32_MAX ||
+        (b->flags & (REP_LEFT | REP_RIGHT)))
+        return false;
+    *d = desc(b->addr, b->size, b, (uint32_t)right, op, flags);
+    return true;
+}
+
+static CUresult launch_ranges(vg_guard_t *g, vg_guard_batch_t *batch, CUstream s) {
     if (g->dead)
         return CUDA_ERROR_LAUNCH_FAILED;
     g->launches++;
+    batch->poison_max = (uint32_t)vg__opt.poison_bytes; /* (block descriptors: it fits) */
     void *params[] = {(void *)batch, &g->log_dev};
     return vg__cuLaunchKernel(g->fn_ranges, batch->n, 1, 1, 256, 1, 1, 0, s, params, NULL);
 }
@@ -310,11 +324,16 @@ static bool defer_fill(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     pending_t *p = s ? pending_of(s) : NULL;
     if (!p)
         return false;
-    add_pending(p, desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
-                        VG_RANGE_LEFT), 0);
-    uint64_t end = b->user + b->requested;
-    add_pending(p, desc(end, b->addr + b->size - end, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
-                        VG_RANGE_RIGHT), 0);
+    vg_guard_desc_t d;
+    if (block_desc(b, VG_GUARD_BLOCK_NEW, 0, &d)) {
+        add_pending(p, d, 0);
+    } else {
+        add_pending(p, desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
+                            VG_RANGE_LEFT), 0);
+        uint64_t end = b->user + b->requested;
+        add_pending(p, desc(end, b->addr + b->size - end, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
+                            VG_RANGE_RIGHT), 0);
+    }
     if (p->n > PENDING_MAX) {
         bool pushed = vg__heap_ctx_enter(h);
         flush_stream(h->guard, s);
@@ -594,6 +613,16 @@ static vg_block_t *q_pop(vg_guard_t *g) {
 static void reap(vg_heap_t *h, bool wait) {
     vg_guard_t *g = h->guard;
     bool read_log = false;
+    if (wait && !g->dead) { /* batches complete in order: one wait, for the newest */
+        for (unsigned k = LEAVE_SLOTS; k-- > 0;) {
+            leave_slot_t *sl = &g->slots[(g->next_slot + k) % LEAVE_SLOTS];
+            if (sl->busy && !sl->unchecked) {
+                if (vg__cuEventSynchronize(sl->done) != CUDA_SUCCESS)
+                    g->dead = true;
+                break;
+            }
+        }
+    }
     for (unsigned k = 0; k < LEAVE_SLOTS; k++) {
         leave_slot_t *sl = &g->slots[(g->next_slot + k) % LEAVE_SLOTS]; /* oldest first */
         if (!sl->busy)
@@ -612,6 +641,10 @@ static void reap(vg_heap_t *h, bool wait) {
         }
         for (vg_block_t *b = sl->blocks, *next; b; b = next) {
             next = b->fnext;
+            if (next) { /* these blocks went cold in the quarantine: fetch ahead */
+                __builtin_prefetch(next->fnext);
+                vg__ptrmap_prefetch(&h->live, next->user);
+            }
             b->fnext = NULL;
             /* Checked clean (not dead, nothing reported): its redzones hold the canary,
              * and if it was poisoned whole, so does every other byte. */
@@ -634,8 +667,11 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
     reap(h, false);
     if (g->q_bytes > target) {
         leave_slot_t *sl = &g->slots[g->next_slot % LEAVE_SLOTS];
-        if (sl->busy) /* every slot in flight: wait for them all (block once, not each time) */
+        if (sl->busy) { /* every slot in flight: wait for them all (block once, not each time) */
+            g->exit_waits++;
             reap(h, true);
+        }
+        g->exits++;
         bool pushed;
         stream_ctx(h, &pushed);
         flush_all(h); /* the frees' own checks and poison go first */
@@ -648,14 +684,22 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
             nb++;
         }
         bool have = descs_reserve(&sl->buf, 4 * nb);
-        CUstream last = (CUstream)(uintptr_t)-1;
+        vg_stream_t *seen[8];
+        int nseen = 0;
         for (vg_block_t *b = out; b; b = b->fnext) {
             if (have)
                 n += block_checks(b, sl->buf.d + n);
-            CUstream s = b->stream ? b->stream->handle : NULL;
-            if (s != last) /* after the free's check and poison, on its stream */
-                wait_for(g, s);
-            last = s;
+            /* After the free's check and poison, on its stream: one wait per stream. */
+            int k = 0;
+            while (k < nseen && seen[k] != b->stream)
+                k++;
+            if (k < nseen)
+                continue;
+            wait_for(g, b->stream ? b->stream->handle : NULL);
+            if (nseen < 8)
+                seen[nseen++] = b->stream;
+            else
+                seen[7] = b->stream; /* (many streams: waits may repeat, harmlessly) */
         }
         sl->blocks = out;
         sl->busy = true;
@@ -670,16 +714,8 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
         reap(h, true);
 }
 
-bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
-    vg_guard_t *g = h->guard;
-    if (!g)
-        return false;
-    vg_stream_t *s = vg__heap_stream(h, stream);
-    pending_t *p = s ? pending_of(s) : NULL;
-    if (!p)
-        return false; /* no memory to track it: let the heap reuse it normally */
-    b->state = VG_BLOCK_QUARANTINED;
-    b->free_ns = vg__now_coarse_ns();
+/* The checks and poison of a freed block as separate ranges (see block_desc). */
+static void add_ranges_at_free(pending_t *p, const vg_block_t *b) {
     uint64_t end = b->user + b->requested;
     if (!(b->flags & REP_LEFT))
         add_pending(p, desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
@@ -692,6 +728,23 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     for (int i = 0; i < k; i++)
         add_pending(p, desc(a[i], len[i], b, VG_PATTERN_POISON, VG_GUARD_FILL, VG_RANGE_POISON),
                     b->free_ns);
+}
+
+bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
+    vg_guard_t *g = h->guard;
+    if (!g)
+        return false;
+    vg_stream_t *s = vg__heap_stream(h, stream);
+    pending_t *p = s ? pending_of(s) : NULL;
+    if (!p)
+        return false; /* no memory to track it: let the heap reuse it normally */
+    b->state = VG_BLOCK_QUARANTINED;
+    b->free_ns = vg__now_coarse_ns();
+    vg_guard_desc_t d;
+    if (block_desc(b, VG_GUARD_BLOCK_FREED, AT_FREE, &d))
+        add_pending(p, d, b->free_ns);
+    else
+        add_ranges_at_free(p, b);
     p->frees++;
     if (p->n > PENDING_MAX ||
         (!deferring() && (p->frees >= (unsigned)vg__opt.free_batch ||
@@ -740,7 +793,8 @@ void vg__guard_heap_shutdown(vg_heap_t *h) {
     vg__guard_check_all(h, "at exit");
     if (secure_getenv("VG_DEBUG_GUARD"))
         vg__log("guard: %llu redzone fills needed, %llu skipped (layout already filled); "
-                "%llu launches",
+                "%llu launches; %llu quarantine exits, %llu waited for a slot",
                 (unsigned long long)g->fills_launched, (unsigned long long)g->fills_skipped,
-                (unsigned long long)g->launches);
+                (unsigned long long)g->launches, (unsigned long long)g->exits,
+                (unsigned long long)g->exit_waits);
 }

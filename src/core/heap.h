@@ -219,6 +219,8 @@ uint64_t vg__tlsf_largest(vg_tlsf_t *t);
 /* ptrmap.c */
 bool vg__ptrmap_put(vg_ptrmap_t *m, uint64_t key, vg_block_t *val);
 vg_block_t *vg__ptrmap_get(const vg_ptrmap_t *m, uint64_t key);
+/* Start fetching the slot of key (a lookup or deletion will follow). */
+void vg__ptrmap_prefetch(const vg_ptrmap_t *m, uint64_t key);
 vg_block_t *vg__ptrmap_del(vg_ptrmap_t *m, uint64_t key);
 void vg__ptrmap_free(vg_ptrmap_t *m);
 

@@ -51,6 +51,14 @@ bool vg__ptrmap_put(vg_ptrmap_t *m, uint64_t key, vg_block_t *val) {
     return true;
 }
 
+void vg__ptrmap_prefetch(const vg_ptrmap_t *m, uint64_t key) {
+    if (m->cap) {
+        size_t s = slot_of(key, m->cap);
+        __builtin_prefetch(&m->keys[s]);
+        __builtin_prefetch(&m->vals[s]);
+    }
+}
+
 vg_block_t *vg__ptrmap_get(const vg_ptrmap_t *m, uint64_t key) {
     if (!m->cap || !key)
         return NULL;

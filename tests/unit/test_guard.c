@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "vgtest.h"
+#include "core/report.h" /* vg__guard_flush_stream: what the interposer calls */
 
 static char g_out[1 << 16];
 static size_t g_outlen;
@@ -28,11 +29,15 @@ static void guard_init(const char *extra) {
     vg_set_output_callback(capture, NULL);
 }
 
-/* A device write of n bytes of value v at p (what an out-of-bounds kernel does). */
+/* A device write of n bytes of value v at p (what an out-of-bounds kernel does). First,
+ * what vramguard run's interposer does before it forwards a synchronous copy: the guard
+ * work waiting on any stream is launched (with guard_defer=on it waits for this; CTest
+ * runs these tests both ways). */
 static void poke(void *p, size_t n, unsigned char v) {
     unsigned char buf[4096];
     memset(buf, v, sizeof buf);
     CHECK(n <= sizeof buf);
+    vg__guard_flush_stream(NULL);
     CHECK_CU(vg__cuMemcpyHtoD((CUdeviceptr)(uintptr_t)p, buf, n));
 }
 
