@@ -53,7 +53,7 @@ sim_op_t *sim_op_get(sim_stream_t *s, int kind) {
     if (!op)
         return sim_op_new(kind);
     t_ops = op->next;
-    memset(op, 0, offsetof(sim_op_t, u));
+    memset(op, 0, offsetof(sim_op_t, u.kernel.inline_args)); /* all but the argument bytes */
     op->kind = kind;
     return op;
 }
