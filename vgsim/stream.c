@@ -45,6 +45,12 @@ sim_op_t *sim_op_new(int kind) {
  * since an op holds 4 KiB of kernel arguments inline). The cache is per thread, so
  * taking an op takes no lock. Every enqueue on a stream takes its op here. */
 static __thread sim_op_t *t_ops;
+#define SMALL_MEMBER(m) _Static_assert(sizeof(((sim_op_t *)0)->u.m) <= 64, "op member " #m)
+SMALL_MEMBER(copy);
+SMALL_MEMBER(set);
+SMALL_MEMBER(host);
+SMALL_MEMBER(record);
+SMALL_MEMBER(free);
 
 sim_op_t *sim_op_get(sim_stream_t *s, int kind) {
     if (!t_ops)
@@ -53,7 +59,8 @@ sim_op_t *sim_op_get(sim_stream_t *s, int kind) {
     if (!op)
         return sim_op_new(kind);
     t_ops = op->next;
-    memset(op, 0, offsetof(sim_op_t, u.kernel.inline_args)); /* all but the argument bytes */
+    /* The header, and the union's small members (a kernel launch writes its own). */
+    memset(op, 0, offsetof(sim_op_t, u) + 64);
     op->kind = kind;
     return op;
 }

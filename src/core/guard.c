@@ -63,7 +63,8 @@ typedef struct pending {
     uint64_t oldest_ns;             /* when the oldest was added */
 } pending_t;
 
-enum { REP_LEFT = 2, REP_RIGHT = 4, REP_POISON = 8 }; /* block flags: already reported */
+/* Block flags (beside heap.h's): already reported; freed on another stream. */
+enum { REP_LEFT = 2, REP_RIGHT = 4, REP_POISON = 8, CROSS_FREE = 16 };
 
 /* Descriptors in pinned memory the device reads. */
 typedef struct desc_buf {
@@ -299,23 +300,22 @@ static void flush_all(vg_heap_t *h) {
         flush_stream(h->guard, s);
 }
 
-/* Make stream `to` wait for the guard work queued so far on stream `from` (context
- * current): a free on another stream than the allocation's, while the allocation's
- * redzone fill still waits on its own stream, must not check before it. */
-static void order_after(vg_guard_t *g, vg_stream_t *from, vg_stream_t *to) {
-    flush_stream(g, from);
-    if (vg__cuEventRecord(g->event, from->handle) == CUDA_SUCCESS)
-        vg__cuStreamWaitEvent(to->handle, g->event, 0);
-}
+static void wait_for(vg_guard_t *g, CUstream s);
 
+/* A free on another stream than the allocation's: the allocation's redzone fill may still
+ * wait on its stream (deferred, or behind slow work), so the free's checks and poison run
+ * on the guard's own stream, after the work queued on both streams (see
+ * vg__guard_quarantine). The program's streams get no new dependency. */
 void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
+    vg_guard_t *g = h->guard;
     vg_stream_t *from = b->stream;
-    pending_t *p = from ? from->guard_pending : NULL;
-    if (!h->guard || from == s || !p || p->n == 0)
+    if (!g || !from || from == s || g->dead)
         return;
     bool pushed = vg__heap_ctx_enter(h);
-    order_after(h->guard, from, s);
+    flush_stream(g, from);
+    wait_for(g, from->handle);
     vg__heap_ctx_leave(pushed);
+    b->flags |= CROSS_FREE;
 }
 
 /* Queue the redzone fill of b on stream s until the stream's next observed operation;
@@ -643,6 +643,8 @@ static void reap(vg_heap_t *h, bool wait) {
             next = b->fnext;
             if (next) { /* these blocks went cold in the quarantine: fetch ahead */
                 __builtin_prefetch(next->fnext);
+                __builtin_prefetch(next->prev); /* (its neighbours, to merge with) */
+                __builtin_prefetch(next->next);
                 vg__ptrmap_prefetch(&h->live, next->user);
             }
             b->fnext = NULL;
@@ -714,8 +716,13 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
         reap(h, true);
 }
 
-/* The checks and poison of a freed block as separate ranges (see block_desc). */
-static void add_ranges_at_free(pending_t *p, const vg_block_t *b) {
+/* The checks and poison of a freed block: one block descriptor, or separate ranges. */
+static void descs_at_free(pending_t *p, const vg_block_t *b) {
+    vg_guard_desc_t d;
+    if (block_desc(b, VG_GUARD_BLOCK_FREED, AT_FREE, &d)) {
+        add_pending(p, d, b->free_ns);
+        return;
+    }
     uint64_t end = b->user + b->requested;
     if (!(b->flags & REP_LEFT))
         add_pending(p, desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
@@ -740,12 +747,21 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
         return false; /* no memory to track it: let the heap reuse it normally */
     b->state = VG_BLOCK_QUARANTINED;
     b->free_ns = vg__now_coarse_ns();
-    vg_guard_desc_t d;
-    if (block_desc(b, VG_GUARD_BLOCK_FREED, AT_FREE, &d))
-        add_pending(p, d, b->free_ns);
-    else
-        add_ranges_at_free(p, b);
-    p->frees++;
+    if (b->flags & CROSS_FREE) { /* at once, on the guard stream, after both streams */
+        b->flags &= (uint8_t)~CROSS_FREE;
+        pending_t one = {0};
+        descs_at_free(&one, b);
+        vg_guard_batch_t batch = {0};
+        memcpy(batch.d, one.d, one.n * sizeof one.d[0]);
+        batch.n = one.n;
+        bool pushed = vg__heap_ctx_enter(h);
+        wait_for(g, stream);
+        launch_ranges(g, &batch, g->stream);
+        vg__heap_ctx_leave(pushed);
+    } else {
+        descs_at_free(p, b);
+        p->frees++;
+    }
     if (p->n > PENDING_MAX ||
         (!deferring() && (p->frees >= (unsigned)vg__opt.free_batch ||
                           b->free_ns - p->oldest_ns > PENDING_AGE_NS))) {

@@ -154,6 +154,31 @@ VG_TEST(write_into_a_quarantined_block) {
     CHECK_CONTAINS(g_out, "freed at:");
 }
 
+static void slow_host_fn(void *arg) {
+    (void)arg;
+    usleep(50 * 1000);
+}
+
+VG_TEST(free_on_another_stream_than_the_allocation) {
+    /* The allocation's redzone fill may still wait on its stream (deferred, or queued
+     * behind slow work) when the free on another stream checks them: the check must come
+     * after the fill, or a clean block would be reported as overrun. */
+    guard_init("");
+    CUstream a, b;
+    CHECK_CU(vg__cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(vg__cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(vg__cuLaunchHostFunc(a, slow_host_fn, NULL)); /* stream a is busy for 50 ms */
+    void *p;
+    CHECK_VG(vg_malloc(&p, 4000, a));
+    CHECK_VG(vg_free(p, b));
+    CHECK_VG(vg_check());
+    CHECK_EQ(vg_error_count(), 0);
+    CHECK_VG(vg_forget_stream(a));
+    CHECK_VG(vg_forget_stream(b));
+    CHECK_CU(vg__cuStreamDestroy(a));
+    CHECK_CU(vg__cuStreamDestroy(b));
+}
+
 VG_TEST(freed_memory_is_not_reused_while_quarantined) {
     /* The S2 hazard: memory freed while a kernel still writes it must not be handed to the
      * next tensor at once; the late write lands in the quarantine and is reported there,
