@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# gpu-validate.sh PART [OUTDIR] — the runs recorded in docs/gpu-validation.md, on a machine
+# with an NVIDIA GPU, the CUDA toolkit, compute-sanitizer and PyTorch. Every step runs
+# under a time limit and goes on after a failure; the log says what each printed, its
+# exit status and how long it took. PART is one of
+#   c        build; driver-API conformance suite; demo; guard unit tests on the real driver;
+#            the C examples under vramguard run and under compute-sanitizer; replays
+#   pytorch  the scripts of examples/pytorch (bug and --fixed) without vramguard, under
+#            python -m vramguard run, under vramguard run, and the out-of-bounds script
+#            under compute-sanitizer
+#   train    bench/pytorch_train.py: GPT-2 small and ResNet-50 with PyTorch's allocator,
+#            expandable segments, vramguard fast and guard mode; allocation traces
+# Results go to OUTDIR (default /tmp/vg-gpu): PART.log, and for train train.jsonl and
+# the traces.
+set -u
+cd "$(dirname "$0")/.."
+PART=${1:?usage: gpu-validate.sh c|pytorch|train [OUTDIR]}
+O=${2:-/tmp/vg-gpu}
+mkdir -p "$O"
+B=${B:-build-gpu}
+exec > >(tee -a "$O/$PART.log") 2>&1
+
+step() { # step NAME SECONDS COMMAND...: run it, print its status and time
+    local name=$1 limit=$2
+    shift 2
+    echo "=== $name: $*"
+    local t0=$(date +%s%N)
+    timeout -k 5 "$limit" "$@"
+    local rc=$?
+    echo "=== $name: exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+    return $rc
+}
+
+build() {
+    if [ ! -x "$B/vramguard" ]; then
+        step build 300 bash -c "cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release >$O/cmake.txt 2>&1 &&
+            cmake --build $B -j\$(nproc) >$O/build.txt 2>&1 || { tail -40 $O/build.txt; exit 1; }"
+    fi
+}
+
+cases() { grep -oE '^VG_TEST\(([a-z0-9_]+)\)' "$1" | sed 's/VG_TEST(\(.*\))/\1/'; }
+
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python VRAMGUARD_LIB=$PWD/$B/libvramguard.so
+export TORCH_EXTENSIONS_DIR=/tmp/vg-torch-ext
+
+case $PART in
+c)
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+    nvcc --version | tail -2; compute-sanitizer --version | head -2; gcc --version | head -1
+    build
+    for c in $(cases tests/conformance/conformance.c); do
+        step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
+    done
+    step demo 180 "$B/vramguard" demo
+    for defer in off on; do
+        for c in $(cases tests/unit/test_guard.c); do
+            VRAMGUARD_OPTIONS=driver=libcuda.so.1,guard_defer=$defer \
+                step "unit_guard($defer) $c" 60 "$B/tests/unit/unit_guard" "$c"
+        done
+    done
+    for ex in s1_overrun s2_use_after_free s3_h2d_race s4_d2h_race s6_oom_leak s7_too_large \
+              s8_bad_frees s9_illegal_address clean_program; do
+        step "$ex plain" 60 "$B/examples/$ex"
+        step "$ex vramguard" 60 "$B/vramguard" run --mode=guard --limit=1G -- "$B/examples/$ex"
+        step "$ex compute-sanitizer" 120 compute-sanitizer --tool memcheck "$B/examples/$ex"
+    done
+    for t in bench/traces/*.csv; do
+        for round in 1 2 3; do
+            step "replay fast $t" 120 "$B/vramguard" replay --json --repeat=3 --driver=libcuda.so.1 "$t"
+            step "replay guard $t" 120 "$B/vramguard" replay --json --repeat=3 --mode=guard \
+                --driver=libcuda.so.1 "$t"
+        done
+    done
+    for round in 1 2 3; do
+        step "launch_heavy plain" 60 "$B/bench/launch_heavy" 200000 launch
+        step "launch_heavy vramguard" 60 "$B/vramguard" run -- "$B/bench/launch_heavy" 200000 launch
+        step "launch_heavy plain all" 60 "$B/bench/launch_heavy" 200000 all
+        step "launch_heavy vramguard all" 60 "$B/vramguard" run -- "$B/bench/launch_heavy" 200000 all
+    done
+    ;;
+pytorch)
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name())'
+    build
+    step "load_inline build" 300 python3 -c 'import runpy, sys; sys.argv=["x","--fixed"]; runpy.run_path("examples/pytorch/oob_custom_kernel.py")'
+    for s in examples/pytorch/*.py; do
+        for fixed in "" --fixed; do
+            step "$(basename "$s") $fixed plain" 120 python3 "$s" $fixed
+            step "$(basename "$s") $fixed python -m vramguard run" 120 python3 -m vramguard run \
+                --mode=guard --limit=15G --growth_steps=5 "$s" $fixed
+        done
+    done
+    for s in nonblocking_d2h_read nonblocking_h2d_modify missing_record_stream oob_custom_kernel; do
+        for fixed in "" --fixed; do
+            step "$s $fixed vramguard run" 120 "$B/vramguard" run --mode=guard -- python3 \
+                "examples/pytorch/$s.py" $fixed
+        done
+    done
+    for fixed in "" --fixed; do
+        step "oob_custom_kernel $fixed compute-sanitizer" 300 compute-sanitizer --tool memcheck \
+            python3 examples/pytorch/oob_custom_kernel.py $fixed
+    done
+    step "pluggable smoke" 120 python3 -c '
+import vramguard, torch
+vramguard.enable()
+x = torch.randn(1000, 1000, device="cuda"); y = x @ x
+print("sum", y.sum().item())
+s = vramguard.memory_stats(); print({k: s[k] for k in ("allocated_bytes.all.current", "reserved_bytes.all.peak")})
+print(vramguard.memory_summary()[:600])
+snap = vramguard.snapshot(); print("snapshot segments", len(snap["segments"]))
+vramguard.dump_snapshot("/tmp/vg-snap.pickle")
+from torch.cuda import _memory_viz
+print(_memory_viz.segment_plot(snap)[:100] if hasattr(_memory_viz, "segment_plot") else "no segment_plot")
+'
+    ;;
+train)
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    J=$O/train.jsonl
+    run() { # run NAME SECONDS ARGS...
+        local name=$1 limit=$2
+        shift 2
+        step "$name" "$limit" python3 bench/pytorch_train.py --json /tmp/vg-run.json "$@" &&
+            cat /tmp/vg-run.json >>"$J"
+    }
+    for round in 1 2; do
+        for a in default expandable vramguard; do
+            run "gpt2 $a round $round" 300 --alloc $a --model gpt2 --steps 300
+        done
+    done
+    run "gpt2 guard" 300 --alloc guard --model gpt2 --steps 100
+    for a in default expandable vramguard; do
+        run "resnet50 $a" 300 --alloc $a --model resnet50 --steps 200
+    done
+    run "resnet50 guard" 300 --alloc guard --model resnet50 --steps 60
+    run "gpt2 trace" 120 --alloc vramguard --model gpt2 --steps 20 --warmup 5 --trace "$O/gpt2_small_train.csv"
+    run "resnet50 trace" 120 --alloc vramguard --model resnet50 --steps 20 --warmup 5 --trace "$O/resnet50_train.csv"
+    run "gpt2 default 20 steps" 120 --alloc default --model gpt2 --steps 20 --warmup 5
+    run "resnet50 default 20 steps" 120 --alloc default --model resnet50 --steps 20 --warmup 5
+    step "gpt2 compute-sanitizer" 240 compute-sanitizer --tool memcheck python3 bench/pytorch_train.py \
+        --alloc default --model gpt2 --steps 12 --warmup 2
+    ;;
+*)
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch or train)" >&2
+    exit 2
+    ;;
+esac
