@@ -95,7 +95,7 @@ class GPT(nn.Module):
         for b in self.blocks:
             x = b(x, self.mask)
         logits = self.head(self.ln(x))
-        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 if args.model == "gpt2":

@@ -10,6 +10,7 @@
 #            under compute-sanitizer
 #   train    bench/pytorch_train.py: GPT-2 small and ResNet-50 with PyTorch's allocator,
 #            expandable segments, vramguard fast and guard mode; allocation traces
+#            (ONLY=gpt2: GPT-2 alone)
 # Results go to OUTDIR (default /tmp/vg-gpu): PART.log, and for train train.jsonl and
 # the traces.
 set -u
@@ -55,7 +56,7 @@ c)
     step demo 180 "$B/vramguard" demo
     for defer in off on; do
         for c in $(cases tests/unit/test_guard.c); do
-            VRAMGUARD_OPTIONS=driver=libcuda.so.1,guard_defer=$defer \
+            VGT_DRIVER=libcuda.so.1 VRAMGUARD_OPTIONS=guard_defer=$defer \
                 step "unit_guard($defer) $c" 60 "$B/tests/unit/unit_guard" "$c"
         done
     done
@@ -130,16 +131,17 @@ train)
         done
     done
     run "gpt2 guard" 300 --alloc guard --model gpt2 --steps 100
+    run "gpt2 trace" 120 --alloc vramguard --model gpt2 --steps 20 --warmup 5 --trace "$O/gpt2_small_train.csv"
+    run "gpt2 default 20 steps" 120 --alloc default --model gpt2 --steps 20 --warmup 5
+    step "gpt2 compute-sanitizer" 200 compute-sanitizer --tool memcheck python3 bench/pytorch_train.py \
+        --alloc default --model gpt2 --steps 12 --warmup 2
+    [ "${ONLY:-}" = gpt2 ] && exit 0
     for a in default expandable vramguard; do
         run "resnet50 $a" 300 --alloc $a --model resnet50 --steps 200
     done
     run "resnet50 guard" 300 --alloc guard --model resnet50 --steps 60
-    run "gpt2 trace" 120 --alloc vramguard --model gpt2 --steps 20 --warmup 5 --trace "$O/gpt2_small_train.csv"
     run "resnet50 trace" 120 --alloc vramguard --model resnet50 --steps 20 --warmup 5 --trace "$O/resnet50_train.csv"
-    run "gpt2 default 20 steps" 120 --alloc default --model gpt2 --steps 20 --warmup 5
     run "resnet50 default 20 steps" 120 --alloc default --model resnet50 --steps 20 --warmup 5
-    step "gpt2 compute-sanitizer" 240 compute-sanitizer --tool memcheck python3 bench/pytorch_train.py \
-        --alloc default --model gpt2 --steps 12 --warmup 2
     ;;
 *)
     echo "gpu-validate.sh: unknown part '$PART' (c, pytorch or train)" >&2

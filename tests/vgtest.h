@@ -19,11 +19,13 @@
 #endif
 
 /* Initialise vramguard on vgsim with extra options ("" for none) and make device 0's
- * primary context current. */
+ * primary context current. VGT_DRIVER=libcuda.so.1 runs the same case on a real GPU
+ * (docs/gpu-validation.md); CTest never sets it. */
 static inline void vgt_init(const char *extra) {
     char opts[2048];
-    snprintf(opts, sizeof opts, "driver=%s%s%s", VG_TEST_VGSIM_LIB, extra && *extra ? "," : "",
-             extra ? extra : "");
+    const char *drv = getenv("VGT_DRIVER");
+    snprintf(opts, sizeof opts, "driver=%s%s%s", drv && *drv ? drv : VG_TEST_VGSIM_LIB,
+             extra && *extra ? "," : "", extra ? extra : "");
     vg_status_t st = vg_init(opts);
     CHECK_MSG(st == VG_OK, "vg_init(%s): %s", opts, vg_last_error());
     CUdevice dev;

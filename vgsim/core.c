@@ -431,6 +431,31 @@ VGSIM_API CUresult cuCtxSynchronize(void) {
     return sim_ctx_synchronize(c);
 }
 
+/* CUDA 13's explicit-context versions. cuda.h keeps cuCtxGetDevice and cuCtxSynchronize
+ * on the versions above, but cuGetProcAddress at 13000 answers with these, as the real
+ * driver does: a caller that trusts the name gets the wrong signature on both. */
+VGSIM_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_ctx_t *c = ctx ? (sim_ctx_t *)ctx : sim_current_ctx();
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
+    *device = c->dev->ordinal;
+    return CUDA_SUCCESS;
+}
+
+VGSIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+    if (!ctx)
+        return cuCtxSynchronize();
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return sim_ctx_synchronize((sim_ctx_t *)ctx);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Errors and entry points
  * ------------------------------------------------------------------------------------- */
@@ -478,6 +503,10 @@ VGSIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
     *pfn = NULL;
     if (strcmp(symbol, "cuCtxCreate") == 0) {
         *pfn = cudaVersion >= 13000 ? (void *)cuCtxCreate_v4 : (void *)cuCtxCreate_v2;
+    } else if (cudaVersion >= 13000 && strcmp(symbol, "cuCtxGetDevice") == 0) {
+        *pfn = (void *)cuCtxGetDevice_v2;
+    } else if (cudaVersion >= 13000 && strcmp(symbol, "cuCtxSynchronize") == 0) {
+        *pfn = (void *)cuCtxSynchronize_v2;
     } else {
         for (size_t i = 0; i < sizeof g_procs / sizeof g_procs[0]; i++) {
             if (strcmp(g_procs[i].api, symbol) == 0) {
@@ -488,5 +517,7 @@ VGSIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
     }
     if (status)
         *status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    /* An unknown name is not an error for driver 580 (H100, docs/gpu-validation.md): it
+     * returns CUDA_SUCCESS with *pfn NULL, and the status says why. */
+    return CUDA_SUCCESS;
 }

@@ -608,10 +608,11 @@ VGSIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     }
     size_t g0 = (ptr - reg->base) / VGSIM_GRANULE, n = size / VGSIM_GRANULE;
     for (size_t g = g0; g < g0 + n; g++) {
-        if (reg->pages[g]) { /* "only ... on VA ranges that are not currently mapped" */
+        if (reg->pages[g]) { /* "only ... on VA ranges that are not currently mapped";
+                              * driver 580 answers CUDA_ERROR_NOT_SUPPORTED */
             pthread_mutex_unlock(&g_sim.lock);
             free(m);
-            return CUDA_ERROR_INVALID_VALUE;
+            return CUDA_ERROR_NOT_SUPPORTED;
         }
     }
     if (!map_phys(h->dev, ptr, size, h->phys_off + offset, PROT_NONE)) {

@@ -1,10 +1,10 @@
 /* driver.c — loading the CUDA driver at run time and naming its errors.
  *
- * Resolution order for each function of VG_DRIVER_FUNCS:
- *   1. cuGetProcAddress_v2(api, cudaVersion = 13000) when the driver exports it: this is
- *      how NVIDIA wants drivers queried, and it returns the version of `api` whose ABI
- *      matches CUDA 13's cuda.h (the versioned symbols in driver_funcs.h);
- *   2. dlsym() of the versioned symbol (older drivers, vgsim without step 1).
+ * Each function of VG_DRIVER_FUNCS is looked up by its exact ABI symbol: dlsym of the
+ * versioned name in driver_funcs.h (e.g. cuMemAlloc_v2), which the real driver and vgsim
+ * both export. cuGetProcAddress is not used for this: asked for CUDA 13000, it answers "cuCtxGetDevice" with cuCtxGetDevice_v2(CUdevice *, CUcontext) and
+ * "cuCtxSynchronize" with cuCtxSynchronize_v2(CUcontext), while cuda.h keeps those
+ * names on their one-argument versions (found on an H100, driver 580; docs/gpu-validation.md).
  * When vramguard is preloaded into a program it overrides dlsym(); vg__real_dlsym is
  * set by the interposer so that the driver layer always sees the real driver.
  */
@@ -102,9 +102,6 @@ static vg_status_t load_locked(const char *path) {
         return VG_ERR_NO_DRIVER;
     }
 
-    typedef CUresult (*gpa_t)(const char *, void **, int, cuuint64_t,
-                              CUdriverProcAddressQueryResult *);
-    gpa_t gpa = (gpa_t)sym(h, "cuGetProcAddress_v2");
     vg_driver_t d;
     memset(&d, 0, sizeof d);
     const char *missing = NULL;
@@ -113,13 +110,7 @@ static vg_status_t load_locked(const char *path) {
 #define VG_OPT 0
 #define VG_X(api, symbol, need, params, args)                                               \
     {                                                                                       \
-        void *fn = NULL;                                                                    \
-        CUdriverProcAddressQueryResult q = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;            \
-        if (gpa && (gpa(#api, &fn, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q) != CUDA_SUCCESS || \
-                    q != CU_GET_PROC_ADDRESS_SUCCESS))                                      \
-            fn = NULL;                                                                      \
-        if (!fn)                                                                            \
-            fn = sym(h, #symbol);                                                           \
+        void *fn = sym(h, #symbol);                                                         \
         *(void **)&d.api = fn;                                                              \
         if (!fn && VG_##need && !missing)                                                   \
             missing = #symbol;                                                              \

@@ -1,4 +1,6 @@
 /* test_heap.c — the allocator through its public API, on vgsim. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <string.h>
 
 #include "vgtest.h"
@@ -23,6 +25,21 @@ VG_TEST(alloc_free_basic) {
     s = vgt_stats();
     CHECK_EQ(s.allocation[VG_POOL_ALL].current, 0);
     CHECK_EQ(s.allocated_bytes[VG_POOL_ALL].freed, 4096 + 512);
+}
+
+/* The driver layer calls each function by its exact ABI symbol. cuGetProcAddress at
+ * CUDA 13000 answers cuCtxGetDevice and cuCtxSynchronize with their two-argument _v2
+ * versions (driver 580 and vgsim alike); calling those with one argument crashed every
+ * process on a real GPU before this was checked. */
+VG_TEST(driver_functions_have_the_cuda_h_signatures) {
+    vgt_init("");
+    CHECK((void *)vg__drv.cuCtxGetDevice == dlsym(vg__drv.handle, "cuCtxGetDevice"));
+    CHECK((void *)vg__drv.cuCtxSynchronize == dlsym(vg__drv.handle, "cuCtxSynchronize"));
+    CHECK((void *)vg__drv.cuMemAlloc == dlsym(vg__drv.handle, "cuMemAlloc_v2"));
+    CUdevice dev = -1;
+    CHECK_CU(vg__cuCtxGetDevice(&dev));
+    CHECK_EQ(dev, 0);
+    CHECK_CU(vg__cuCtxSynchronize());
 }
 
 VG_TEST(memory_is_usable_by_the_device) {
