@@ -314,7 +314,11 @@ VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
 
 /* ---------------------------------------------------------------------------------------
  * Built-in kernels: vramguard's guard kernel, the host twin of kernels/guard.cu. It
- * must behave exactly as the CUDA version: same descriptors, same log records.
+ * must behave exactly as the CUDA version: same descriptors, same log records. On a GPU
+ * each descriptor is a thread block, and thread blocks run in no particular order, at
+ * the same time: the twins run the descriptors last first, so that a batch whose
+ * result depends on their order (a fill and a check of the same bytes) fails here too,
+ * as it did on an H100 (docs/gpu-validation.md).
  * ------------------------------------------------------------------------------------- */
 
 static void guard_fill(const vg_guard_desc_t *d) {
@@ -387,14 +391,14 @@ static void guard_check_kernel(const vgsim_launch_t *l) {
     const vg_guard_desc_t *descs = *(const vg_guard_desc_t **)l->params[0];
     unsigned n = *(const unsigned *)l->params[1];
     vg_guard_log_t *log = *(vg_guard_log_t **)l->params[2];
-    for (unsigned i = 0; i < n; i++)
+    for (unsigned i = n; i-- > 0;)
         guard_one(&descs[i], 0, log);
 }
 
 static void guard_ranges_kernel(const vgsim_launch_t *l) {
     const vg_guard_batch_t *b = l->params[0];
     vg_guard_log_t *log = *(vg_guard_log_t **)l->params[1];
-    for (uint32_t i = 0; i < b->n && i < VG_GUARD_BATCH; i++)
+    for (uint32_t i = b->n < VG_GUARD_BATCH ? b->n : VG_GUARD_BATCH; i-- > 0;)
         guard_one(&b->d[i], b->poison_max, log);
 }
 

@@ -248,12 +248,40 @@ static pending_t *pending_of(vg_stream_t *s) {
     return s->guard_pending;
 }
 
-/* Move up to `room` pending descriptors of stream s (oldest first) into the batch. */
+/* Is d part of a free's work (its checks and poison), rather than an allocation's fill? */
+static bool at_free(const vg_guard_desc_t *d) {
+    return d->op == VG_GUARD_BLOCK_FREED || (d->kind & AT_FREE);
+}
+
+/* The descriptors of one launch run at the same time on a GPU (a thread block each, in no
+ * order), so a launch never holds both an allocation's fill and the same block's free:
+ * the free's check would race the fill (false reports, seen on an H100). `seen` is a
+ * 64-bit filter of the block numbers in the batch, by event, so the scan is rare. */
+static bool conflicts(const vg_guard_batch_t *batch, const vg_guard_desc_t *d,
+                      uint64_t seen[2]) {
+    bool freed = at_free(d);
+    uint64_t bit = 1ull << (d->tag & 63);
+    seen[freed] |= bit;
+    if (!(seen[!freed] & bit))
+        return false;
+    for (unsigned i = 0; i < batch->n; i++)
+        if (batch->d[i].tag == d->tag && at_free(&batch->d[i]) != freed)
+            return true;
+    return false;
+}
+
+/* Move up to `room` pending descriptors of stream s (oldest first) into the batch; it
+ * stops early before one that must run after a descriptor already in the batch. */
 static void take_pending(vg_stream_t *s, vg_guard_batch_t *batch, unsigned room) {
     pending_t *p = s->guard_pending;
     if (!p)
         return;
+    uint64_t seen[2] = {0, 0};
+    for (unsigned i = 0; i < batch->n; i++)
+        seen[at_free(&batch->d[i])] |= 1ull << (batch->d[i].tag & 63);
     while (p->n > 0 && room-- > 0) {
+        if (conflicts(batch, &p->d[p->head], seen))
+            break; /* (the next launch takes it, in stream order) */
         batch->d[batch->n++] = p->d[p->head];
         p->head = (p->head + 1) % PENDING_CAP;
         p->n--;
@@ -391,7 +419,7 @@ static vg_block_t *find_block(vg_heap_t *h, uint64_t user, uint64_t id) {
 static void handle_error(vg_heap_t *h, const vg_guard_error_t *e, const char *origin) {
     vg_block_t *b = find_block(h, e->user, e->tag);
     uint32_t base = e->kind & 0xff;
-    bool at_free = e->kind & AT_FREE;
+    bool by_free = e->kind & AT_FREE;
     int flag = base == VG_RANGE_LEFT ? REP_LEFT : base == VG_RANGE_RIGHT ? REP_RIGHT : REP_POISON;
     vg_report_t r = {0};
     r.device = h->device;
@@ -422,13 +450,13 @@ static void handle_error(vg_heap_t *h, const vg_guard_error_t *e, const char *or
         r.free_site = rec ? rec->free_site : 0;
         freed = true;
     }
-    if (base == VG_RANGE_POISON || (freed && !at_free))
+    if (base == VG_RANGE_POISON || (freed && !by_free))
         r.kind = VG_REPORT_USE_AFTER_FREE;
     else
         r.kind = base == VG_RANGE_LEFT ? VG_REPORT_OOB_BEFORE : VG_REPORT_OOB_AFTER;
-    if (r.kind != VG_REPORT_USE_AFTER_FREE && !at_free)
+    if (r.kind != VG_REPORT_USE_AFTER_FREE && !by_free)
         r.free_site = 0;
-    r.found = at_free ? "by the check run (in stream order) when the allocation was freed"
+    r.found = by_free ? "by the check run (in stream order) when the allocation was freed"
                       : origin;
     vg__report(&r);
 }
