@@ -11,6 +11,7 @@
 #   train    bench/pytorch_train.py: GPT-2 small and ResNet-50 with PyTorch's allocator,
 #            expandable segments, vramguard fast and guard mode; allocation traces
 #            (ONLY=gpt2: GPT-2 alone)
+#   recheck  the re-runs after the fixes the first runs led to
 # Results go to OUTDIR (default /tmp/vg-gpu): PART.log, and for train train.jsonl and
 # the traces.
 set -u
@@ -142,6 +143,54 @@ train)
     run "resnet50 guard" 300 --alloc guard --model resnet50 --steps 60
     run "resnet50 trace" 120 --alloc vramguard --model resnet50 --steps 20 --warmup 5 --trace "$O/resnet50_train.csv"
     run "resnet50 default 20 steps" 120 --alloc default --model resnet50 --steps 20 --warmup 5
+    ;;
+recheck)
+    # After the fixes the first runs led to (docs/gpu-validation.md): guard tests and
+    # replays with deferral, the record_stream and OOM scripts, ResNet-50 timing.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    for defer in off on; do
+        for c in $(cases tests/unit/test_guard.c); do
+            VGT_DRIVER=libcuda.so.1 VRAMGUARD_OPTIONS=guard_defer=$defer \
+                step "unit_guard($defer) $c" 60 "$B/tests/unit/unit_guard" "$c"
+        done
+    done
+    for ex in s2_use_after_free s6_oom_leak clean_program; do
+        step "$ex vramguard" 60 "$B/vramguard" run --mode=guard --limit=1G -- "$B/examples/$ex"
+    done
+    for t in bench/traces/*.csv; do
+        for round in 1 2 3; do
+            step "replay fast $t" 120 "$B/vramguard" replay --json --repeat=3 --driver=libcuda.so.1 "$t"
+            step "replay guard $t" 120 "$B/vramguard" replay --json --repeat=3 --mode=guard \
+                --driver=libcuda.so.1 "$t"
+        done
+    done
+    for fixed in "" --fixed; do
+        step "missing_record_stream $fixed plain" 60 python3 examples/pytorch/missing_record_stream.py $fixed
+        step "missing_record_stream $fixed vramguard" 60 python3 -m vramguard run --mode=guard \
+            examples/pytorch/missing_record_stream.py $fixed
+        step "oom_fragmentation $fixed vramguard" 120 python3 -m vramguard run --limit=15G \
+            examples/pytorch/oom_fragmentation.py $fixed
+    done
+    step "OOM raises" 60 python3 -c '
+import vramguard, torch
+vramguard.enable(limit="1G")
+try:
+    torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+    print("no exception")
+except Exception as e:
+    print("raised", type(e).__name__, str(e)[:300])
+'
+    J=$O/train.jsonl
+    for round in 1 2; do
+        for a in default vramguard; do
+            step "resnet50 $a" 120 python3 bench/pytorch_train.py --json /tmp/vg-run.json --alloc $a \
+                --model resnet50 --steps 200 && cat /tmp/vg-run.json >>"$J"
+        done
+    done
+    VRAMGUARD_OPTIONS=stack_depth=0 step "resnet50 vramguard stack_depth=0" 120 python3 \
+        bench/pytorch_train.py --json /tmp/vg-run.json --alloc vramguard --model resnet50 \
+        --steps 200 && cat /tmp/vg-run.json >>"$J"
     ;;
 *)
     echo "gpu-validate.sh: unknown part '$PART' (c, pytorch or train)" >&2

@@ -67,8 +67,7 @@ def enable(mode="fast", **options):
                              "process has already allocated CUDA memory with PyTorch's allocator")
     l = _lib.lib()
     _lib.check(l.vg_init(options_string(mode, **options).encode()), "vramguard options")
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(_lib.path(), "vg_torch_alloc",
-                                                     "vg_torch_free")
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(*_lib.torch_entry())
     try:
         torch.cuda.memory.change_current_allocator(alloc)
     except RuntimeError as e:

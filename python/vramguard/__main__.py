@@ -46,6 +46,8 @@ def main(argv):
     except Exception as e:  # an allocation failure: say why, in PyTorch's own error type
         if oom_type is not None and isinstance(e, (oom_type, RuntimeError)) and vramguard.last_oom() \
                 and "out of memory" in str(e).lower():
+            if "(vramguard)" in str(e):  # libvramguard_torch.so's error: it explains already
+                raise oom_type(str(e)) from e
             raise oom_type(str(e) + "\n\nvramguard: " + vramguard.last_oom()) from e
         raise
     return 0

@@ -37,6 +37,17 @@ def path():
         "build) and set VRAMGUARD_LIB=/path/to/libvramguard.so, or put `vramguard` on PATH")
 
 
+def torch_entry():
+    """(library, alloc, free) for PyTorch's pluggable allocator: libvramguard_torch.so's
+    entry points, which raise on a failed allocation (PyTorch does not check for NULL),
+    or libvramguard.so's C ones where vramguard was built without a C++ compiler."""
+    p = path()
+    shim = os.path.join(os.path.dirname(p), "libvramguard_torch.so")
+    if os.path.exists(shim):
+        return shim, "vg_torch_alloc_or_raise", "vg_torch_free_or_raise"
+    return p, "vg_torch_alloc", "vg_torch_free"
+
+
 def lib():
     global _lib
     if _lib is None:
