@@ -48,8 +48,8 @@ run_suite() { # name build-dir cmake-args ctest-args
 status=0
 run_suite "plain" build-ci "-DCMAKE_BUILD_TYPE=RelWithDebInfo" "" || status=1
 if [ "${VG_TEST_QUICK:-0}" != 1 ]; then
-  run_suite "asan+ubsan" build-asan "-DCMAKE_BUILD_TYPE=Debug -DVG_SANITIZE=address -DCMAKE_C_COMPILER=clang" "-LE no_asan" || status=1
-  run_suite "tsan" build-tsan "-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVG_SANITIZE=thread -DCMAKE_C_COMPILER=clang" "-L threads" || status=1
+  run_suite "asan+ubsan" build-asan "-DCMAKE_BUILD_TYPE=Debug -DVG_SANITIZE=address -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++" "-LE no_asan" || status=1
+  run_suite "tsan" build-tsan "-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVG_SANITIZE=thread -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++" "-L threads" || status=1
 fi
 echo
 echo "all suites: $total_pass passed, $total_fail failed"

@@ -461,6 +461,14 @@ static void handle_error(vg_heap_t *h, const vg_guard_error_t *e, const char *or
     vg__report(&r);
 }
 
+static int error_order(const void *pa, const void *pb) {
+    const vg_guard_error_t *a = pa, *b = pb;
+    uint64_t x = a->addr + a->first_bad, y = b->addr + b->first_bad;
+    if (a->tag != b->tag)
+        return a->tag < b->tag ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
 void vg__guard_poll(vg_heap_t *h, const char *origin) {
     vg_guard_t *g = h->guard;
     if (!g)
@@ -472,13 +480,24 @@ void vg__guard_poll(vg_heap_t *h, const char *origin) {
                 count - g->log_read - LOG_CAPACITY, LOG_CAPACITY);
         g->log_read = count - LOG_CAPACITY;
     }
-    while (g->log_read != count) {
-        const vg_guard_error_t *slot = &log->errors[g->log_read % LOG_CAPACITY];
-        if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != (uint64_t)g->log_read + 1)
-            break; /* still being written: read it next time */
-        vg_guard_error_t e = *slot;
-        g->log_read++;
-        handle_error(h, &e, origin);
+    /* Thread blocks append in no order, so records are sorted (block, then address)
+     * before they are reported: the first damage of a block is the one its report
+     * names, on a GPU as on vgsim. */
+    vg_guard_error_t batch[64];
+    for (;;) {
+        size_t n = 0;
+        while (g->log_read != count && n < 64) {
+            const vg_guard_error_t *slot = &log->errors[g->log_read % LOG_CAPACITY];
+            if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != (uint64_t)g->log_read + 1)
+                break; /* still being written: read it next time */
+            batch[n++] = *slot;
+            g->log_read++;
+        }
+        if (n == 0)
+            return;
+        qsort(batch, n, sizeof batch[0], error_order);
+        for (size_t i = 0; i < n; i++)
+            handle_error(h, &batch[i], origin);
     }
 }
 
