@@ -42,6 +42,25 @@ build() {
 
 cases() { grep -oE '^VG_TEST\(([a-z0-9_]+)\)' "$1" | sed 's/VG_TEST(\(.*\))/\1/'; }
 
+guard_tests() { # guard mode's unit cases on the real driver, eager and deferred
+for defer in off on; do
+    for c in $(cases tests/unit/test_guard.c); do
+        VGT_DRIVER=libcuda.so.1 VRAMGUARD_OPTIONS=guard_defer=$defer \
+            step "unit_guard($defer) $c" 60 "$B/tests/unit/unit_guard" "$c"
+    done
+done
+}
+
+replays() { # the shared traces, fast and guard mode alternately, with the real driver
+for t in bench/traces/*.csv; do
+    for round in 1 2 3; do
+        step "replay fast $t" 120 "$B/vramguard" replay --json --repeat=3 --driver=libcuda.so.1 "$t"
+        step "replay guard $t" 120 "$B/vramguard" replay --json --repeat=3 --mode=guard \
+            --driver=libcuda.so.1 "$t"
+    done
+done
+}
+
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python VRAMGUARD_LIB=$PWD/$B/libvramguard.so
 export TORCH_EXTENSIONS_DIR=/tmp/vg-torch-ext
 
@@ -55,25 +74,14 @@ c)
         step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
     done
     step demo 180 "$B/vramguard" demo
-    for defer in off on; do
-        for c in $(cases tests/unit/test_guard.c); do
-            VGT_DRIVER=libcuda.so.1 VRAMGUARD_OPTIONS=guard_defer=$defer \
-                step "unit_guard($defer) $c" 60 "$B/tests/unit/unit_guard" "$c"
-        done
-    done
+    guard_tests
     for ex in s1_overrun s2_use_after_free s3_h2d_race s4_d2h_race s6_oom_leak s7_too_large \
               s8_bad_frees s9_illegal_address clean_program; do
         step "$ex plain" 60 "$B/examples/$ex"
         step "$ex vramguard" 60 "$B/vramguard" run --mode=guard --limit=1G -- "$B/examples/$ex"
         step "$ex compute-sanitizer" 120 compute-sanitizer --tool memcheck "$B/examples/$ex"
     done
-    for t in bench/traces/*.csv; do
-        for round in 1 2 3; do
-            step "replay fast $t" 120 "$B/vramguard" replay --json --repeat=3 --driver=libcuda.so.1 "$t"
-            step "replay guard $t" 120 "$B/vramguard" replay --json --repeat=3 --mode=guard \
-                --driver=libcuda.so.1 "$t"
-        done
-    done
+    replays
     for round in 1 2 3; do
         step "launch_heavy plain" 60 "$B/bench/launch_heavy" 200000 launch
         step "launch_heavy vramguard" 60 "$B/vramguard" run -- "$B/bench/launch_heavy" 200000 launch
@@ -149,22 +157,11 @@ recheck)
     # replays with deferral, the record_stream and OOM scripts, ResNet-50 timing.
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     build
-    for defer in off on; do
-        for c in $(cases tests/unit/test_guard.c); do
-            VGT_DRIVER=libcuda.so.1 VRAMGUARD_OPTIONS=guard_defer=$defer \
-                step "unit_guard($defer) $c" 60 "$B/tests/unit/unit_guard" "$c"
-        done
-    done
+    guard_tests
     for ex in s2_use_after_free s6_oom_leak clean_program; do
         step "$ex vramguard" 60 "$B/vramguard" run --mode=guard --limit=1G -- "$B/examples/$ex"
     done
-    for t in bench/traces/*.csv; do
-        for round in 1 2 3; do
-            step "replay fast $t" 120 "$B/vramguard" replay --json --repeat=3 --driver=libcuda.so.1 "$t"
-            step "replay guard $t" 120 "$B/vramguard" replay --json --repeat=3 --mode=guard \
-                --driver=libcuda.so.1 "$t"
-        done
-    done
+    replays
     for fixed in "" --fixed; do
         step "missing_record_stream $fixed plain" 60 python3 examples/pytorch/missing_record_stream.py $fixed
         step "missing_record_stream $fixed vramguard" 60 python3 -m vramguard run --mode=guard \
