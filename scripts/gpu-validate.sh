@@ -43,22 +43,22 @@ build() {
 cases() { grep -oE '^VG_TEST\(([a-z0-9_]+)\)' "$1" | sed 's/VG_TEST(\(.*\))/\1/'; }
 
 guard_tests() { # guard mode's unit cases on the real driver, eager and deferred
-for defer in off on; do
-    for c in $(cases tests/unit/test_guard.c); do
-        VGT_DRIVER=libcuda.so.1 VRAMGUARD_OPTIONS=guard_defer=$defer \
-            step "unit_guard($defer) $c" 60 "$B/tests/unit/unit_guard" "$c"
+    for defer in off on; do
+        for c in $(cases tests/unit/test_guard.c); do
+            VGT_DRIVER=libcuda.so.1 VRAMGUARD_OPTIONS=guard_defer=$defer \
+                step "unit_guard($defer) $c" 60 "$B/tests/unit/unit_guard" "$c"
+        done
     done
-done
 }
 
 replays() { # the shared traces, fast and guard mode alternately, with the real driver
-for t in bench/traces/*.csv; do
-    for round in 1 2 3; do
-        step "replay fast $t" 120 "$B/vramguard" replay --json --repeat=3 --driver=libcuda.so.1 "$t"
-        step "replay guard $t" 120 "$B/vramguard" replay --json --repeat=3 --mode=guard \
-            --driver=libcuda.so.1 "$t"
+    for t in bench/traces/transformer_*.csv; do
+        for round in 1 2 3; do
+            step "replay fast $t" 120 "$B/vramguard" replay --json --repeat=3 --driver=libcuda.so.1 "$t"
+            step "replay guard $t" 120 "$B/vramguard" replay --json --repeat=3 --mode=guard \
+                --driver=libcuda.so.1 "$t"
+        done
     done
-done
 }
 
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python VRAMGUARD_LIB=$PWD/$B/libvramguard.so
