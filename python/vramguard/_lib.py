@@ -44,7 +44,7 @@ def torch_entry():
     p = path()
     shim = os.path.join(os.path.dirname(p), "libvramguard_torch.so")
     if os.path.exists(shim):
-        return shim, "vg_torch_alloc_or_raise", "vg_torch_free_or_raise"
+        return shim, "vg_torch_alloc_or_raise", "vg_torch_free"  # (free: from its dependency)
     return p, "vg_torch_alloc", "vg_torch_free"
 
 

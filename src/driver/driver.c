@@ -2,9 +2,10 @@
  *
  * Each function of VG_DRIVER_FUNCS is looked up by its exact ABI symbol: dlsym of the
  * versioned name in driver_funcs.h (e.g. cuMemAlloc_v2), which the real driver and vgsim
- * both export. cuGetProcAddress is not used for this: asked for CUDA 13000, it answers "cuCtxGetDevice" with cuCtxGetDevice_v2(CUdevice *, CUcontext) and
- * "cuCtxSynchronize" with cuCtxSynchronize_v2(CUcontext), while cuda.h keeps those
- * names on their one-argument versions (found on an H100, driver 580; docs/gpu-validation.md).
+ * both export. cuGetProcAddress is not used for this: asked for CUDA 13000, it answers
+ * "cuCtxGetDevice" with cuCtxGetDevice_v2(CUdevice *, CUcontext) and "cuCtxSynchronize"
+ * with cuCtxSynchronize_v2(CUcontext), while cuda.h keeps those names on their
+ * one-argument versions (found on an H100, driver 580; docs/gpu-validation.md).
  * When vramguard is preloaded into a program it overrides dlsym(); vg__real_dlsym is
  * set by the interposer so that the driver layer always sees the real driver.
  */

@@ -1,4 +1,6 @@
-// raise.cpp — libvramguard_torch.so: the allocation entry point PyTorch is given.
+// raise.cpp — libvramguard_torch.so: the allocation entry point PyTorch is given. (Its
+// free is libvramguard.so's vg_torch_free: dlsym on this library's handle finds it in
+// the library it depends on.)
 //
 // PyTorch's CUDAPluggableAllocator does not check what its alloc function returns: a NULL
 // becomes a tensor with no memory behind it, and the program goes on (seen with PyTorch
@@ -13,7 +15,6 @@
 
 extern "C" {
 void *vg_torch_alloc(size_t size, int device, void *stream);
-void vg_torch_free(void *ptr, size_t size, int device, void *stream);
 size_t vg_torch_last_oom(char *out, size_t n);
 
 __attribute__((visibility("default"))) void *vg_torch_alloc_or_raise(size_t size, int device,
@@ -25,10 +26,5 @@ __attribute__((visibility("default"))) void *vg_torch_alloc_or_raise(size_t size
         throw std::runtime_error(std::string("CUDA out of memory (vramguard): ") + why);
     }
     return p;
-}
-
-__attribute__((visibility("default"))) void vg_torch_free_or_raise(void *ptr, size_t size,
-                                                                    int device, void *stream) {
-    vg_torch_free(ptr, size, device, stream);
 }
 }

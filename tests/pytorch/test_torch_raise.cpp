@@ -20,7 +20,7 @@ int main() {
     if (!lib)
         FAIL("dlopen: %s", dlerror());
     alloc_fn alloc = (alloc_fn)dlsym(lib, "vg_torch_alloc_or_raise");
-    free_fn release = (free_fn)dlsym(lib, "vg_torch_free_or_raise");
+    free_fn release = (free_fn)dlsym(lib, "vg_torch_free"); // (from libvramguard.so)
     if (!alloc || !release)
         FAIL("entry points missing");
     void *p = alloc(1 << 20, 0, NULL);
