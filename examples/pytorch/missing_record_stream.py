@@ -14,7 +14,7 @@ x = torch.ones((64 << 20) // 4, device="cuda")
 w = torch.ones((64 << 20) // 4, device="cuda")
 side.wait_stream(torch.cuda.current_stream())
 with torch.cuda.stream(side):
-    torch.cuda._sleep(200_000_000)  # a long kernel on the side stream
+    torch.cuda._sleep(4_000_000_000)  # a long kernel on the side stream (~2 s on an H100)
     torch.mul(w, 2, out=x)          # ... that then writes x
 if "--fixed" in sys.argv:
     x.record_stream(side)
