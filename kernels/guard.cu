@@ -87,12 +87,12 @@ __device__ static void check(const vg_guard_desc_t &d, vg_guard_log_t *log,
 }
 
 // One descriptor, with the whole thread block: a range, or the ranges of a block.
-__device__ static void one(const vg_guard_desc_t &d, unsigned int poison_max, vg_guard_log_t *log,
-                           unsigned long long *sh) {
+__device__ static void one(const vg_guard_desc_t &d, unsigned int poison_max,
+                           unsigned int poison_end, vg_guard_log_t *log, unsigned long long *sh) {
     vg_guard_desc_t parts[4];
     unsigned int n = 1;
-    if (d.op == VG_GUARD_BLOCK_NEW || d.op == VG_GUARD_BLOCK_FREED)
-        n = vg_guard_block_parts(&d, poison_max, parts);
+    if (VG_GUARD_IS_BLOCK(d.op))
+        n = vg_guard_block_parts(&d, poison_max, poison_end, parts);
     else
         parts[0] = d;
     for (unsigned int k = 0; k < n; k++) {
@@ -107,11 +107,11 @@ extern "C" __global__ void vg_guard_check(const vg_guard_desc_t *descs, unsigned
                                           vg_guard_log_t *log) {
     __shared__ unsigned long long sh[3];
     for (unsigned int i = blockIdx.x; i < n; i += gridDim.x)
-        one(descs[i], 0, log, sh);
+        one(descs[i], 0, 0, log, sh);
 }
 
 extern "C" __global__ void vg_guard_ranges(const vg_guard_batch_t batch, vg_guard_log_t *log) {
     __shared__ unsigned long long sh[3];
     for (unsigned int i = blockIdx.x; i < batch.n; i += gridDim.x)
-        one(batch.d[i], batch.poison_max, log, sh);
+        one(batch.d[i], batch.poison_max, batch.poison_end, log, sh);
 }

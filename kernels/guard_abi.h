@@ -49,9 +49,22 @@
  * of each part. vg_guard_block_parts() below turns it into ranges:
  *   VG_GUARD_BLOCK_NEW    fill both redzones with the canary;
  *   VG_GUARD_BLOCK_FREED  check both redzones and poison the user bytes: all of them if
- *                         there are at most batch.poison_max (or poison_max < 2), else
- *                         the first and the last poison_max / 2. */
-enum { VG_GUARD_FILL = 1, VG_GUARD_CHECK = 2, VG_GUARD_BLOCK_NEW = 3, VG_GUARD_BLOCK_FREED = 4 };
+ *                         there are at most batch.poison_max (or poison_max is 0) or
+ *                         at most twice batch.poison_end, else the first and the last
+ *                         poison_end;
+ *   VG_GUARD_BLOCK_DEAD   fill both redzones and poison the user bytes as above: a block
+ *                         freed before its fill was launched (nothing can have written
+ *                         it in between, so there is nothing to check yet). */
+enum {
+    VG_GUARD_FILL = 1,
+    VG_GUARD_CHECK = 2,
+    VG_GUARD_BLOCK_NEW = 3,
+    VG_GUARD_BLOCK_FREED = 4,
+    VG_GUARD_BLOCK_DEAD = 5,
+};
+
+/* Does descriptor op stand for a whole block (vg_guard_block_parts)? */
+#define VG_GUARD_IS_BLOCK(op) ((op) >= VG_GUARD_BLOCK_NEW && (op) <= VG_GUARD_BLOCK_DEAD)
 
 /* What a checked range is (reported back in the error). */
 enum {
@@ -71,11 +84,13 @@ typedef struct vg_guard_desc {
     uint16_t kind;     /* VG_RANGE_* */
 } vg_guard_desc_t;
 
-#define VG_GUARD_BATCH 64 /* 2568 bytes of parameters: under the 4 KiB every GPU takes */
+#define VG_GUARD_BATCH 64 /* 2576 bytes of parameters: under the 4 KiB every GPU takes */
 
 typedef struct vg_guard_batch {
     uint32_t n;        /* descriptors used */
-    uint32_t poison_max; /* for VG_GUARD_BLOCK_FREED */
+    uint32_t poison_max; /* for VG_GUARD_BLOCK_FREED and _DEAD: poisoned whole up to this */
+    uint32_t poison_end; /* and larger ones at their first and last poison_end bytes */
+    uint32_t pad;
     vg_guard_desc_t d[VG_GUARD_BATCH];
 } vg_guard_batch_t;
 
@@ -121,20 +136,20 @@ VG_GUARD_FN void vg_guard_part(vg_guard_desc_t *o, const vg_guard_desc_t *b, uin
 
 /* The ranges block descriptor b stands for (at most 4, written to out); returns how many. */
 VG_GUARD_FN unsigned vg_guard_block_parts(const vg_guard_desc_t *b, uint32_t poison_max,
-                                          vg_guard_desc_t *out) {
+                                          uint32_t poison_end, vg_guard_desc_t *out) {
     uint64_t end = b->addr + b->len - b->pattern; /* where the user bytes end */
-    uint16_t op = b->op == VG_GUARD_BLOCK_NEW ? VG_GUARD_FILL : VG_GUARD_CHECK;
+    uint16_t op = b->op == VG_GUARD_BLOCK_FREED ? VG_GUARD_CHECK : VG_GUARD_FILL;
     unsigned n = 0;
     vg_guard_part(&out[n++], b, b->addr, b->user - b->addr, op, VG_RANGE_LEFT);
     vg_guard_part(&out[n++], b, end, b->pattern, op, VG_RANGE_RIGHT);
     uint64_t len = end - b->user;
-    if (b->op != VG_GUARD_BLOCK_FREED || len == 0)
+    if (b->op == VG_GUARD_BLOCK_NEW || len == 0)
         return n;
-    if (len <= poison_max || poison_max < 2) {
+    if (len <= poison_max || poison_max == 0 || len <= 2 * (uint64_t)poison_end) {
         vg_guard_part(&out[n++], b, b->user, len, VG_GUARD_FILL, VG_RANGE_POISON);
     } else {
-        vg_guard_part(&out[n++], b, b->user, poison_max / 2, VG_GUARD_FILL, VG_RANGE_POISON);
-        vg_guard_part(&out[n++], b, end - poison_max / 2, poison_max / 2, VG_GUARD_FILL,
+        vg_guard_part(&out[n++], b, b->user, poison_end, VG_GUARD_FILL, VG_RANGE_POISON);
+        vg_guard_part(&out[n++], b, end - poison_end, poison_end, VG_GUARD_FILL,
                       VG_RANGE_POISON);
     }
     return n;

@@ -372,11 +372,12 @@ static void guard_check(const vg_guard_desc_t *d, vg_guard_log_t *log) {
     __atomic_store_n(&e->seq, (uint64_t)idx + 1, __ATOMIC_RELEASE);
 }
 
-static void guard_one(const vg_guard_desc_t *d, uint32_t poison_max, vg_guard_log_t *log) {
+static void guard_one(const vg_guard_desc_t *d, uint32_t poison_max, uint32_t poison_end,
+                      vg_guard_log_t *log) {
     vg_guard_desc_t parts[4];
     unsigned n = 1;
-    if (d->op == VG_GUARD_BLOCK_NEW || d->op == VG_GUARD_BLOCK_FREED)
-        n = vg_guard_block_parts(d, poison_max, parts);
+    if (VG_GUARD_IS_BLOCK(d->op))
+        n = vg_guard_block_parts(d, poison_max, poison_end, parts);
     else
         parts[0] = *d;
     for (unsigned k = 0; k < n; k++) {
@@ -392,14 +393,14 @@ static void guard_check_kernel(const vgsim_launch_t *l) {
     unsigned n = *(const unsigned *)l->params[1];
     vg_guard_log_t *log = *(vg_guard_log_t **)l->params[2];
     for (unsigned i = n; i-- > 0;)
-        guard_one(&descs[i], 0, log);
+        guard_one(&descs[i], 0, 0, log);
 }
 
 static void guard_ranges_kernel(const vgsim_launch_t *l) {
     const vg_guard_batch_t *b = l->params[0];
     vg_guard_log_t *log = *(vg_guard_log_t **)l->params[1];
     for (uint32_t i = b->n < VG_GUARD_BATCH ? b->n : VG_GUARD_BATCH; i-- > 0;)
-        guard_one(&b->d[i], b->poison_max, log);
+        guard_one(&b->d[i], b->poison_max, b->poison_end, log);
 }
 
 void sim_register_builtin_kernels(void) {

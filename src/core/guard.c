@@ -24,9 +24,10 @@
  *                batch: one check of their redzones and poison, then they are reused;
  *   check point  vg_check(), synchronisations seen by vramguard, exit: one launch checks
  *                every live allocation's redzones and every quarantined block.
- * Large blocks are poisoned (and checked) only at their first and last `poison_bytes`/2
- * bytes: a kernel writing a freed tensor starts at its beginning, and an overrun ends past
- * its end, so these catch the common cases at a bounded cost in bandwidth and memory.
+ * Blocks up to `poison_bytes` are poisoned whole; larger ones (and checked) only at their
+ * first and last `poison_ends` bytes: a kernel writing a freed tensor writes its first
+ * elements (thread block 0) and its last, so these catch the common cases at a bounded
+ * cost in bandwidth and memory (docs/decisions.md G4).
  *
  * Errors come back through a log in pinned host memory mapped for the device, read with
  * plain loads (guard_abi.h), so what a kernel found can be reported even after a sticky
@@ -63,8 +64,9 @@ typedef struct pending {
     uint64_t oldest_ns;             /* when the oldest was added */
 } pending_t;
 
-/* Block flags (beside heap.h's): already reported; freed on another stream. */
-enum { REP_LEFT = 2, REP_RIGHT = 4, REP_POISON = 8, CROSS_FREE = 16 };
+/* Block flags (beside heap.h's): already reported; freed on another stream; its redzone
+ * fill was queued (deferred) on its stream, and may still be waiting there. */
+enum { REP_LEFT = 2, REP_RIGHT = 4, REP_POISON = 8, CROSS_FREE = 16, FILL_QUEUED = 64 };
 
 /* Descriptors in pinned memory the device reads. */
 typedef struct desc_buf {
@@ -76,7 +78,8 @@ typedef struct desc_buf {
 /* A batch of blocks leaving the quarantine: checked by one launch, released to the heap
  * once that launch has completed and the log has been read. */
 typedef struct leave_slot {
-    vg_block_t *blocks;         /* linked through fnext */
+    vg_block_t **blocks;        /* oldest first */
+    size_t n, cap;
     desc_buf_t buf;
     CUevent done;
     bool busy;
@@ -94,7 +97,8 @@ typedef struct vg_guard {
     unsigned next_slot;         /* the oldest busy slot is next_slot - nbusy */
     CUstream stream;            /* where check points run */
     CUevent event;
-    vg_block_t *q_head, *q_tail;/* quarantine, oldest first (fnext/fprev) */
+    vg_block_t **q;             /* the quarantine: a ring, oldest at q_head */
+    size_t q_cap, q_head;       /* (q_cap: a power of two) */
     uint64_t q_bytes, q_count;
     bool dead;                  /* the context failed: no more launches */
     uint64_t fills_launched, fills_skipped; /* redzone fills at allocation */
@@ -191,8 +195,8 @@ static vg_guard_desc_t desc(uint64_t addr, uint64_t len, const vg_block_t *b, ui
 }
 
 /* One descriptor for all the guard work of block b at its allocation or free, when its
- * fields fit (the right redzone and poison_bytes in 32 bits) and no part of it was
- * reported already (whose check must then be left out). */
+ * fields fit (the right redzone and poison_bytes in 32 bits; poison_ends always does) and
+ * no part of it was reported already (whose check must then be left out). */
 static bool block_desc(const vg_block_t *b, uint16_t op, uint16_t flags, vg_guard_desc_t *d) {
     uint64_t right = b->addr + b->size - (b->user + b->requested);
     if (right > UINT32_MAX || vg__opt.poison_bytes > UINT32_MAX ||
@@ -206,25 +210,26 @@ static CUresult launch_ranges(vg_guard_t *g, vg_guard_batch_t *batch, CUstream s
     if (g->dead)
         return CUDA_ERROR_LAUNCH_FAILED;
     g->launches++;
-    batch->poison_max = (uint32_t)vg__opt.poison_bytes; /* (block descriptors: it fits) */
+    batch->poison_max = (uint32_t)vg__opt.poison_bytes; /* (block descriptors: they fit) */
+    batch->poison_end = (uint32_t)vg__opt.poison_ends;
     void *params[] = {(void *)batch, &g->log_dev};
     return vg__cuLaunchKernel(g->fn_ranges, batch->n, 1, 1, 256, 1, 1, 0, s, params, NULL);
 }
 
 /* The poisoned ranges of a freed block: all of it, or its two ends. */
 static int poison_ranges(const vg_block_t *b, uint64_t *a, uint64_t *n) {
-    uint64_t len = b->requested, max = vg__opt.poison_bytes;
+    uint64_t len = b->requested, max = vg__opt.poison_bytes, end = vg__opt.poison_ends;
     if (len == 0)
         return 0;
-    if (len <= max || max < 2) {
+    if (len <= max || max == 0 || len <= 2 * end) {
         a[0] = b->user;
         n[0] = len;
         return 1;
     }
     a[0] = b->user;
-    n[0] = max / 2;
-    a[1] = b->user + len - max / 2;
-    n[1] = max / 2;
+    n[0] = end;
+    a[1] = b->user + len - end;
+    n[1] = end;
     return 2;
 }
 
@@ -355,6 +360,7 @@ static bool defer_fill(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     vg_guard_desc_t d;
     if (block_desc(b, VG_GUARD_BLOCK_NEW, 0, &d)) {
         add_pending(p, d, 0);
+        b->flags |= FILL_QUEUED;
     } else {
         add_pending(p, desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
                             VG_RANGE_LEFT), 0);
@@ -628,28 +634,34 @@ void vg__guard_check_all(vg_heap_t *h, const char *origin) {
  * Quarantine
  * ------------------------------------------------------------------------------------- */
 
-static void q_push(vg_guard_t *g, vg_block_t *b) {
-    b->fnext = NULL;
-    b->fprev = g->q_tail;
-    if (g->q_tail)
-        g->q_tail->fnext = b;
-    else
-        g->q_head = b;
-    g->q_tail = b;
+/* Room for one more block in the quarantine ring. */
+static bool q_reserve(vg_guard_t *g) {
+    if (g->q_count < g->q_cap)
+        return true;
+    size_t cap = g->q_cap ? 2 * g->q_cap : 1024;
+    vg_block_t **q = malloc(cap * sizeof *q);
+    if (!q)
+        return false;
+    for (size_t i = 0; i < g->q_count; i++) /* unwrapped: the oldest first */
+        q[i] = g->q[(g->q_head + i) & (g->q_cap - 1)];
+    free(g->q);
+    g->q = q;
+    g->q_cap = cap;
+    g->q_head = 0;
+    return true;
+}
+
+static void q_push(vg_guard_t *g, vg_block_t *b) { /* (after q_reserve) */
+    g->q[(g->q_head + g->q_count) & (g->q_cap - 1)] = b;
     g->q_bytes += b->size;
     g->q_count++;
 }
 
 static vg_block_t *q_pop(vg_guard_t *g) {
-    vg_block_t *b = g->q_head;
-    if (!b)
+    if (g->q_count == 0)
         return NULL;
-    g->q_head = b->fnext;
-    if (g->q_head)
-        g->q_head->fprev = NULL;
-    else
-        g->q_tail = NULL;
-    b->fnext = b->fprev = NULL;
+    vg_block_t *b = g->q[g->q_head];
+    g->q_head = (g->q_head + 1) & (g->q_cap - 1);
     g->q_bytes -= b->size;
     g->q_count--;
     return b;
@@ -686,15 +698,18 @@ static void reap(vg_heap_t *h, bool wait) {
                               "is reused)");
             read_log = true;
         }
-        for (vg_block_t *b = sl->blocks, *next; b; b = next) {
-            next = b->fnext;
-            if (next) { /* these blocks went cold in the quarantine: fetch ahead */
-                __builtin_prefetch(next->fnext);
-                __builtin_prefetch(next->prev); /* (its neighbours, to merge with) */
-                __builtin_prefetch(next->next);
-                vg__ptrmap_prefetch(&h->live, next->user);
+        for (size_t i = 0; i < sl->n; i++) {
+            /* These blocks went cold in the quarantine: fetch ahead, the block structs
+             * far ahead, then (once those are in) what releasing them reads. */
+            if (i + 8 < sl->n)
+                __builtin_prefetch(sl->blocks[i + 8]);
+            if (i + 4 < sl->n) {
+                const vg_block_t *ahead = sl->blocks[i + 4];
+                __builtin_prefetch(ahead->prev); /* (its neighbours, to merge with) */
+                __builtin_prefetch(ahead->next);
+                vg__ptrmap_prefetch(&h->live, ahead->user);
             }
-            b->fnext = NULL;
+            vg_block_t *b = sl->blocks[i];
             /* Checked clean (not dead, nothing reported): its redzones hold the canary,
              * and if it was poisoned whole, so does every other byte. */
             uint64_t head = 0, tail = 0;
@@ -702,7 +717,7 @@ static void reap(vg_heap_t *h, bool wait) {
                 pattern_left(b, &head, &tail);
             vg__heap_unquarantine(h, b, head, tail);
         }
-        sl->blocks = NULL;
+        sl->n = 0;
         sl->busy = false;
         sl->unchecked = false;
     }
@@ -724,18 +739,26 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
         bool pushed;
         stream_ctx(h, &pushed);
         flush_all(h); /* the frees' own checks and poison go first */
-        vg_block_t *out = NULL, **tail = &out;
         size_t nb = 0, n = 0;
-        while (g->q_bytes > target) {
-            vg_block_t *b = q_pop(g);
-            *tail = b;
-            tail = &b->fnext;
-            nb++;
+        for (uint64_t left = g->q_bytes; left > target && nb < g->q_count; nb++)
+            left -= g->q[(g->q_head + nb) & (g->q_cap - 1)]->size;
+        if (nb > sl->cap) { /* (without host memory, fewer leave now) */
+            vg_block_t **blocks = realloc(sl->blocks, nb * sizeof *blocks);
+            if (blocks) {
+                sl->blocks = blocks;
+                sl->cap = nb;
+            }
+            nb = VG_MIN(nb, sl->cap);
         }
+        for (sl->n = 0; sl->n < nb; sl->n++)
+            sl->blocks[sl->n] = q_pop(g);
         bool have = descs_reserve(&sl->buf, 4 * nb);
         vg_stream_t *seen[8];
         int nseen = 0;
-        for (vg_block_t *b = out; b; b = b->fnext) {
+        for (size_t i = 0; i < nb; i++) {
+            vg_block_t *b = sl->blocks[i];
+            if (i + 4 < nb)
+                __builtin_prefetch(sl->blocks[i + 4]);
             if (have)
                 n += block_checks(b, sl->buf.d + n);
             /* After the free's check and poison, on its stream: one wait per stream. */
@@ -750,7 +773,6 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
             else
                 seen[7] = b->stream; /* (many streams: waits may repeat, harmlessly) */
         }
-        sl->blocks = out;
         sl->busy = true;
         g->next_slot++;
         /* Without descriptor memory, or if the launch fails, reap releases the blocks
@@ -784,13 +806,32 @@ static void descs_at_free(pending_t *p, const vg_block_t *b) {
                     b->free_ns);
 }
 
+/* Block b is freed on the stream it was allocated on, and its redzone fill may still be
+ * waiting in that stream's queue: then no operation of the stream came between the
+ * allocation and the free, so nothing can have written the block yet. The queued fill
+ * becomes the block's whole guard work (fill its redzones, poison its bytes): one
+ * descriptor instead of a fill and a check that could not share a launch. */
+static bool fold_into_fill(pending_t *p, vg_block_t *b) {
+    if (!(b->flags & FILL_QUEUED))
+        return false;
+    b->flags &= (uint8_t)~FILL_QUEUED;
+    for (unsigned i = p->n; i-- > 0;) { /* (a flushed fill is simply not found) */
+        vg_guard_desc_t *d = &p->d[(p->head + i) % PENDING_CAP];
+        if (d->tag == b->id && d->op == VG_GUARD_BLOCK_NEW) {
+            d->op = VG_GUARD_BLOCK_DEAD;
+            return true;
+        }
+    }
+    return false;
+}
+
 bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     vg_guard_t *g = h->guard;
     if (!g)
         return false;
     vg_stream_t *s = vg__heap_stream(h, stream);
     pending_t *p = s ? pending_of(s) : NULL;
-    if (!p)
+    if (!p || !q_reserve(g))
         return false; /* no memory to track it: let the heap reuse it normally */
     b->state = VG_BLOCK_QUARANTINED;
     b->free_ns = vg__now_coarse_ns();
@@ -806,7 +847,8 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
         launch_ranges(g, &batch, g->stream);
         vg__heap_ctx_leave(pushed);
     } else {
-        descs_at_free(p, b);
+        if (!fold_into_fill(p, b))
+            descs_at_free(p, b);
         p->frees++;
     }
     if (p->n > PENDING_MAX ||

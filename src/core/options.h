@@ -49,7 +49,9 @@
     X(quarantine, SIZE, "1G", "0..1T",                                                       \
       "guard: freed bytes kept poisoned before reuse (released first under memory pressure)") \
     X(poison_bytes, SIZE, "64K", "0..1T",                                                    \
-      "guard: larger freed blocks are poisoned at their first and last half of this")       \
+      "guard: freed blocks up to this size are poisoned whole (0: every block)")            \
+    X(poison_ends, SIZE, "4K", "16..1G",                                                     \
+      "guard: larger freed blocks are poisoned at their first and last this many bytes")    \
     X(free_batch, INT, "1", "1..16",                                                        \
       "guard, when not deferred: frees whose check and poison share one launch (1: at once, "  \
       "so a kernel that still uses a freed block is caught; more: fewer launches)")            \

@@ -260,6 +260,56 @@ VG_TEST(large_blocks_are_poisoned_at_both_ends) {
     vg_free_string(j);
 }
 
+VG_TEST(poison_ends_bound_the_poison_of_larger_blocks) {
+    /* Up to poison_bytes a freed block is poisoned whole; above, only its first and last
+     * poison_ends bytes are. */
+    guard_init("poison_bytes=64K,poison_ends=4K");
+    void *small, *big;
+    CHECK_VG(vg_malloc(&small, 48 << 10, NULL));
+    CHECK_VG(vg_malloc(&big, 1 << 20, NULL));
+    CHECK_VG(vg_free(small, NULL));
+    CHECK_VG(vg_free(big, NULL));
+    CHECK_VG(vg_check());
+    poke((char *)big + 5000, 8, 0x4b);          /* past the first 4 KiB: not poisoned */
+    poke((char *)big + (1 << 20) - 4096, 2, 0x4c); /* the first byte of the last 4 KiB */
+    poke((char *)small + (24 << 10), 4, 0x4d);  /* the middle of a block poisoned whole */
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    CHECK_EQ(vg_error_count(), 2);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"first_offset\":1044480,\"last_offset\":1044481,\"bytes\":2");
+    CHECK_CONTAINS(j, "\"first_offset\":24576,\"last_offset\":24579,\"bytes\":4");
+    vg_free_string(j);
+}
+
+VG_TEST(a_block_freed_before_its_fill_ran_is_filled_and_poisoned) {
+    /* Deferred (G3), an allocation's fill waits for the stream's next operation; freed
+     * before it, the fill and the free's poison go as one (nothing can have written the
+     * block in between). The freed block must still end up with both redzones and its
+     * bytes in the pattern: writes to either are reported as writes after the free. */
+    guard_init("guard_defer=on");
+    void *p, *q;
+    CHECK_VG(vg_malloc(&p, 3000, NULL));
+    CHECK_VG(vg_malloc(&q, 3000, NULL));
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VG(vg_check());
+    CHECK_EQ(vg_error_count(), 0);
+    poke((char *)p + 3000, 4, 0x4e); /* p's right redzone */
+    poke((char *)p + 8, 4, 0x4f);    /* p's bytes */
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    CHECK_EQ(vg_error_count(), 2);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"use_after_free\"");
+    CHECK_CONTAINS(j, "\"size\":3000");
+    CHECK_CONTAINS(j, "\"first_offset\":3000,\"last_offset\":3003,\"bytes\":4");
+    CHECK_CONTAINS(j, "\"first_offset\":8,\"last_offset\":11,\"bytes\":4");
+    CHECK(strstr(j, "out_of_bounds") == NULL); /* both after the free */
+    vg_free_string(j);
+    CHECK_VG(vg_free(q, NULL));
+    CHECK_VG(vg_check());
+    CHECK_EQ(vg_error_count(), 2); /* q, freed after its fill ran, is clean */
+    CHECK_VALID();
+}
+
 VG_TEST(double_free_names_both_frees) {
     guard_init("");
     void *p;
