@@ -122,10 +122,15 @@ typedef struct vg_tlsf {
     uint64_t nblocks, bytes;
 } vg_tlsf_t;
 
-/* Open-addressing map: user address -> allocated block. */
+/* Open-addressing map: user address -> allocated block. A slot holds both, so a lookup
+ * touches one cache line. */
+typedef struct vg_ptrmap_slot {
+    uint64_t key;               /* 0: empty */
+    vg_block_t *val;
+} vg_ptrmap_slot_t;
+
 typedef struct vg_ptrmap {
-    uint64_t *keys;
-    vg_block_t **vals;
+    vg_ptrmap_slot_t *slots;
     size_t cap, n;              /* cap is a power of two; n <= cap / 2 */
 } vg_ptrmap_t;
 

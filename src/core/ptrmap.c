@@ -14,26 +14,19 @@ static inline size_t slot_of(uint64_t key, size_t cap) {
 
 static bool grow(vg_ptrmap_t *m) {
     size_t cap = m->cap ? m->cap * 2 : 1024;
-    uint64_t *keys = calloc(cap, sizeof *keys);
-    vg_block_t **vals = calloc(cap, sizeof *vals);
-    if (!keys || !vals) {
-        free(keys);
-        free(vals);
+    vg_ptrmap_slot_t *slots = calloc(cap, sizeof *slots);
+    if (!slots)
         return false;
-    }
     for (size_t i = 0; i < m->cap; i++) {
-        if (!m->keys[i])
+        if (!m->slots[i].key)
             continue;
-        size_t s = slot_of(m->keys[i], cap);
-        while (keys[s])
+        size_t s = slot_of(m->slots[i].key, cap);
+        while (slots[s].key)
             s = (s + 1) & (cap - 1);
-        keys[s] = m->keys[i];
-        vals[s] = m->vals[i];
+        slots[s] = m->slots[i];
     }
-    free(m->keys);
-    free(m->vals);
-    m->keys = keys;
-    m->vals = vals;
+    free(m->slots);
+    m->slots = slots;
     m->cap = cap;
     return true;
 }
@@ -42,32 +35,25 @@ bool vg__ptrmap_put(vg_ptrmap_t *m, uint64_t key, vg_block_t *val) {
     if ((m->n + 1) * 2 > m->cap && !grow(m))
         return false;
     size_t s = slot_of(key, m->cap);
-    while (m->keys[s] && m->keys[s] != key)
+    while (m->slots[s].key && m->slots[s].key != key)
         s = (s + 1) & (m->cap - 1);
-    if (!m->keys[s])
+    if (!m->slots[s].key)
         m->n++;
-    m->keys[s] = key;
-    m->vals[s] = val;
+    m->slots[s] = (vg_ptrmap_slot_t){key, val};
     return true;
 }
 
 void vg__ptrmap_prefetch(const vg_ptrmap_t *m, uint64_t key) {
-    if (m->cap) {
-        size_t s = slot_of(key, m->cap);
-        __builtin_prefetch(&m->keys[s]);
-        __builtin_prefetch(&m->vals[s]);
-    }
+    if (m->cap)
+        __builtin_prefetch(&m->slots[slot_of(key, m->cap)]);
 }
 
 vg_block_t *vg__ptrmap_get(const vg_ptrmap_t *m, uint64_t key) {
     if (!m->cap || !key)
         return NULL;
-    size_t s = slot_of(key, m->cap);
-    while (m->keys[s]) {
-        if (m->keys[s] == key)
-            return m->vals[s];
-        s = (s + 1) & (m->cap - 1);
-    }
+    for (size_t s = slot_of(key, m->cap); m->slots[s].key; s = (s + 1) & (m->cap - 1))
+        if (m->slots[s].key == key)
+            return m->slots[s].val;
     return NULL;
 }
 
@@ -75,25 +61,22 @@ vg_block_t *vg__ptrmap_del(vg_ptrmap_t *m, uint64_t key) {
     if (!m->cap || !key)
         return NULL;
     size_t s = slot_of(key, m->cap);
-    while (m->keys[s] && m->keys[s] != key)
+    while (m->slots[s].key && m->slots[s].key != key)
         s = (s + 1) & (m->cap - 1);
-    if (!m->keys[s])
+    if (!m->slots[s].key)
         return NULL;
-    vg_block_t *val = m->vals[s];
-    m->keys[s] = 0;
-    m->vals[s] = NULL;
+    vg_block_t *val = m->slots[s].val;
+    m->slots[s] = (vg_ptrmap_slot_t){0, NULL};
     m->n--;
     /* Shift back the rest of the probe run so no lookup stops early at the hole. */
     size_t hole = s;
-    for (size_t i = (s + 1) & (m->cap - 1); m->keys[i]; i = (i + 1) & (m->cap - 1)) {
-        size_t home = slot_of(m->keys[i], m->cap);
+    for (size_t i = (s + 1) & (m->cap - 1); m->slots[i].key; i = (i + 1) & (m->cap - 1)) {
+        size_t home = slot_of(m->slots[i].key, m->cap);
         /* Move entry i into the hole if its home is not in (hole, i] cyclically. */
         bool in_range = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
         if (!in_range) {
-            m->keys[hole] = m->keys[i];
-            m->vals[hole] = m->vals[i];
-            m->keys[i] = 0;
-            m->vals[i] = NULL;
+            m->slots[hole] = m->slots[i];
+            m->slots[i] = (vg_ptrmap_slot_t){0, NULL};
             hole = i;
         }
     }
@@ -101,9 +84,7 @@ vg_block_t *vg__ptrmap_del(vg_ptrmap_t *m, uint64_t key) {
 }
 
 void vg__ptrmap_free(vg_ptrmap_t *m) {
-    free(m->keys);
-    free(m->vals);
-    m->keys = NULL;
-    m->vals = NULL;
+    free(m->slots);
+    m->slots = NULL;
     m->cap = m->n = 0;
 }
