@@ -207,6 +207,12 @@ int cmd_replay(int argc, char **argv) {
     memcpy(sorted, times, (size_t)repeats * sizeof *sorted);
     qsort(sorted, (size_t)repeats, sizeof *sorted, cmp_u64);
     double nsop = t.nops ? (double)sorted[repeats / 2] / (double)t.nops : 0;
+    char each[1024]; /* every repeat's CPU ns per operation, in order (JSON) */
+    size_t at = 0;
+    for (long k = 0; k < repeats && at + 24 < sizeof each; k++)
+        at += (size_t)snprintf(each + at, sizeof each - at, "%s%.1f", k ? "," : "",
+                               t.nops ? (double)cpus[k] / (double)t.nops : 0.0);
+    each[at] = '\0';
     qsort(cpus, (size_t)repeats, sizeof *cpus, cmp_u64);
     double cpuop = t.nops ? (double)cpus[repeats / 2] / (double)t.nops : 0;
     uint64_t peak_alloc = (uint64_t)s.allocated_bytes[VG_POOL_ALL].peak;
@@ -217,12 +223,13 @@ int cmd_replay(int argc, char **argv) {
     if (json) {
         printf("{\"trace\":\"%s\",\"events\":%zu,\"repeats\":%ld,\"mode\":\"%s\","
                "\"device_memory\":%llu,\"ns_per_op\":%.1f,\"cpu_ns_per_op\":%.1f,"
-               "\"ns_per_op_cold\":%.1f,"
+               "\"ns_per_op_cold\":%.1f,\"cpu_ns_per_op_each\":[%s],"
                "\"p50_ns\":%.1f,\"p99_ns\":%.1f,\"peak_allocated\":%llu,"
                "\"peak_requested\":%llu,\"peak_reserved\":%llu,"
                "\"reserved_over_allocated\":%.4f,\"ooms\":%llu,\"num_device_alloc\":%llu,"
                "\"num_device_free\":%llu,\"num_alloc_retries\":%llu}\n",
-               path, t.nops, repeats, mode, (unsigned long long)device_memory, nsop, cpuop, cold, p50,
+               path, t.nops, repeats, mode, (unsigned long long)device_memory, nsop, cpuop, cold,
+               each, p50,
                p99, (unsigned long long)peak_alloc, (unsigned long long)peak_req,
                (unsigned long long)peak_res, ratio, (unsigned long long)ooms_timed,
                (unsigned long long)s.num_device_alloc, (unsigned long long)s.num_device_free,
