@@ -834,7 +834,8 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     if (!p || !q_reserve(g))
         return false; /* no memory to track it: let the heap reuse it normally */
     b->state = VG_BLOCK_QUARANTINED;
-    b->free_ns = vg__now_coarse_ns();
+    bool defer = deferring();
+    b->free_ns = defer ? 0 : vg__now_coarse_ns(); /* (the age of eager frees' work) */
     if (b->flags & CROSS_FREE) { /* at once, on the guard stream, after both streams */
         b->flags &= (uint8_t)~CROSS_FREE;
         pending_t one = {0};
@@ -852,7 +853,7 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
         p->frees++;
     }
     if (p->n > PENDING_MAX ||
-        (!deferring() && (p->frees >= (unsigned)vg__opt.free_batch ||
+        (!defer && (p->frees >= (unsigned)vg__opt.free_batch ||
                           b->free_ns - p->oldest_ns > PENDING_AGE_NS))) {
         bool pushed;
         stream_ctx(h, &pushed);

@@ -68,8 +68,7 @@ struct vg_block {
     uint64_t user;              /* ALLOCATED: the pointer handed out (addr in fast mode) */
     uint64_t requested;         /* ALLOCATED: bytes asked for */
     uint64_t id;                /* allocation number, 1, 2, ... (0: never allocated) */
-    uint64_t alloc_ns;          /* when it was allocated */
-    uint64_t free_ns;           /* guard: when it was freed */
+    uint64_t free_ns;           /* guard: when it was freed (eager guard work only) */
     uint32_t free_site;         /* guard: where it was freed */
     uint64_t clean_seq;         /* guard: launch number at its last clean check */
     vg_stream_t *uses[VG_MAX_USES];  /* ALLOCATED: streams recorded with vg_record_stream */
