@@ -168,11 +168,15 @@ bool vg__live_range(uint64_t p, uint64_t *base, uint64_t *size) {
     return false;
 }
 
-void vg__all_synchronized(void) {
+void vg__ctx_synchronized(CUcontext ctx) {
     if (vg__ensure_init() != VG_OK)
+        return;
+    if (!ctx && (vg__cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx))
         return;
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
+        if (h->ctx != ctx) /* (another device's streams are still running) */
+            continue;
         pthread_mutex_lock(&h->lock);
         vg__heap_all_synced(h);
         if (vg__opt.check_sync)

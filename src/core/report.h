@@ -87,11 +87,12 @@ bool vg__describe_device_ptr(uint64_t p, char *out, size_t n);
 
 /* For the interposer (api.c; each takes the heap locks): is p inside memory vramguard
  * holds; the live allocation holding p (its pointer and requested size); every stream of
- * every heap has completed (after a context synchronisation; runs the check_sync check);
+ * context ctx (NULL: the current one) has completed (after a context synchronisation;
+ * runs the check_sync check);
  * launch the guard work waiting on `stream` (before a program's launch on it). */
 bool vg__is_ours(uint64_t p);
 bool vg__live_range(uint64_t p, uint64_t *base, uint64_t *size);
-void vg__all_synchronized(void);
+void vg__ctx_synchronized(CUcontext ctx);
 void vg__guard_flush_stream(void *stream);
 /* The program destroys ctx: guard mode's final check of its heap runs now, then nothing
  * more is launched there. */

@@ -77,6 +77,10 @@ VG_DRIVER_FUNCS(VG_X)
 #define VG_X(api, symbol, twin) __typeof__(symbol) twin;
 VG_HOOKS_PTSZ(VG_X)
 #undef VG_X
+/* Later ABI versions of hooked functions that cuda.h does not map the names to (not in the
+ * driver table): the CUDA runtime gets them through cuGetProcAddress. X(api, symbol). */
+#define VG_HOOKS_LATER(X) X(cuCtxSynchronize, cuCtxSynchronize_v2)
+CUresult cuCtxSynchronize_v2(CUcontext ctx);
 /* CUDA 11.3-11.8's entry point, before the _v2 with a status argument. */
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 

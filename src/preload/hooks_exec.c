@@ -143,9 +143,25 @@ VG_API CUresult cuCtxSynchronize(void) {
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
         return real();
+    vg__guard_flush_stream(NULL); /* (the legacy stream: every stream's guard work) */
     CUresult r = real();
     if (r == CUDA_SUCCESS)
-        vg__all_synchronized();
+        vg__ctx_synchronized(NULL);
+    return vgp_check(r, "cuCtxSynchronize");
+}
+
+/* CUDA 13's cuCtxSynchronize, what the runtime's cudaDeviceSynchronize calls: the driver
+ * answers cuGetProcAddress("cuCtxSynchronize", 13000) with it. */
+VG_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+    __typeof__(&cuCtxSynchronize_v2) real = NEXT_FN(cuCtxSynchronize_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_FOUND; /* (a driver before CUDA 13 has no such function) */
+    if (!vgp_ready())
+        return real(ctx);
+    vg__guard_flush_stream(NULL);
+    CUresult r = real(ctx);
+    if (r == CUDA_SUCCESS)
+        vg__ctx_synchronized(ctx);
     return vgp_check(r, "cuCtxSynchronize");
 }
 

@@ -38,14 +38,18 @@
 typedef struct hook {
     const char *name, *sym; /* the api name, the ABI symbol */
     void *fn;
-    bool ptsz; /* a per-thread-default-stream twin */
+    bool ptsz;  /* a per-thread-default-stream twin */
+    bool later; /* a later ABI version, not in the driver table (hooks.h) */
 } hook_t;
 
 static const hook_t g_hooks[] = {
-#define VG_X(api, symbol) {#api, #symbol, (void *)&symbol, false},
+#define VG_X(api, symbol) {#api, #symbol, (void *)&symbol, false, false},
     VG_HOOKS(VG_X)
 #undef VG_X
-#define VG_X(api, symbol, twin) {#api, #twin, (void *)&twin, true},
+#define VG_X(api, symbol) {#api, #symbol, (void *)&symbol, false, true},
+    VG_HOOKS_LATER(VG_X)
+#undef VG_X
+#define VG_X(api, symbol, twin) {#api, #twin, (void *)&twin, true, false},
     VG_HOOKS_PTSZ(VG_X)
 #undef VG_X
 };
@@ -202,7 +206,7 @@ static pthread_mutex_t g_start_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Check that hooks.h names the same ABI symbols as the driver table. */
 static bool table_consistent(void) {
     for (size_t i = 0; i < NHOOKS; i++) {
-        if (g_hooks[i].ptsz)
+        if (g_hooks[i].ptsz || g_hooks[i].later)
             continue;
         bool found = false;
 #define VG_X(api, symbol, need, params, args)                                               \

@@ -230,6 +230,14 @@ interposer_dlsym)
     command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
     run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$BUILD/tests/preload/dlsym_user"
     python3 "$HERE/check_report.py" "$TMP/r.json" 3 double_free allocation.size=4096 || fail "not every lookup was hooked" ;;
+interposer_ctx_sync_v2)
+    # CUDA 13's runtime synchronises a device through cuCtxSynchronize_v2, which it gets
+    # from cuGetProcAddress: the hook runs the synchronisation's check (check_sync).
+    command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$BUILD/tests/preload/ctx_sync_user"
+    python3 "$HERE/check_report.py" "$TMP/r.json" 1 out_of_bounds_after allocation.size=4096 \
+        damage.first_offset=4096 "found~context synchronisation" ||
+        fail "the synchronisation through cuCtxSynchronize_v2 was not hooked" ;;
 signals)
     # SIGTERM to `vramguard run` reaches the program, whose reports (here a leak) are
     # written before it dies of the signal. (SIGINT works the same way from a terminal; a
