@@ -3,8 +3,9 @@
 #   1. allocator: vramguard (fast) vs glibc malloc vs uncached cuMemAlloc, and peak
 #      reserved/allocated vs PyTorch's own figure, on every trace (bench_replay).
 #   2. guard mode vs fast mode on the same traces: host CPU time per operation of the
-#      allocating thread, both modes run alternately (3 rounds, median) so that the
-#      machine's noise hits both alike.
+#      allocating thread in the steady state (median of 15 repeats: guard mode's layout
+#      settles over its first two), both modes run alternately (5 rounds, median) so that
+#      the machine's noise hits both alike.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=${1:-build}
@@ -15,17 +16,17 @@ echo "### Allocator (bench_replay, REPEAT=${REPEAT:-7})"
 echo
 "$B/bench/bench_replay" "$B/vgsim" $T/*.csv
 echo
-echo "### Guard mode vs fast mode (vramguard replay --json, 3 alternating rounds, median)"
+echo "### Guard mode vs fast mode (vramguard replay --json --repeat=15, 5 alternating rounds, median)"
 echo
 echo "| trace | fast host ns/op | guard host ns/op | guard / fast | guard wall ns/op (vgsim does the device work on the CPU) | guard reserved/allocated | guard max RSS |"
 echo "|---|---|---|---|---|---|---|"
 field() { grep -oE "\"$1\":[-0-9.e]+" | head -1 | cut -d: -f2; }
-median() { sort -g | sed -n 2p; }
+median() { sort -g | awk '{v[NR] = $0} END {print v[int((NR + 1) / 2)]}'; }
 for t in $T/*.csv; do
     : >/tmp/vg_bench_fast; : >/tmp/vg_bench_guard; : >/tmp/vg_bench_wall; : >/tmp/vg_bench_rss
-    for round in 1 2 3; do
-        "$B/vramguard" replay --json --repeat=5 "$t" | field cpu_ns_per_op >>/tmp/vg_bench_fast
-        out=$(/usr/bin/time -f "rss=%M" "$B/vramguard" replay --json --repeat=5 --mode=guard "$t" 2>/tmp/vg_bench_err)
+    for round in 1 2 3 4 5; do
+        "$B/vramguard" replay --json --repeat=15 "$t" | field cpu_ns_per_op >>/tmp/vg_bench_fast
+        out=$(/usr/bin/time -f "rss=%M" "$B/vramguard" replay --json --repeat=15 --mode=guard "$t" 2>/tmp/vg_bench_err)
         echo "$out" | field cpu_ns_per_op >>/tmp/vg_bench_guard
         echo "$out" | field ns_per_op >>/tmp/vg_bench_wall
         ratio=$(echo "$out" | field reserved_over_allocated)
