@@ -139,6 +139,8 @@ VGSIM_API CUresult cuInit(unsigned int flags) {
     const char *log = getenv("VGSIM_LOG");
     g_sim.vmm = !(vmm && strcmp(vmm, "0") == 0);
     g_sim.log = log && strcmp(log, "1") == 0;
+    const char *skip = getenv("VGSIM_SKIP_GUARD_KERNELS");
+    g_sim.skip_guard = skip && strcmp(skip, "1") == 0;
     g_sim.ndevices = (int)(ndev > VGSIM_MAX_DEVICES ? VGSIM_MAX_DEVICES : ndev);
     CUresult r = CUDA_SUCCESS;
     for (int i = 0; i < g_sim.ndevices && r == CUDA_SUCCESS; i++) {

@@ -201,6 +201,7 @@ typedef struct sim_state {
     int ndevices;
     bool vmm;
     bool log;                /* VGSIM_LOG=1: say why kernels fault */
+    bool skip_guard;         /* VGSIM_SKIP_GUARD_KERNELS=1: guard kernels do nothing */
     sim_device_t devices[VGSIM_MAX_DEVICES];
     sim_region_t **regions;  /* sorted by base */
     size_t nregions, capregions;

@@ -374,6 +374,8 @@ static void guard_check(const vg_guard_desc_t *d, vg_guard_log_t *log) {
 
 static void guard_one(const vg_guard_desc_t *d, uint32_t poison_max, uint32_t poison_end,
                       vg_guard_log_t *log) {
+    if (g_sim.skip_guard)
+        return;
     vg_guard_desc_t parts[4];
     unsigned n = 1;
     if (VG_GUARD_IS_BLOCK(d->op))

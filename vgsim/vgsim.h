@@ -14,6 +14,9 @@
  *   VGSIM_MEMORY=80G   device memory per device (K/M/G/T suffixes)
  *   VGSIM_DEVICES=1    number of devices
  *   VGSIM_VMM=1        0 makes the device report no virtual memory management support
+ *   VGSIM_SKIP_GUARD_KERNELS=0  1 makes guard mode's kernels do nothing (benchmarks only:
+ *                      it separates guard mode's host cost from the simulated device's
+ *                      work, which runs on the same CPUs; every check then passes)
  */
 #ifndef VGSIM_H
 #define VGSIM_H
