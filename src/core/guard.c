@@ -37,6 +37,7 @@
 #include "guard.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +52,7 @@
 #define AT_FREE 0x100 /* kind flag: the check made at the free */
 #define LEAVE_SLOTS 8 /* quarantine exits in flight at once */
 #define PENDING_MAX 56 /* descriptors of frees waiting for a launch, per stream */
+#define QUARANTINE_FLOOR (32ull << 20) /* memory pressure shrinks the quarantine to this */
 #define PENDING_AGE_NS 200000 /* and the longest the oldest of them waits (checked at calls) */
 
 /* The checks and poison of frees on one stream, not yet launched. They go with the next
@@ -100,6 +102,7 @@ typedef struct vg_guard {
     vg_block_t **q;             /* the quarantine: a ring, oldest at q_head */
     size_t q_cap, q_head;       /* (q_cap: a power of two) */
     uint64_t q_bytes, q_count;
+    uint64_t q_limit;           /* `quarantine`, halved each time memory runs short */
     bool dead;                  /* the context failed: no more launches */
     uint64_t fills_launched, fills_skipped; /* redzone fills at allocation */
     uint64_t launches;          /* of the checker kernels, all kinds */
@@ -181,6 +184,7 @@ vg_status_t vg__guard_heap_init(vg_heap_t *h) {
     }
     g->log = log;
     g->log->capacity = LOG_CAPACITY;
+    g->q_limit = vg__opt.quarantine;
     h->guard = g;
     return VG_OK;
 }
@@ -731,7 +735,8 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
     reap(h, false);
     if (g->q_bytes > target) {
         leave_slot_t *sl = &g->slots[g->next_slot % LEAVE_SLOTS];
-        if (sl->busy) { /* every slot in flight: wait for them all (block once, not each time) */
+        /* Every slot in flight: wait for them all (block once, not each time). */
+        if (sl->busy) {
             g->exit_waits++;
             reap(h, true);
         }
@@ -750,8 +755,10 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
             }
             nb = VG_MIN(nb, sl->cap);
         }
-        for (sl->n = 0; sl->n < nb; sl->n++)
+        for (sl->n = 0; sl->n < nb; sl->n++) {
             sl->blocks[sl->n] = q_pop(g);
+        }
+
         bool have = descs_reserve(&sl->buf, 4 * nb);
         vg_stream_t *seen[8];
         int nseen = 0;
@@ -861,8 +868,8 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
         vg__heap_ctx_leave(pushed);
     }
     q_push(g, b);
-    if (g->q_bytes > vg__opt.quarantine)
-        evict(h, vg__opt.quarantine / 2, false);
+    if (g->q_bytes > g->q_limit)
+        evict(h, g->q_limit / 2, false);
     else if ((g->q_count & 31) == 0) /* now and then: exits whose check is done */
         reap(h, false);
     return true;
@@ -880,6 +887,27 @@ void vg__guard_flush_all(vg_heap_t *h) {
     bool pushed = vg__heap_ctx_enter(h);
     flush_all(h);
     vg__heap_ctx_leave(pushed);
+}
+
+bool vg__guard_shrink_quarantine(vg_heap_t *h) {
+    vg_guard_t *g = h->guard;
+    if (!g || g->q_bytes == 0 || (g->q_limit <= QUARANTINE_FLOOR && g->q_bytes <= QUARANTINE_FLOOR))
+        return false; /* (small already: the heap moves pages as without guard mode) */
+    /* Keeping the quarantine full would make every later allocation move pages (each a
+     * driver call) to make room: it shrinks instead, and stays smaller. */
+    uint64_t was = g->q_limit;
+    g->q_limit = VG_MAX(VG_MIN(g->q_limit, g->q_bytes) / 2, VG_MIN(QUARANTINE_FLOOR, g->q_limit));
+    evict(h, 0, true);
+    if (was > g->q_limit && (was == vg__opt.quarantine || g->q_limit <= QUARANTINE_FLOOR)) {
+        char a[32], b[32], why[64] = "its memory is full";
+        if (h->limit)
+            snprintf(why, sizeof why, "the limit is %s", vg__fmt_bytes(a, h->limit));
+        vg__log("guard mode: device %d is short of memory (%s): the quarantine of freed "
+                "blocks shrinks to %s (freed memory is reused sooner, so a kernel writing "
+                "freed memory is caught less often)",
+                h->device, why, vg__fmt_bytes(b, g->q_limit));
+    }
+    return true;
 }
 
 void vg__guard_flush_quarantine(vg_heap_t *h) {

@@ -32,6 +32,9 @@ void vg__guard_context_failed(vg_heap_t *h);
 /* Launch what waits on every stream (heap lock held): before a synchronisation, so that
  * the poison of earlier frees precedes the work waited for. */
 void vg__guard_flush_all(vg_heap_t *h);
+/* Memory is short: release the older half of h's quarantine (after checking it); false
+ * if it was empty. */
+bool vg__guard_shrink_quarantine(vg_heap_t *h);
 /* Release every quarantined block of h (after checking it): memory pressure. */
 void vg__guard_flush_quarantine(vg_heap_t *h);
 /* The quarantined block with this user address, or NULL (heap lock held). */

@@ -559,13 +559,24 @@ static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64
 static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, uint64_t uoff,
                               vg_stream_t *s, vg_block_t *b, vg_block_t **out) {
     bool pushed = vg__heap_ctx_enter(h);
+    /* Guard mode: when memory runs short, a full quarantine would make allocation after
+     * allocation move pages to make room; it shrinks instead (guard.c). Known before
+     * placing under a limit, else learnt from the placement's failure to create a page. */
+    if (h->guard && h->limit &&
+        (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current + size > h->limit &&
+        vg__guard_shrink_quarantine(h))
+        b = NULL; /* (blocks leaving the quarantine may have merged with it) */
+    h->memory_short = false;
     vg_status_t st = place(h, size, requested, uoff, s, b, out);
+    if (h->guard && h->memory_short && st == VG_OK)
+        vg__guard_shrink_quarantine(h); /* (for the allocations that follow) */
     if (st == VG_ERR_OUT_OF_MEMORY) { /* wait for every stream and retry; then release
                                         * the cache (whole free segments) and retry */
         h->stats.num_alloc_retries++;
         refresh_streams(h, true);
         process_deferred(h);
         merge_pass(h);
+        vg__guard_shrink_quarantine(h);
         vg__guard_flush_quarantine(h);
         st = place(h, size, requested, uoff, s, NULL, out);
         if (st == VG_ERR_OUT_OF_MEMORY && vg__segment_trim(h) == VG_OK)

@@ -155,6 +155,7 @@ struct vg_heap {
     vg_stats_t stats;
     uint64_t completion_gen;    /* bumped whenever a stream's completed epoch advances */
     uint64_t no_idle_gen;       /* a scan at this generation found no idle page */
+    bool memory_short;          /* a page could not be created (limit or device full) */
     vg_free_rec_t *history;     /* the last VG_FREE_HISTORY frees (allocated lazily) */
     void *guard;                /* guard mode's state (guard.c), or NULL */
     uint64_t nhistory;          /* frees recorded so far */

@@ -47,7 +47,7 @@
       "snapshot= is set, else none; recording costs the allocator ~15%)")                    \
     X(redzone, SIZE, "256", "16..1M", "guard: bytes of redzone at least, on each side")     \
     X(quarantine, SIZE, "1G", "0..1T",                                                       \
-      "guard: freed bytes kept poisoned before reuse (released first under memory pressure)") \
+      "guard: freed bytes kept poisoned before reuse (shrinks when memory runs short)")      \
     X(poison_bytes, SIZE, "64K", "0..1T",                                                    \
       "guard: freed blocks up to this size are poisoned whole (0: every block)")            \
     X(poison_ends, SIZE, "4K", "16..1G",                                                     \

@@ -318,6 +318,8 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
     /* 3. under memory pressure, idle pages: free pages whose last use has completed are
      * unmapped and mapped here, so free memory is never stranded by fragmentation. Only
      * worth a scan if some stream completed work since the last scan that found none. */
+    if (st == VG_ERR_OUT_OF_MEMORY)
+        h->memory_short = true; /* (guard mode shrinks its quarantine: heap.c) */
     if (st == VG_ERR_OUT_OF_MEMORY && h->no_idle_gen != h->completion_gen + 1) {
         steal_ctx_t c = {h, seg, p0, p1, need, got, hs, false};
         vg__tlsf_each_desc(&h->index, steal_from, &c);

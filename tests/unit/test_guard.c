@@ -310,6 +310,27 @@ VG_TEST(a_block_freed_before_its_fill_ran_is_filled_and_poisoned) {
     CHECK_VALID();
 }
 
+VG_TEST(the_quarantine_shrinks_when_memory_runs_short) {
+    /* 8 MiB tensors allocated and freed under a 64 MiB limit: a 1 GiB quarantine cannot
+     * fit, and keeping it full would make allocations flush it or move pages. It shrinks
+     * (said on the log) and no allocation fails. (The replay case replay_guard_under_limit
+     * shows the page moves it saves on a training trace.) */
+    guard_init("limit=64M,quarantine=1G");
+    for (int i = 0; i < 64; i++) {
+        void *p;
+        CHECK_VG(vg_malloc(&p, 8 << 20, NULL));
+        CHECK_VG(vg_free(p, NULL));
+    }
+    vg_stats_t st = {.size = sizeof st};
+    CHECK_VG(vg_get_stats(0, &st));
+    CHECK(st.num_alloc_retries < 16); /* (each a wait for the exits in flight) */
+    CHECK_EQ(st.num_ooms, 0);
+    CHECK_CONTAINS(g_out, "the quarantine of freed blocks shrinks to 32.00 MiB");
+    CHECK_VG(vg_check());
+    CHECK_EQ(vg_error_count(), 0);
+    CHECK_VALID();
+}
+
 VG_TEST(double_free_names_both_frees) {
     guard_init("");
     void *p;
