@@ -8,6 +8,7 @@ enable() must run before the first CUDA allocation (PyTorch cannot change its al
 afterwards). PyTorch is imported only by the functions that need it."""
 import ctypes
 import json
+import os
 import pickle
 
 from . import _lib
@@ -43,6 +44,18 @@ def options_string(mode=None, **options):
     return ",".join(out)
 
 
+def pytorch_defaults(options, environ=os.environ):
+    """The options enable() passes: the user's, plus leaks="off" unless asked for (here or
+    in VRAMGUARD_OPTIONS). Python frees tensors when it drops them, not at a free() call
+    the program makes, and at exit the model and optimizer are still alive: a list of
+    everything live then is not a list of leaks. Tensors that accumulate are found by
+    growth over vramguard.step() calls instead; leaks="on" brings the list back."""
+    out = dict(options)
+    if "leaks" not in out and "leaks=" not in environ.get("VRAMGUARD_OPTIONS", ""):
+        out["leaks"] = "off"
+    return out
+
+
 def _torch():
     try:
         import torch
@@ -66,7 +79,8 @@ def enable(mode="fast", **options):
         raise VramguardError("vramguard.enable() must run before the first CUDA tensor: this "
                              "process has already allocated CUDA memory with PyTorch's allocator")
     l = _lib.lib()
-    _lib.check(l.vg_init(options_string(mode, **options).encode()), "vramguard options")
+    _lib.check(l.vg_init(options_string(mode, **pytorch_defaults(options)).encode()),
+               "vramguard options")
     alloc = torch.cuda.memory.CUDAPluggableAllocator(*_lib.torch_entry())
     try:
         torch.cuda.memory.change_current_allocator(alloc)

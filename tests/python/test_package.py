@@ -20,6 +20,14 @@ class Options(unittest.TestCase):
                          "mode=guard,leaks=1,limit=15G,redzone=512")
         self.assertEqual(vramguard.options_string(), "")
 
+    def test_pytorch_defaults(self):
+        # The at-exit leak list is off for PyTorch unless asked for, here or in the env.
+        self.assertEqual(vramguard.pytorch_defaults({"limit": "15G"}, {}),
+                         {"limit": "15G", "leaks": "off"})
+        self.assertEqual(vramguard.pytorch_defaults({"leaks": "on"}, {}), {"leaks": "on"})
+        self.assertEqual(vramguard.pytorch_defaults({}, {"VRAMGUARD_OPTIONS": "mode=guard,leaks=on"}),
+                         {})
+
     def test_bad(self):
         with self.assertRaises(ValueError):
             vramguard.options_string("turbo")
