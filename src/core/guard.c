@@ -755,10 +755,8 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
             }
             nb = VG_MIN(nb, sl->cap);
         }
-        for (sl->n = 0; sl->n < nb; sl->n++) {
+        for (sl->n = 0; sl->n < nb; sl->n++)
             sl->blocks[sl->n] = q_pop(g);
-        }
-
         bool have = descs_reserve(&sl->buf, 4 * nb);
         vg_stream_t *seen[8];
         int nseen = 0;
@@ -891,12 +889,14 @@ void vg__guard_flush_all(vg_heap_t *h) {
 
 bool vg__guard_shrink_quarantine(vg_heap_t *h) {
     vg_guard_t *g = h->guard;
-    if (!g || g->q_bytes == 0 || (g->q_limit <= QUARANTINE_FLOOR && g->q_bytes <= QUARANTINE_FLOOR))
+    if (!g || g->q_bytes == 0 ||
+        (g->q_limit <= QUARANTINE_FLOOR && g->q_bytes <= QUARANTINE_FLOOR))
         return false; /* (small already: the heap moves pages as without guard mode) */
     /* Keeping the quarantine full would make every later allocation move pages (each a
      * driver call) to make room: it shrinks instead, and stays smaller. */
     uint64_t was = g->q_limit;
-    g->q_limit = VG_MAX(VG_MIN(g->q_limit, g->q_bytes) / 2, VG_MIN(QUARANTINE_FLOOR, g->q_limit));
+    g->q_limit = VG_MAX(VG_MIN(g->q_limit, g->q_bytes) / 2,
+                        VG_MIN(QUARANTINE_FLOOR, g->q_limit));
     evict(h, 0, true);
     if (was > g->q_limit && (was == vg__opt.quarantine || g->q_limit <= QUARANTINE_FLOOR)) {
         char a[32], b[32], why[64] = "its memory is full";
