@@ -12,11 +12,15 @@
 #            expandable segments, vramguard fast and guard mode; allocation traces
 #            (ONLY=gpt2: GPT-2 alone)
 #   recheck  the re-runs after the fixes the first runs led to
+#   next     what the changes since (2026-11-22 evening) need a GPU for: guard vs fast
+#            replays in the steady state; guard mode beside compute-sanitizer on the same
+#            small training loops; GPT-2 in guard mode under a memory limit; the
+#            record_stream script
 # Results go to OUTDIR (default /tmp/vg-gpu): PART.log, and for train train.jsonl and
 # the traces.
 set -u
 cd "$(dirname "$0")/.."
-PART=${1:?usage: gpu-validate.sh c|pytorch|train [OUTDIR]}
+PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next [OUTDIR]}
 O=${2:-/tmp/vg-gpu}
 mkdir -p "$O"
 B=${B:-build-gpu}
@@ -52,13 +56,22 @@ guard_tests() { # guard mode's unit cases on the real driver, eager and deferred
 }
 
 replays() { # the shared traces, fast and guard mode alternately, with the real driver
+    local rep=${REPEAT:-3}
     for t in bench/traces/transformer_*.csv; do
         for round in 1 2 3; do
-            step "replay fast $t" 120 "$B/vramguard" replay --json --repeat=3 --driver=libcuda.so.1 "$t"
-            step "replay guard $t" 120 "$B/vramguard" replay --json --repeat=3 --mode=guard \
+            step "replay fast $t" 120 "$B/vramguard" replay --json --repeat=$rep \
+                --driver=libcuda.so.1 "$t"
+            step "replay guard $t" 120 "$B/vramguard" replay --json --repeat=$rep --mode=guard \
                 --driver=libcuda.so.1 "$t"
         done
     done
+}
+
+train_run() { # train_run JSONL NAME SECONDS ARGS...: bench/pytorch_train.py, its JSON kept
+    local j=$1 name=$2 limit=$3
+    shift 3
+    step "$name" "$limit" python3 bench/pytorch_train.py --json /tmp/vg-run.json "$@" &&
+        cat /tmp/vg-run.json >>"$j"
 }
 
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python VRAMGUARD_LIB=$PWD/$B/libvramguard.so
@@ -128,12 +141,7 @@ train)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     build
     J=$O/train.jsonl
-    run() { # run NAME SECONDS ARGS...
-        local name=$1 limit=$2
-        shift 2
-        step "$name" "$limit" python3 bench/pytorch_train.py --json /tmp/vg-run.json "$@" &&
-            cat /tmp/vg-run.json >>"$J"
-    }
+    run() { train_run "$J" "$@"; }
     for round in 1 2; do
         for a in default expandable vramguard; do
             run "gpt2 $a round $round" 300 --alloc $a --model gpt2 --steps 300
@@ -151,6 +159,29 @@ train)
     run "resnet50 guard" 300 --alloc guard --model resnet50 --steps 60
     run "resnet50 trace" 120 --alloc vramguard --model resnet50 --steps 20 --warmup 5 --trace "$O/resnet50_train.csv"
     run "resnet50 default 20 steps" 120 --alloc default --model resnet50 --steps 20 --warmup 5
+    ;;
+next)
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    REPEAT=15 replays
+    J=$O/next.jsonl
+    # Guard mode and compute-sanitizer on the same loops, small enough for memcheck.
+    for m in "resnet50 16" "gpt2 1"; do
+        set -- $m
+        train_run "$J" "$1 batch $2 plain" 300 --alloc default --model $1 --batch $2 --steps 12 --warmup 2
+        train_run "$J" "$1 batch $2 guard" 300 --alloc guard --model $1 --batch $2 --steps 12 --warmup 2
+        step "$1 batch $2 compute-sanitizer" 590 compute-sanitizer --tool memcheck python3 \
+            bench/pytorch_train.py --json /tmp/vg-run.json --alloc default --model $1 --batch $2 \
+            --steps 12 --warmup 2 && cat /tmp/vg-run.json >>"$J"
+    done
+    # Guard mode under a limit: the quarantine shrinks instead of moving pages (G5).
+    VRAMGUARD_OPTIONS=limit=21G train_run "$J" "gpt2 guard limit=21G" 300 --alloc guard \
+        --model gpt2 --steps 60
+    for fixed in "" --fixed; do
+        step "missing_record_stream $fixed plain" 60 python3 examples/pytorch/missing_record_stream.py $fixed
+        step "missing_record_stream $fixed vramguard" 60 python3 -m vramguard run --mode=guard \
+            examples/pytorch/missing_record_stream.py $fixed
+    done
     ;;
 recheck)
     # After the fixes the first runs led to (docs/gpu-validation.md): guard tests and
