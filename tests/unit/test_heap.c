@@ -3,7 +3,10 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "vgtest.h"
+#include "core/report.h" /* vg__ctx_synchronized: what the interposer calls */
 
 VG_TEST(alloc_free_basic) {
     vgt_init("");
@@ -406,6 +409,45 @@ VG_TEST(free_on_the_wrong_device) {
     CHECK_CONTAINS(vg_last_error(), "on device 0, but it is a 4096-byte allocation of device 1");
     CHECK_VALID();
     CHECK_VG(vg_free_device(p, 1, NULL));
+    CHECK_VALID();
+}
+
+static void busy_100ms(void *arg) {
+    (void)arg;
+    usleep(100 * 1000);
+}
+
+VG_TEST(a_context_synchronisation_completes_only_that_context) {
+    /* cudaDeviceSynchronize on device 0 says nothing about device 1's streams: memory
+     * freed on a busy stream of device 1 must not go to another stream of device 1. */
+    setenv("VGSIM_DEVICES", "2", 1);
+    vgt_init("");
+    CUdevice d0, d1;
+    CUcontext c0, c1;
+    CHECK_CU(vg__cuDeviceGet(&d0, 0));
+    CHECK_CU(vg__cuDeviceGet(&d1, 1));
+    CHECK_CU(vg__cuDevicePrimaryCtxRetain(&c0, d0));
+    CHECK_CU(vg__cuDevicePrimaryCtxRetain(&c1, d1));
+    CHECK_CU(vg__cuCtxPushCurrent(c1));
+    CUstream a, b;
+    CHECK_CU(vg__cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(vg__cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(vg__cuLaunchHostFunc(a, busy_100ms, NULL));
+    void *p, *q;
+    CHECK_VG(vg_malloc_device(&p, 1 << 20, 1, a));
+    CHECK_VG(vg_free_device(p, 1, a)); /* stream a may still use it */
+    vg__ctx_synchronized(c0);
+    CHECK_VG(vg_malloc_device(&q, 1 << 20, 1, b));
+    CHECK(q != p);
+    CHECK_VG(vg_free_device(q, 1, b));
+    CHECK_CU(vg__cuCtxSynchronize()); /* c1 is current */
+    vg__ctx_synchronized(c1);
+    CHECK_VG(vg_forget_stream(a));
+    CHECK_VG(vg_forget_stream(b));
+    CHECK_CU(vg__cuStreamDestroy(a));
+    CHECK_CU(vg__cuStreamDestroy(b));
+    CUcontext popped;
+    CHECK_CU(vg__cuCtxPopCurrent(&popped));
     CHECK_VALID();
 }
 
