@@ -4,34 +4,17 @@
  * write), so under `vramguard run --mode=guard` the synchronisation's check must report
  * it — which it can only do if that lookup returned vramguard's hook. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
-#include <stdio.h>
+#include "driver_lookup.h"
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef CUresult (*init_t)(unsigned);
-typedef CUresult (*devget_t)(int *, int);
-typedef CUresult (*retain_t)(void **, int);
-typedef CUresult (*setcur_t)(void *);
-typedef CUresult (*gpa_t)(const char *, void **, int, unsigned long long, int *);
-typedef CUresult (*alloc_t)(CUdeviceptr *, size_t);
-typedef CUresult (*free_t)(CUdeviceptr);
 typedef CUresult (*memset_t)(CUdeviceptr, unsigned char, size_t);
 typedef CUresult (*sync_v2_t)(void *);
 
 int main(void) {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "%s\n", dlerror());
+    void *h = open_driver();
+    gpa_t gpa = h ? (gpa_t)dlsym(h, "cuGetProcAddress_v2") : NULL;
+    if (!gpa)
         return 1;
-    }
-    int dev, st;
-    void *ctx;
-    gpa_t gpa = (gpa_t)dlsym(h, "cuGetProcAddress_v2");
-    if (!gpa || ((init_t)dlsym(h, "cuInit"))(0) || ((devget_t)dlsym(h, "cuDeviceGet"))(&dev, 0) ||
-        ((retain_t)dlsym(h, "cuDevicePrimaryCtxRetain"))(&ctx, dev) ||
-        ((setcur_t)dlsym(h, "cuCtxSetCurrent"))(ctx))
-        return 1;
+    int st;
     void *a = NULL, *f = NULL, *m = NULL, *s = NULL;
     if (gpa("cuMemAlloc", &a, 13000, 0, &st) || gpa("cuMemFree", &f, 13000, 0, &st) ||
         gpa("cuMemsetD8", &m, 13000, 0, &st) || gpa("cuCtxSynchronize", &s, 13000, 0, &st) ||

@@ -3,19 +3,9 @@
  * (how the CUDA runtime does it). It double-frees through each; under `vramguard run`
  * every one must be caught, so each lookup returned vramguard's hook. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <stdint.h>
-#include <stdio.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef CUresult (*init_t)(unsigned);
-typedef CUresult (*devget_t)(int *, int);
-typedef CUresult (*retain_t)(void **, int);
-typedef CUresult (*setcur_t)(void *);
-typedef CUresult (*alloc_t)(CUdeviceptr *, size_t);
-typedef CUresult (*free_t)(CUdeviceptr);
-typedef CUresult (*gpa_t)(const char *, void **, int, unsigned long long, int *);
+#include "driver_lookup.h"
 
 static int leak_and_double_free(alloc_t alloc, free_t fr, const char *how) {
     CUdeviceptr p;
@@ -30,16 +20,8 @@ static int leak_and_double_free(alloc_t alloc, free_t fr, const char *how) {
 }
 
 int main(void) {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        fprintf(stderr, "%s\n", dlerror());
-        return 1;
-    }
-    int dev;
-    void *ctx;
-    if (((init_t)dlsym(h, "cuInit"))(0) || ((devget_t)dlsym(h, "cuDeviceGet"))(&dev, 0) ||
-        ((retain_t)dlsym(h, "cuDevicePrimaryCtxRetain"))(&ctx, dev) ||
-        ((setcur_t)dlsym(h, "cuCtxSetCurrent"))(ctx))
+    void *h = open_driver();
+    if (!h)
         return 1;
     int bad = 0;
     bad |= leak_and_double_free((alloc_t)dlsym(h, "cuMemAlloc_v2"), (free_t)dlsym(h, "cuMemFree_v2"),
