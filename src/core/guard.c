@@ -67,8 +67,16 @@ typedef struct pending {
 } pending_t;
 
 /* Block flags (beside heap.h's): already reported; freed on another stream; its redzone
- * fill was queued (deferred) on its stream, and may still be waiting there. */
-enum { REP_LEFT = 2, REP_RIGHT = 4, REP_POISON = 8, CROSS_FREE = 16, FILL_QUEUED = 64 };
+ * fill was queued (deferred) on its stream, and may still be waiting there; freed on
+ * another stream whose order after the allocation's could not be set up. */
+enum {
+    REP_LEFT = 2,
+    REP_RIGHT = 4,
+    REP_POISON = 8,
+    CROSS_FREE = 16,
+    FILL_QUEUED = 64,
+    UNORDERED = 128,
+};
 
 /* Descriptors in pinned memory the device reads. */
 typedef struct desc_buf {
@@ -104,6 +112,7 @@ typedef struct vg_guard {
     uint64_t q_bytes, q_count;
     uint64_t q_limit;           /* `quarantine`, halved each time memory runs short */
     bool dead;                  /* the context failed: no more launches */
+    bool warned_launch;         /* a failed launch was logged */
     uint64_t fills_launched, fills_skipped; /* redzone fills at allocation */
     uint64_t launches;          /* of the checker kernels, all kinds */
     uint64_t exits, exit_waits; /* quarantine exit batches, and waits for a free slot */
@@ -210,14 +219,42 @@ static bool block_desc(const vg_block_t *b, uint16_t op, uint16_t flags, vg_guar
     return true;
 }
 
-static CUresult launch_ranges(vg_guard_t *g, vg_guard_batch_t *batch, CUstream s) {
-    if (g->dead)
-        return CUDA_ERROR_LAUNCH_FAILED;
-    g->launches++;
-    batch->poison_max = (uint32_t)vg__opt.poison_bytes; /* (block descriptors: they fit) */
-    batch->poison_end = (uint32_t)vg__opt.poison_ends;
-    void *params[] = {(void *)batch, &g->log_dev};
-    return vg__cuLaunchKernel(g->fn_ranges, batch->n, 1, 1, 256, 1, 1, 0, s, params, NULL);
+static vg_block_t *find_block(vg_heap_t *h, uint64_t user, uint64_t id);
+
+/* The fills or poison of a launch that failed (or could not be ordered) never happened:
+ * the blocks it named hold no pattern, and checking them would report damage that is not
+ * there. They are never checked again (as if every range had been reported). */
+static void forget_batch(vg_heap_t *h, const vg_guard_batch_t *batch, const char *why) {
+    vg_guard_t *g = h->guard;
+    for (unsigned i = 0; i < batch->n; i++) {
+        vg_block_t *b = find_block(h, batch->d[i].user, batch->d[i].tag);
+        if (b)
+            b->flags |= REP_LEFT | REP_RIGHT | REP_POISON;
+    }
+    if (!g->dead && !g->warned_launch) {
+        g->warned_launch = true;
+        vg__log("guard mode: %s: the allocations it was for are not checked (reported once)",
+                why);
+    }
+}
+
+static CUresult launch_ranges(vg_heap_t *h, vg_guard_batch_t *batch, CUstream s) {
+    vg_guard_t *g = h->guard;
+    CUresult r = CUDA_ERROR_LAUNCH_FAILED;
+    if (!g->dead) {
+        g->launches++;
+        batch->poison_max = (uint32_t)vg__opt.poison_bytes; /* (block descriptors: they fit) */
+        batch->poison_end = (uint32_t)vg__opt.poison_ends;
+        void *params[] = {(void *)batch, &g->log_dev};
+        r = vg__cuLaunchKernel(g->fn_ranges, batch->n, 1, 1, 256, 1, 1, 0, s, params, NULL);
+    }
+    if (r != CUDA_SUCCESS) {
+        char why[96];
+        snprintf(why, sizeof why, "a launch of the checker kernels failed (%s)",
+                 vg__cu_error_name(r));
+        forget_batch(h, batch, why);
+    }
+    return r;
 }
 
 /* The poisoned ranges of a freed block: all of it, or its two ends. */
@@ -307,12 +344,12 @@ static void add_pending(pending_t *p, vg_guard_desc_t d, uint64_t now) {
 }
 
 /* Launch everything pending on stream s (context current). */
-static void flush_stream(vg_guard_t *g, vg_stream_t *s) {
+static void flush_stream(vg_heap_t *h, vg_stream_t *s) {
     pending_t *p = s->guard_pending;
     while (p && p->n > 0) {
         vg_guard_batch_t batch = {0};
         take_pending(s, &batch, VG_GUARD_BATCH);
-        launch_ranges(g, &batch, s->handle);
+        launch_ranges(h, &batch, s->handle);
     }
 }
 
@@ -328,16 +365,16 @@ void vg__guard_flush(vg_heap_t *h, CUstream stream) {
     if (!s || !s->guard_pending || ((pending_t *)s->guard_pending)->n == 0)
         return;
     bool pushed = vg__heap_ctx_enter(h);
-    flush_stream(g, s);
+    flush_stream(h, s);
     vg__heap_ctx_leave(pushed);
 }
 
 static void flush_all(vg_heap_t *h) {
     for (vg_stream_t *s = h->streams; s; s = s->next)
-        flush_stream(h->guard, s);
+        flush_stream(h, s);
 }
 
-static void wait_for(vg_guard_t *g, CUstream s);
+static bool wait_for(vg_guard_t *g, CUstream s);
 
 /* A free on another stream than the allocation's: the allocation's redzone fill may still
  * wait on its stream (deferred, or behind slow work), so the free's checks and poison run
@@ -349,8 +386,9 @@ void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     if (!g || !from || from == s || g->dead)
         return;
     bool pushed = vg__heap_ctx_enter(h);
-    flush_stream(g, from);
-    wait_for(g, from->handle);
+    flush_stream(h, from);
+    if (!wait_for(g, from->handle))
+        b->flags |= UNORDERED;
     vg__heap_ctx_leave(pushed);
     b->flags |= CROSS_FREE;
 }
@@ -374,7 +412,7 @@ static bool defer_fill(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     }
     if (p->n > PENDING_MAX) {
         bool pushed = vg__heap_ctx_enter(h);
-        flush_stream(h->guard, s);
+        flush_stream(h, s);
         vg__heap_ctx_leave(pushed);
     }
     return true;
@@ -392,7 +430,7 @@ vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) 
         pending_t *p = s ? s->guard_pending : NULL;
         if (p && p->n > 0 && vg__now_coarse_ns() - p->oldest_ns > PENDING_AGE_NS) {
             bool pushed = vg__heap_ctx_enter(h); /* frees waited long enough: launch them */
-            flush_stream(g, s);
+            flush_stream(h, s);
             vg__heap_ctx_leave(pushed);
         }
         return VG_OK;
@@ -411,7 +449,7 @@ vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) 
         take_pending(s, &batch, VG_GUARD_BATCH - 2);
     bool pushed;
     stream_ctx(h, &pushed);
-    CUresult r = launch_ranges(g, &batch, stream);
+    CUresult r = launch_ranges(h, &batch, stream);
     vg__heap_ctx_leave(pushed);
     return r == CUDA_SUCCESS ? VG_OK : cu_fail(r, "filling the redzones");
 }
@@ -556,10 +594,14 @@ static size_t block_checks(const vg_block_t *b, vg_guard_desc_t *d) {
     return n;
 }
 
-/* Make the guard stream wait for the work queued so far on stream s. */
-static void wait_for(vg_guard_t *g, CUstream s) {
-    if (vg__cuEventRecord(g->event, s) == CUDA_SUCCESS)
-        vg__cuStreamWaitEvent(g->stream, g->event, 0);
+/* Make the guard stream wait for the work queued so far on stream s (or, if the driver
+ * will not, wait for it here); false if neither worked: what the guard stream runs next
+ * may then see that work undone, and must not be trusted. */
+static bool wait_for(vg_guard_t *g, CUstream s) {
+    if (vg__cuEventRecord(g->event, s) == CUDA_SUCCESS &&
+        vg__cuStreamWaitEvent(g->stream, g->event, 0) == CUDA_SUCCESS)
+        return true;
+    return vg__cuStreamSynchronize(s) == CUDA_SUCCESS;
 }
 
 /* Launch the descriptors of buf on the guard stream; false if the context is dead. */
@@ -576,7 +618,8 @@ static bool launch_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
     CUresult r = vg__cuLaunchKernel(g->fn_check, grid, 1, 1, 256, 1, 1, 0, g->stream, params, NULL);
     if (r != CUDA_SUCCESS) {
         g->dead = true;
-        vg__log("guard mode: a check could not be launched (%s): the CUDA context has failed",
+        vg__log("guard mode: a check could not be launched (%s): no more checks in this "
+                "CUDA context (it has most likely failed)",
                 vg__cu_error_name(r));
     }
     return r == CUDA_SUCCESS;
@@ -590,7 +633,8 @@ static bool run_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
     CUresult r = vg__cuStreamSynchronize(g->stream);
     if (r != CUDA_SUCCESS) {
         g->dead = true;
-        vg__log("guard mode: a check did not complete (%s): the CUDA context has failed",
+        vg__log("guard mode: a check did not complete (%s): no more checks in this CUDA "
+                "context (it has most likely failed)",
                 vg__cu_error_name(r));
     }
     return r == CUDA_SUCCESS;
@@ -619,12 +663,13 @@ void vg__guard_check_all(vg_heap_t *h, const char *origin) {
         for (vg_block_t *b = seg->first; b; b = b->next)
             if (b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED)
                 n += block_checks(b, g->check_buf.d + n);
+    bool ordered = true;
     for (vg_stream_t *s = h->streams; s; s = s->next)
         if (!s->forgotten && s->handle != CU_STREAM_PER_THREAD)
-            wait_for(g, s->handle);
-    wait_for(g, NULL);
+            ordered &= wait_for(g, s->handle);
+    ordered &= wait_for(g, NULL);
     uint64_t seq = vg__launch_seq();
-    bool ran = run_check(h, &g->check_buf, n);
+    bool ran = ordered && run_check(h, &g->check_buf, n); /* (else the next check point) */
     vg__heap_ctx_leave(pushed);
     vg__guard_poll(h, origin);
     if (ran) /* blocks without a new report are clean as of now */
@@ -676,6 +721,9 @@ static vg_block_t *q_pop(vg_guard_t *g) {
 static void reap(vg_heap_t *h, bool wait) {
     vg_guard_t *g = h->guard;
     bool read_log = false;
+    if (wait && g->dead) /* (launches may have stopped for a failure that left the context
+                          * alive: what ran before must finish before memory is reused) */
+        vg__cuStreamSynchronize(g->stream);
     if (wait && !g->dead) { /* batches complete in order: one wait, for the newest */
         for (unsigned k = LEAVE_SLOTS; k-- > 0;) {
             leave_slot_t *sl = &g->slots[(g->next_slot + k) % LEAVE_SLOTS];
@@ -757,7 +805,7 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
         }
         for (sl->n = 0; sl->n < nb; sl->n++)
             sl->blocks[sl->n] = q_pop(g);
-        bool have = descs_reserve(&sl->buf, 4 * nb);
+        bool have = descs_reserve(&sl->buf, 4 * nb), ordered = true;
         vg_stream_t *seen[8];
         int nseen = 0;
         for (size_t i = 0; i < nb; i++) {
@@ -772,7 +820,7 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
                 k++;
             if (k < nseen)
                 continue;
-            wait_for(g, b->stream ? b->stream->handle : NULL);
+            ordered &= wait_for(g, b->stream ? b->stream->handle : NULL);
             if (nseen < 8)
                 seen[nseen++] = b->stream;
             else
@@ -782,7 +830,7 @@ static void evict(vg_heap_t *h, uint64_t target, bool wait) {
         g->next_slot++;
         /* Without descriptor memory, or if the launch fails, reap releases the blocks
          * unchecked (and does not trust their redzones later). */
-        sl->unchecked = !have || !launch_check(h, &sl->buf, n) ||
+        sl->unchecked = !have || !ordered || !launch_check(h, &sl->buf, n) ||
                         vg__cuEventRecord(sl->done, g->stream) != CUDA_SUCCESS;
         vg__heap_ctx_leave(pushed);
     }
@@ -842,15 +890,19 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     bool defer = deferring();
     b->free_ns = defer ? 0 : vg__now_coarse_ns(); /* (the age of eager frees' work) */
     if (b->flags & CROSS_FREE) { /* at once, on the guard stream, after both streams */
-        b->flags &= (uint8_t)~CROSS_FREE;
+        bool unordered = b->flags & UNORDERED;
+        b->flags &= (uint8_t)~(CROSS_FREE | UNORDERED);
         pending_t one = {0};
         descs_at_free(&one, b);
         vg_guard_batch_t batch = {0};
         memcpy(batch.d, one.d, one.n * sizeof one.d[0]);
         batch.n = one.n;
         bool pushed = vg__heap_ctx_enter(h);
-        wait_for(g, stream);
-        launch_ranges(g, &batch, g->stream);
+        if (!unordered && wait_for(g, stream)) /* (else its poison could race the program) */
+            launch_ranges(h, &batch, g->stream);
+        else
+            forget_batch(h, &batch, "a free could not be ordered after its allocation's "
+                                    "stream (the driver refused an event)");
         vg__heap_ctx_leave(pushed);
     } else {
         if (!fold_into_fill(p, b))
@@ -862,7 +914,7 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
                           b->free_ns - p->oldest_ns > PENDING_AGE_NS))) {
         bool pushed;
         stream_ctx(h, &pushed);
-        flush_stream(g, s);
+        flush_stream(h, s);
         vg__heap_ctx_leave(pushed);
     }
     q_push(g, b);
