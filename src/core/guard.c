@@ -62,6 +62,7 @@
 typedef struct pending {
     vg_guard_desc_t d[PENDING_CAP]; /* a ring: the oldest at head */
     unsigned head, n;
+    uint32_t added;                 /* descriptors ever added (wraps): the newest is added-1 */
     unsigned frees;                 /* frees with descriptors here */
     uint64_t oldest_ns;             /* when the oldest was added */
 } pending_t;
@@ -341,6 +342,7 @@ static void add_pending(pending_t *p, vg_guard_desc_t d, uint64_t now) {
         p->oldest_ns = now;
     p->d[(p->head + p->n) % PENDING_CAP] = d;
     p->n++;
+    p->added++;
 }
 
 /* Launch everything pending on stream s (context current). */
@@ -401,6 +403,7 @@ static bool defer_fill(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
         return false;
     vg_guard_desc_t d;
     if (block_desc(b, VG_GUARD_BLOCK_NEW, 0, &d)) {
+        b->fill_at = p->added;
         add_pending(p, d, 0);
         b->flags |= FILL_QUEUED;
     } else {
@@ -868,14 +871,14 @@ static bool fold_into_fill(pending_t *p, vg_block_t *b) {
     if (!(b->flags & FILL_QUEUED))
         return false;
     b->flags &= (uint8_t)~FILL_QUEUED;
-    for (unsigned i = p->n; i-- > 0;) { /* (a flushed fill is simply not found) */
-        vg_guard_desc_t *d = &p->d[(p->head + i) % PENDING_CAP];
-        if (d->tag == b->id && d->op == VG_GUARD_BLOCK_NEW) {
-            d->op = VG_GUARD_BLOCK_DEAD;
-            return true;
-        }
-    }
-    return false;
+    uint32_t i = b->fill_at - (p->added - p->n); /* its place from the oldest waiting */
+    if (i >= p->n) /* (launched since) */
+        return false;
+    vg_guard_desc_t *d = &p->d[(p->head + i) % PENDING_CAP];
+    if (d->tag != b->id || d->op != VG_GUARD_BLOCK_NEW)
+        return false;
+    d->op = VG_GUARD_BLOCK_DEAD;
+    return true;
 }
 
 bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {

@@ -70,6 +70,7 @@ struct vg_block {
     uint64_t id;                /* allocation number, 1, 2, ... (0: never allocated) */
     uint64_t free_ns;           /* guard: when it was freed (eager guard work only) */
     uint32_t free_site;         /* guard: where it was freed */
+    uint32_t fill_at;           /* guard: where its deferred fill was queued (guard.c) */
     uint64_t clean_seq;         /* guard: launch number at its last clean check */
     vg_stream_t *uses[VG_MAX_USES];  /* ALLOCATED: streams recorded with vg_record_stream */
     uint64_t use_epochs[VG_MAX_USES];/* DEFERRED: epoch each use stream must complete */
