@@ -183,8 +183,11 @@ vg_status_t vg__guard_heap_init(vg_heap_t *h) {
         r = vg__cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS)
         r = vg__cuEventCreate(&g->event, CU_EVENT_DISABLE_TIMING);
+    /* A wait for a quarantine exit only throttles the host while the device catches up:
+     * it sleeps (blocking sync) rather than spin a core the program may need. */
     for (int i = 0; i < LEAVE_SLOTS && r == CUDA_SUCCESS; i++)
-        r = vg__cuEventCreate(&g->slots[i].done, CU_EVENT_DISABLE_TIMING);
+        r = vg__cuEventCreate(&g->slots[i].done,
+                              CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
     if (r != CUDA_SUCCESS) {
         if (log)
             vg__cuMemFreeHost(log);
