@@ -84,6 +84,10 @@ __device__ static void check(const vg_guard_desc_t &d, vg_guard_log_t *log,
         *(volatile unsigned long long *)&e->seq = (unsigned long long)idx + 1;
     }
     __syncthreads();
+    if ((d.kind & VG_KIND_REPAIR) && sh[2]) {
+        fill(d);
+        __syncthreads(); // (sh is reused by the next descriptor)
+    }
 }
 
 // One descriptor, with the whole thread block: a range, or the ranges of a block.

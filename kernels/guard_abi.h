@@ -54,17 +54,25 @@
  *                         poison_end;
  *   VG_GUARD_BLOCK_DEAD   fill both redzones and poison the user bytes as above: a block
  *                         freed before its fill was launched (nothing can have written
- *                         it in between, so there is nothing to check yet). */
+ *                         it in between, so there is nothing to check yet);
+ *   VG_GUARD_BLOCK_EXIT   check both redzones and the poisoned bytes (as poisoned above):
+ *                         a block leaving the quarantine. */
 enum {
     VG_GUARD_FILL = 1,
     VG_GUARD_CHECK = 2,
     VG_GUARD_BLOCK_NEW = 3,
     VG_GUARD_BLOCK_FREED = 4,
     VG_GUARD_BLOCK_DEAD = 5,
+    VG_GUARD_BLOCK_EXIT = 6,
 };
 
 /* Does descriptor op stand for a whole block (vg_guard_block_parts)? */
-#define VG_GUARD_IS_BLOCK(op) ((op) >= VG_GUARD_BLOCK_NEW && (op) <= VG_GUARD_BLOCK_DEAD)
+#define VG_GUARD_IS_BLOCK(op) ((op) >= VG_GUARD_BLOCK_NEW && (op) <= VG_GUARD_BLOCK_EXIT)
+
+/* A kind flag: a check that, where it finds damage, reports it and then writes the
+ * pattern over the range again (a block leaving the quarantine goes back to the heap
+ * believed to hold the pattern). */
+#define VG_KIND_REPAIR 0x400
 
 /* What a checked range is (reported back in the error). */
 enum {
@@ -138,7 +146,9 @@ VG_GUARD_FN void vg_guard_part(vg_guard_desc_t *o, const vg_guard_desc_t *b, uin
 VG_GUARD_FN unsigned vg_guard_block_parts(const vg_guard_desc_t *b, uint32_t poison_max,
                                           uint32_t poison_end, vg_guard_desc_t *out) {
     uint64_t end = b->addr + b->len - b->pattern; /* where the user bytes end */
-    uint16_t op = b->op == VG_GUARD_BLOCK_FREED ? VG_GUARD_CHECK : VG_GUARD_FILL;
+    int leaving = b->op == VG_GUARD_BLOCK_EXIT;
+    uint16_t op = b->op == VG_GUARD_BLOCK_FREED || leaving ? VG_GUARD_CHECK : VG_GUARD_FILL;
+    uint16_t poison = leaving ? VG_GUARD_CHECK : VG_GUARD_FILL;
     unsigned n = 0;
     vg_guard_part(&out[n++], b, b->addr, b->user - b->addr, op, VG_RANGE_LEFT);
     vg_guard_part(&out[n++], b, end, b->pattern, op, VG_RANGE_RIGHT);
@@ -146,11 +156,10 @@ VG_GUARD_FN unsigned vg_guard_block_parts(const vg_guard_desc_t *b, uint32_t poi
     if (b->op == VG_GUARD_BLOCK_NEW || len == 0)
         return n;
     if (len <= poison_max || poison_max == 0 || len <= 2 * (uint64_t)poison_end) {
-        vg_guard_part(&out[n++], b, b->user, len, VG_GUARD_FILL, VG_RANGE_POISON);
+        vg_guard_part(&out[n++], b, b->user, len, poison, VG_RANGE_POISON);
     } else {
-        vg_guard_part(&out[n++], b, b->user, poison_end, VG_GUARD_FILL, VG_RANGE_POISON);
-        vg_guard_part(&out[n++], b, end - poison_end, poison_end, VG_GUARD_FILL,
-                      VG_RANGE_POISON);
+        vg_guard_part(&out[n++], b, b->user, poison_end, poison, VG_RANGE_POISON);
+        vg_guard_part(&out[n++], b, end - poison_end, poison_end, poison, VG_RANGE_POISON);
     }
     return n;
 }

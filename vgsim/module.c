@@ -370,6 +370,8 @@ static void guard_check(const vg_guard_desc_t *d, vg_guard_log_t *log) {
         w = (w << 8) | (first + (uint64_t)b < d->len ? p[first + (uint64_t)b] : 0u);
     e->first_word = w;
     __atomic_store_n(&e->seq, (uint64_t)idx + 1, __ATOMIC_RELEASE);
+    if (d->kind & VG_KIND_REPAIR)
+        guard_fill(d);
 }
 
 static void guard_one(const vg_guard_desc_t *d, uint32_t poison_max, uint32_t poison_end,

@@ -50,7 +50,7 @@
 
 #define LOG_CAPACITY 4096
 #define AT_FREE 0x100 /* kind flag: the check made at the free */
-#define LEAVE_SLOTS 8 /* quarantine exits in flight at once */
+#define AT_EXIT 0x200 /* kind flag: the check made as the block left the quarantine */
 #define PENDING_MAX 56 /* descriptors of frees waiting for a launch, per stream */
 #define QUARANTINE_FLOOR (32ull << 20) /* memory pressure shrinks the quarantine to this */
 #define PENDING_AGE_NS 200000 /* and the longest the oldest of them waits (checked at calls) */
@@ -86,17 +86,6 @@ typedef struct desc_buf {
     size_t cap;
 } desc_buf_t;
 
-/* A batch of blocks leaving the quarantine: checked by one launch, released to the heap
- * once that launch has completed and the log has been read. */
-typedef struct leave_slot {
-    vg_block_t **blocks;        /* oldest first */
-    size_t n, cap;
-    desc_buf_t buf;
-    CUevent done;
-    bool busy;
-    bool unchecked;             /* the check could not be launched: nothing is known */
-} leave_slot_t;
-
 typedef struct vg_guard {
     CUfunction fn_check, fn_ranges;
     CUmodule module;
@@ -104,8 +93,6 @@ typedef struct vg_guard {
     CUdeviceptr log_dev;
     uint32_t log_read;          /* records consumed */
     desc_buf_t check_buf;       /* descriptors of check points */
-    leave_slot_t slots[LEAVE_SLOTS];
-    unsigned next_slot;         /* the oldest busy slot is next_slot - nbusy */
     CUstream stream;            /* where check points run */
     CUevent event;
     vg_block_t **q;             /* the quarantine: a ring, oldest at q_head */
@@ -116,7 +103,7 @@ typedef struct vg_guard {
     bool warned_launch;         /* a failed launch was logged */
     uint64_t fills_launched, fills_skipped; /* redzone fills at allocation */
     uint64_t launches;          /* of the checker kernels, all kinds */
-    uint64_t exits, exit_waits; /* quarantine exit batches, and waits for a free slot */
+    uint64_t exits;             /* quarantine exit batches */
 } vg_guard_t;
 
 bool vg__guard_on(void) { return vg__opt.mode == VG_MODE_GUARD; }
@@ -183,11 +170,6 @@ vg_status_t vg__guard_heap_init(vg_heap_t *h) {
         r = vg__cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS)
         r = vg__cuEventCreate(&g->event, CU_EVENT_DISABLE_TIMING);
-    /* A wait for a quarantine exit only throttles the host while the device catches up:
-     * it sleeps (blocking sync) rather than spin a core the program may need. */
-    for (int i = 0; i < LEAVE_SLOTS && r == CUDA_SUCCESS; i++)
-        r = vg__cuEventCreate(&g->slots[i].done,
-                              CU_EVENT_DISABLE_TIMING | CU_EVENT_BLOCKING_SYNC);
     if (r != CUDA_SUCCESS) {
         if (log)
             vg__cuMemFreeHost(log);
@@ -511,7 +493,9 @@ static void handle_error(vg_heap_t *h, const vg_guard_error_t *e, const char *or
     if (r.kind != VG_REPORT_USE_AFTER_FREE && !by_free)
         r.free_site = 0;
     r.found = by_free ? "by the check run (in stream order) when the allocation was freed"
-                      : origin;
+              : (e->kind & AT_EXIT) ? "when the freed block left the quarantine (before its "
+                                      "memory is reused)"
+                                    : origin;
     vg__report(&r);
 }
 
@@ -646,14 +630,11 @@ static bool run_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
     return r == CUDA_SUCCESS;
 }
 
-static void reap(vg_heap_t *h, bool wait);
-
 void vg__guard_check_all(vg_heap_t *h, const char *origin) {
     vg_guard_t *g = h->guard;
     if (!g)
         return;
     vg__guard_poll(h, origin);
-    reap(h, true); /* quarantine exits in flight complete first */
     if (g->dead)
         return;
     bool pushed;
@@ -722,126 +703,101 @@ static vg_block_t *q_pop(vg_guard_t *g) {
     return b;
 }
 
-/* Hand back the blocks of the oldest exit batches whose check has completed (all of them
- * with `wait`), after reading the log. */
-static void reap(vg_heap_t *h, bool wait) {
-    vg_guard_t *g = h->guard;
-    bool read_log = false;
-    if (wait && g->dead) /* (launches may have stopped for a failure that left the context
-                          * alive: what ran before must finish before memory is reused) */
-        vg__cuStreamSynchronize(g->stream);
-    if (wait && !g->dead) { /* batches complete in order: one wait, for the newest */
-        for (unsigned k = LEAVE_SLOTS; k-- > 0;) {
-            leave_slot_t *sl = &g->slots[(g->next_slot + k) % LEAVE_SLOTS];
-            if (sl->busy && !sl->unchecked) {
-                if (vg__cuEventSynchronize(sl->done) != CUDA_SUCCESS)
-                    g->dead = true;
-                break;
-            }
-        }
-    }
-    for (unsigned k = 0; k < LEAVE_SLOTS; k++) {
-        leave_slot_t *sl = &g->slots[(g->next_slot + k) % LEAVE_SLOTS]; /* oldest first */
-        if (!sl->busy)
-            continue;
-        if (!g->dead && !sl->unchecked) {
-            CUresult r = wait ? vg__cuEventSynchronize(sl->done) : vg__cuEventQuery(sl->done);
-            if (r == CUDA_ERROR_NOT_READY)
-                break; /* batches complete in order: the later ones are not done either */
-            if (r != CUDA_SUCCESS)
-                g->dead = true; /* nothing will complete: release without a check */
-        }
-        if (!read_log) {
-            vg__guard_poll(h, "when the freed block left the quarantine (before its memory "
-                              "is reused)");
-            read_log = true;
-        }
-        for (size_t i = 0; i < sl->n; i++) {
-            /* These blocks went cold in the quarantine: fetch ahead, the block structs
-             * far ahead, then (once those are in) what releasing them reads. */
-            if (i + 8 < sl->n)
-                __builtin_prefetch(sl->blocks[i + 8]);
-            if (i + 4 < sl->n) {
-                const vg_block_t *ahead = sl->blocks[i + 4];
-                __builtin_prefetch(ahead->prev); /* (its neighbours, to merge with) */
-                __builtin_prefetch(ahead->next);
-                vg__ptrmap_prefetch(&h->live, ahead->user);
-            }
-            vg_block_t *b = sl->blocks[i];
-            /* Checked clean (not dead, nothing reported): its redzones hold the canary,
-             * and if it was poisoned whole, so does every other byte. */
-            uint64_t head = 0, tail = 0;
-            if (!g->dead && !sl->unchecked)
-                pattern_left(b, &head, &tail);
-            vg__heap_unquarantine(h, b, head, tail);
-        }
-        sl->n = 0;
-        sl->busy = false;
-        sl->unchecked = false;
-    }
+/* The exit check of one stream's leaving blocks, by value: launched when full. */
+typedef struct exit_batch {
+    vg_stream_t *s;
+    vg_guard_batch_t batch;
+} exit_batch_t;
+
+/* Where block b's exit check runs: after its free's own check and poison, so on the
+ * stream that ran those — the freeing stream, or the guard's own stream for a free on
+ * another stream than the allocation's (see vg__guard_before_free). */
+static vg_stream_t *exit_stream(vg_heap_t *h, const vg_block_t *b) {
+    if (b->flags & CROSS_FREE)
+        return vg__heap_stream(h, ((vg_guard_t *)h->guard)->stream);
+    return b->stream ? b->stream : vg__heap_stream(h, NULL);
 }
 
-/* Move the oldest quarantined blocks into an exit batch until at most `target` bytes
- * remain in the quarantine, and launch their check. The blocks stay findable (in the live
- * map, as quarantined) until reap() releases them. */
-static void evict(vg_heap_t *h, uint64_t target, bool wait) {
+static bool exit_launch(vg_heap_t *h, exit_batch_t *x) {
+    bool ok = x->batch.n == 0 ||
+              launch_ranges(h, &x->batch, x->s ? x->s->handle : NULL) == CUDA_SUCCESS;
+    x->batch.n = 0;
+    return ok;
+}
+
+/* Release the oldest quarantined blocks until at most `target` bytes remain. Each one's
+ * last check (its redzones and poisoned bytes: a write since the free is a write to freed
+ * memory) runs in stream order on the stream that freed it, and rewrites the pattern
+ * where it finds damage; the block goes back to the heap at once, stamped with that
+ * stream's epoch after the check. So the freeing stream may reuse it right away (its
+ * next work comes after the check) and other streams once the check has completed, as
+ * with any free — the host never waits for the device here. */
+static void evict(vg_heap_t *h, uint64_t target) {
     vg_guard_t *g = h->guard;
-    reap(h, false);
-    if (g->q_bytes > target) {
-        leave_slot_t *sl = &g->slots[g->next_slot % LEAVE_SLOTS];
-        /* Every slot in flight: wait for them all (block once, not each time). */
-        if (sl->busy) {
-            g->exit_waits++;
-            reap(h, true);
-        }
-        g->exits++;
-        bool pushed;
-        stream_ctx(h, &pushed);
-        flush_all(h); /* the frees' own checks and poison go first */
-        size_t nb = 0, n = 0;
-        for (uint64_t left = g->q_bytes; left > target && nb < g->q_count; nb++)
-            left -= g->q[(g->q_head + nb) & (g->q_cap - 1)]->size;
-        if (nb > sl->cap) { /* (without host memory, fewer leave now) */
-            vg_block_t **blocks = realloc(sl->blocks, nb * sizeof *blocks);
-            if (blocks) {
-                sl->blocks = blocks;
-                sl->cap = nb;
+    if (g->q_bytes <= target)
+        return;
+    g->exits++;
+    bool pushed = vg__heap_ctx_enter(h);
+    exit_batch_t xs[4];
+    int nx = 0;
+    bool ok = !g->dead;
+    size_t first = g->q_head, nb = 0; /* the leaving blocks: the ring's oldest nb */
+    for (uint64_t left = g->q_bytes; left > target && nb < g->q_count; nb++) {
+        vg_block_t *b = g->q[(first + nb) & (g->q_cap - 1)];
+        left -= b->size;
+        vg_stream_t *s = exit_stream(h, b);
+        int k = 0;
+        while (k < nx && xs[k].s != s)
+            k++;
+        if (k == nx) {
+            if (nx == (int)VG_ARRAY_LEN(xs)) { /* (many streams: make room) */
+                ok &= exit_launch(h, &xs[0]);
+                xs[0] = xs[--nx];
             }
-            nb = VG_MIN(nb, sl->cap);
+            k = nx++;
+            xs[k].s = s;
+            xs[k].batch.n = 0;
+            if (s)
+                flush_stream(h, s); /* the frees' own checks and poison go first */
         }
-        for (sl->n = 0; sl->n < nb; sl->n++)
-            sl->blocks[sl->n] = q_pop(g);
-        bool have = descs_reserve(&sl->buf, 4 * nb), ordered = true;
-        vg_stream_t *seen[8];
-        int nseen = 0;
-        for (size_t i = 0; i < nb; i++) {
-            vg_block_t *b = sl->blocks[i];
-            if (i + 4 < nb)
-                __builtin_prefetch(sl->blocks[i + 4]);
-            if (have)
-                n += block_checks(b, sl->buf.d + n);
-            /* After the free's check and poison, on its stream: one wait per stream. */
-            int k = 0;
-            while (k < nseen && seen[k] != b->stream)
-                k++;
-            if (k < nseen)
-                continue;
-            ordered &= wait_for(g, b->stream ? b->stream->handle : NULL);
-            if (nseen < 8)
-                seen[nseen++] = b->stream;
-            else
-                seen[7] = b->stream; /* (many streams: waits may repeat, harmlessly) */
+        if (xs[k].batch.n + 4 > VG_GUARD_BATCH)
+            ok &= exit_launch(h, &xs[k]);
+        vg_guard_batch_t *x = &xs[k].batch;
+        if (!(b->flags & REP_POISON) &&
+            block_desc(b, VG_GUARD_BLOCK_EXIT, AT_EXIT | VG_KIND_REPAIR, &x->d[x->n])) {
+            x->n++; /* (one descriptor for the whole block) */
+        } else {
+            unsigned n0 = x->n;
+            x->n += (unsigned)block_checks(b, x->d + n0);
+            for (unsigned i = n0; i < x->n; i++)
+                x->d[i].kind |= AT_EXIT | VG_KIND_REPAIR;
         }
-        sl->busy = true;
-        g->next_slot++;
-        /* Without descriptor memory, or if the launch fails, reap releases the blocks
-         * unchecked (and does not trust their redzones later). */
-        sl->unchecked = !have || !ordered || !launch_check(h, &sl->buf, n) ||
-                        vg__cuEventRecord(sl->done, g->stream) != CUDA_SUCCESS;
-        vg__heap_ctx_leave(pushed);
     }
-    if (wait)
-        reap(h, true);
+    for (int k = 0; k < nx; k++)
+        ok &= exit_launch(h, &xs[k]);
+    vg__heap_ctx_leave(pushed);
+    vg__guard_poll(h, "by a check that ran after the allocation was freed");
+    for (size_t i = 0; i < nb; i++) {
+        vg_block_t *b = q_pop(g);
+        if (i + 4 < nb) { /* these blocks went cold in the quarantine: fetch ahead */
+            const vg_block_t *ahead = g->q[(g->q_head + 3) & (g->q_cap - 1)];
+            __builtin_prefetch(ahead->prev); /* (its neighbours, to merge with) */
+            __builtin_prefetch(ahead->next);
+            vg__ptrmap_prefetch(&h->live, ahead->user);
+        }
+        vg_stream_t *s = exit_stream(h, b);
+        if (s) { /* reusable by other streams only once the check has run */
+            b->stream = s;
+            b->epoch = s->epoch;
+            s->last_free_epoch = s->epoch;
+        }
+        /* Checked and repaired (if the launches went out): its redzones hold the pattern,
+         * and if it was poisoned whole, so does every other byte. */
+        uint64_t head = 0, tail = 0;
+        if (ok)
+            pattern_left(b, &head, &tail);
+        vg__heap_unquarantine(h, b, head, tail);
+    }
 }
 
 /* The checks and poison of a freed block: one block descriptor, or separate ranges. */
@@ -897,7 +853,7 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     b->free_ns = defer ? 0 : vg__now_coarse_ns(); /* (the age of eager frees' work) */
     if (b->flags & CROSS_FREE) { /* at once, on the guard stream, after both streams */
         bool unordered = b->flags & UNORDERED;
-        b->flags &= (uint8_t)~(CROSS_FREE | UNORDERED);
+        b->flags &= (uint8_t)~UNORDERED; /* (CROSS_FREE stays: its exit runs there too) */
         pending_t one = {0};
         descs_at_free(&one, b);
         vg_guard_batch_t batch = {0};
@@ -925,9 +881,7 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     }
     q_push(g, b);
     if (g->q_bytes > g->q_limit)
-        evict(h, g->q_limit / 2, false);
-    else if ((g->q_count & 31) == 0) /* now and then: exits whose check is done */
-        reap(h, false);
+        evict(h, g->q_limit / 2);
     return true;
 }
 
@@ -955,7 +909,7 @@ bool vg__guard_shrink_quarantine(vg_heap_t *h) {
     uint64_t was = g->q_limit;
     g->q_limit = VG_MAX(VG_MIN(g->q_limit, g->q_bytes) / 2,
                         VG_MIN(QUARANTINE_FLOOR, g->q_limit));
-    evict(h, 0, true);
+    evict(h, 0);
     if (was > g->q_limit && (was == vg__opt.quarantine || g->q_limit <= QUARANTINE_FLOOR)) {
         char a[32], b[32], why[64] = "its memory is full";
         if (h->limit)
@@ -970,7 +924,7 @@ bool vg__guard_shrink_quarantine(vg_heap_t *h) {
 
 void vg__guard_flush_quarantine(vg_heap_t *h) {
     if (h->guard)
-        evict(h, 0, true);
+        evict(h, 0);
 }
 
 vg_block_t *vg__guard_quarantined(vg_heap_t *h, uint64_t user) {
@@ -985,8 +939,7 @@ void vg__guard_heap_shutdown(vg_heap_t *h) {
     vg__guard_check_all(h, "at exit");
     if (secure_getenv("VG_DEBUG_GUARD"))
         vg__log("guard: %llu redzone fills needed, %llu skipped (layout already filled); "
-                "%llu launches; %llu quarantine exits, %llu waited for a slot",
+                "%llu launches; %llu quarantine exits",
                 (unsigned long long)g->fills_launched, (unsigned long long)g->fills_skipped,
-                (unsigned long long)g->launches, (unsigned long long)g->exits,
-                (unsigned long long)g->exit_waits);
+                (unsigned long long)g->launches, (unsigned long long)g->exits);
 }

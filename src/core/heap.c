@@ -573,11 +573,11 @@ static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, u
     if (st == VG_ERR_OUT_OF_MEMORY) { /* wait for every stream and retry; then release
                                         * the cache (whole free segments) and retry */
         h->stats.num_alloc_retries++;
+        vg__guard_shrink_quarantine(h); /* (its blocks then complete with the streams) */
+        vg__guard_flush_quarantine(h);
         refresh_streams(h, true);
         process_deferred(h);
         merge_pass(h);
-        vg__guard_shrink_quarantine(h);
-        vg__guard_flush_quarantine(h);
         st = place(h, size, requested, uoff, s, NULL, out);
         if (st == VG_ERR_OUT_OF_MEMORY && vg__segment_trim(h) == VG_OK)
             st = place(h, size, requested, uoff, s, NULL, out);
@@ -758,11 +758,13 @@ vg_status_t vg__heap_record_stream(vg_heap_t *h, vg_block_t *b, CUstream stream)
 
 vg_status_t vg__heap_trim(vg_heap_t *h, bool wait_for_streams) {
     bool pushed = vg__heap_ctx_enter(h);
+    if (wait_for_streams) /* (its blocks then complete with the streams) */
+        vg__guard_flush_quarantine(h);
     refresh_streams(h, wait_for_streams);
+    if (wait_for_streams) /* (what the exit checks found) */
+        vg__guard_poll(h, "by a check that ran after the allocation was freed");
     process_deferred(h);
     merge_pass(h);
-    if (wait_for_streams)
-        vg__guard_flush_quarantine(h);
     vg_status_t st = vg__segment_trim(h);
     vg__heap_ctx_leave(pushed);
     return st;

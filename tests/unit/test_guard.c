@@ -245,6 +245,37 @@ VG_TEST(quarantine_exit_checks_the_poison) {
     CHECK_VALID();
 }
 
+VG_TEST(a_block_leaves_the_quarantine_repaired_and_in_stream_order) {
+    /* The exit check runs on the freeing stream and the block is reusable at once; the
+     * damage it finds is reported once and the pattern rewritten, so the allocation that
+     * reuses the memory without a fill (G2) is not blamed for it. */
+    guard_init("quarantine=1M");
+    void *p, *fence, *q, *r;
+    CHECK_VG(vg_malloc(&p, 512 << 10, NULL));
+    CHECK_VG(vg_malloc(&fence, 4096, NULL)); /* (p's block stays the size it was) */
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VG(vg_stream_synchronized(NULL)); /* the free's poison is in place */
+    poke((char *)p + 10, 4, 0x48);
+    poke((char *)p - 8, 8, 0x49);         /* and its left redzone */
+    CHECK_VG(vg_malloc(&q, 2 << 20, NULL)); /* freeing 2 MiB more pushes p out */
+    CHECK_VG(vg_free(q, NULL));
+    CHECK_VG(vg_malloc(&r, 512 << 10, NULL)); /* p's memory, right away */
+    CHECK(r == p);
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    CHECK_EQ(vg_error_count(), 2);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"first_offset\":10");
+    CHECK_CONTAINS(j, "\"first_offset\":-8");
+    CHECK_CONTAINS(j, "left the quarantine");
+    CHECK(strstr(j, "out_of_bounds") == NULL); /* r is not blamed */
+    vg_free_string(j);
+    CHECK_VG(vg_free(r, NULL));
+    CHECK_VG(vg_free(fence, NULL));
+    CHECK_VG(vg_check());
+    CHECK_EQ(vg_error_count(), 2);
+    CHECK_VALID();
+}
+
 VG_TEST(large_blocks_are_poisoned_at_both_ends) {
     guard_init("poison_bytes=64K");
     void *p;
