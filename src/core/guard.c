@@ -20,8 +20,11 @@
  *                that stream (or 56 descriptors), and goes in one launch. The device then
  *                runs the same work in the same stream order as if it had been launched
  *                at each call, in a fraction of the launches (docs/decisions.md G3);
- *   quarantine   when it holds more than `quarantine` bytes, its oldest blocks leave in a
- *                batch: one check of their redzones and poison, then they are reused;
+ *   quarantine   when it holds more than `quarantine` bytes, its oldest blocks leave: a
+ *                last check of their redzones and poison on the stream that freed them
+ *                (repairing what it finds damaged), and they go back to the heap at once,
+ *                reusable in stream order like any free (docs/decisions.md G6); when
+ *                memory runs short the quarantine shrinks (G5);
  *   check point  vg_check(), synchronisations seen by vramguard, exit: one launch checks
  *                every live allocation's redzones and every quarantined block.
  * Blocks up to `poison_bytes` are poisoned whole; larger ones (and checked) only at their
