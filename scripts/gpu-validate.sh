@@ -12,8 +12,8 @@
 #            expandable segments, vramguard fast and guard mode; allocation traces
 #            (ONLY=gpt2: GPT-2 alone)
 #   recheck  the re-runs after the fixes the first runs led to
-#   next     what the changes since (2026-11-22 evening) need a GPU for: guard vs fast
-#            replays in the steady state; guard mode beside compute-sanitizer on the same
+#   next     what the changes since (2026-11-22 evening) need a GPU for: the guard unit
+#            tests on the real driver (new kernel ops); guard vs fast replays in the steady state; guard mode beside compute-sanitizer on the same
 #            small training loops; GPT-2 in guard mode under a memory limit; the
 #            record_stream script
 # Results go to OUTDIR (default /tmp/vg-gpu): PART.log, and for train train.jsonl and
@@ -163,6 +163,7 @@ train)
 next)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     build
+    guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)
     REPEAT=15 replays
     J=$O/next.jsonl
     # Guard mode and compute-sanitizer on the same loops, small enough for memcheck.
