@@ -142,6 +142,26 @@ VG_GUARD_FN void vg_guard_part(vg_guard_desc_t *o, const vg_guard_desc_t *b, uin
     o->kind = (uint16_t)(kind | b->kind);
 }
 
+/* The poisoned ranges of a freed block's `len` user bytes at `user`: all of them (one
+ * range) if there are at most poison_max (or poison_max is 0) or at most twice
+ * poison_end, else the first and the last poison_end (two). The host (guard.c) and the
+ * kernels share this rule. */
+VG_GUARD_FN unsigned vg_guard_poison_split(uint64_t user, uint64_t len, uint64_t poison_max,
+                                           uint64_t poison_end, uint64_t *a, uint64_t *n) {
+    if (len == 0)
+        return 0;
+    if (len <= poison_max || poison_max == 0 || len <= 2 * poison_end) {
+        a[0] = user;
+        n[0] = len;
+        return 1;
+    }
+    a[0] = user;
+    n[0] = poison_end;
+    a[1] = user + len - poison_end;
+    n[1] = poison_end;
+    return 2;
+}
+
 /* The ranges block descriptor b stands for (at most 4, written to out); returns how many. */
 VG_GUARD_FN unsigned vg_guard_block_parts(const vg_guard_desc_t *b, uint32_t poison_max,
                                           uint32_t poison_end, vg_guard_desc_t *out) {
@@ -152,15 +172,12 @@ VG_GUARD_FN unsigned vg_guard_block_parts(const vg_guard_desc_t *b, uint32_t poi
     unsigned n = 0;
     vg_guard_part(&out[n++], b, b->addr, b->user - b->addr, op, VG_RANGE_LEFT);
     vg_guard_part(&out[n++], b, end, b->pattern, op, VG_RANGE_RIGHT);
-    uint64_t len = end - b->user;
-    if (b->op == VG_GUARD_BLOCK_NEW || len == 0)
+    if (b->op == VG_GUARD_BLOCK_NEW)
         return n;
-    if (len <= poison_max || poison_max == 0 || len <= 2 * (uint64_t)poison_end) {
-        vg_guard_part(&out[n++], b, b->user, len, poison, VG_RANGE_POISON);
-    } else {
-        vg_guard_part(&out[n++], b, b->user, poison_end, poison, VG_RANGE_POISON);
-        vg_guard_part(&out[n++], b, end - poison_end, poison_end, poison, VG_RANGE_POISON);
-    }
+    uint64_t a[2], len[2];
+    unsigned k = vg_guard_poison_split(b->user, end - b->user, poison_max, poison_end, a, len);
+    for (unsigned i = 0; i < k; i++)
+        vg_guard_part(&out[n++], b, a[i], len[i], poison, VG_RANGE_POISON);
     return n;
 }
 

@@ -70,16 +70,14 @@ typedef struct pending {
     uint64_t oldest_ns;             /* when the oldest was added */
 } pending_t;
 
-/* Block flags (beside heap.h's): already reported; freed on another stream; its redzone
- * fill was queued (deferred) on its stream, and may still be waiting there; freed on
+/* Block flags (beside heap.h's): already reported; freed on another stream; freed on
  * another stream whose order after the allocation's could not be set up. */
 enum {
     REP_LEFT = 2,
     REP_RIGHT = 4,
     REP_POISON = 8,
     CROSS_FREE = 16,
-    FILL_QUEUED = 64,
-    UNORDERED = 128,
+    UNORDERED = 64,
 };
 
 /* Descriptors in pinned memory the device reads. */
@@ -248,19 +246,8 @@ static CUresult launch_ranges(vg_heap_t *h, vg_guard_batch_t *batch, CUstream s)
 
 /* The poisoned ranges of a freed block: all of it, or its two ends. */
 static int poison_ranges(const vg_block_t *b, uint64_t *a, uint64_t *n) {
-    uint64_t len = b->requested, max = vg__opt.poison_bytes, end = vg__opt.poison_ends;
-    if (len == 0)
-        return 0;
-    if (len <= max || max == 0 || len <= 2 * end) {
-        a[0] = b->user;
-        n[0] = len;
-        return 1;
-    }
-    a[0] = b->user;
-    n[0] = end;
-    a[1] = b->user + len - end;
-    n[1] = end;
-    return 2;
+    return (int)vg_guard_poison_split(b->user, b->requested, vg__opt.poison_bytes,
+                                      vg__opt.poison_ends, a, n);
 }
 
 /* A block checked as it leaves the quarantine: how many of its first and last bytes hold
@@ -393,7 +380,6 @@ static bool defer_fill(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     if (block_desc(b, VG_GUARD_BLOCK_NEW, 0, &d)) {
         b->fill_at = p->added;
         add_pending(p, d, 0);
-        b->flags |= FILL_QUEUED;
     } else {
         add_pending(p, desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
                             VG_RANGE_LEFT), 0);
@@ -749,6 +735,12 @@ static void evict(vg_heap_t *h, uint64_t target) {
         vg_block_t *b = g->q[(first + nb) & (g->q_cap - 1)];
         left -= b->size;
         vg_stream_t *s = exit_stream(h, b);
+        if (s) { /* reusable by other streams only once its check has run: the epoch is
+                  * the one after the launches below (epochs end only at event records) */
+            b->stream = s;
+            b->epoch = s->epoch;
+            s->last_free_epoch = s->epoch;
+        }
         int k = 0;
         while (k < nx && xs[k].s != s)
             k++;
@@ -788,12 +780,6 @@ static void evict(vg_heap_t *h, uint64_t target) {
             __builtin_prefetch(ahead->next);
             vg__ptrmap_prefetch(&h->live, ahead->user);
         }
-        vg_stream_t *s = exit_stream(h, b);
-        if (s) { /* reusable by other streams only once the check has run */
-            b->stream = s;
-            b->epoch = s->epoch;
-            s->last_free_epoch = s->epoch;
-        }
         /* Checked and repaired (if the launches went out): its redzones hold the pattern,
          * and if it was poisoned whole, so does every other byte. */
         uint64_t head = 0, tail = 0;
@@ -830,11 +816,9 @@ static void descs_at_free(pending_t *p, const vg_block_t *b) {
  * becomes the block's whole guard work (fill its redzones, poison its bytes): one
  * descriptor instead of a fill and a check that could not share a launch. */
 static bool fold_into_fill(pending_t *p, vg_block_t *b) {
-    if (!(b->flags & FILL_QUEUED))
-        return false;
-    b->flags &= (uint8_t)~FILL_QUEUED;
+    /* fill_at is where it was queued if it was (else stale): the tag check settles it. */
     uint32_t i = b->fill_at - (p->added - p->n); /* its place from the oldest waiting */
-    if (i >= p->n) /* (launched since) */
+    if (i >= p->n) /* (launched since, or never queued) */
         return false;
     vg_guard_desc_t *d = &p->d[(p->head + i) % PENDING_CAP];
     if (d->tag != b->id || d->op != VG_GUARD_BLOCK_NEW)

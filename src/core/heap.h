@@ -80,7 +80,7 @@ struct vg_block {
 
 enum {
     VG_BF_USES_OVERFLOW = 1, /* more than VG_MAX_USES streams: wait for all streams */
-    /* 2, 4, 8, 16: guard.c's own */
+    /* 2, 4, 8, 16, 64: guard.c's own */
     VG_BF_READY = 32,        /* ALLOCATED (guard): carved where its redzones already hold
                                 the canary (pat_head/pat_tail of the free block) */
 };

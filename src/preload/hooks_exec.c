@@ -137,32 +137,30 @@ VG_API CUresult cuStreamSynchronize_ptsz(CUstream stream) {
     return cuStreamSynchronize(stream ? stream : CU_STREAM_PER_THREAD);
 }
 
+/* A context synchronisation, by either ABI version: the guard work waiting on any stream
+ * goes first (the legacy stream flushes all), and a success completes ctx's streams. */
+static CUresult ctx_sync(CUresult (*real_v1)(void), CUresult (*real_v2)(CUcontext),
+                         CUcontext ctx) {
+    if (!vgp_ready())
+        return real_v1 ? real_v1() : real_v2(ctx);
+    vg__guard_flush_stream(NULL);
+    CUresult r = real_v1 ? real_v1() : real_v2(ctx);
+    if (r == CUDA_SUCCESS)
+        vg__ctx_synchronized(ctx);
+    return vgp_check(r, "cuCtxSynchronize");
+}
+
 VG_API CUresult cuCtxSynchronize(void) {
     __typeof__(&cuCtxSynchronize) real = NEXT_FN(cuCtxSynchronize);
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!vgp_ready())
-        return real();
-    vg__guard_flush_stream(NULL); /* (the legacy stream: every stream's guard work) */
-    CUresult r = real();
-    if (r == CUDA_SUCCESS)
-        vg__ctx_synchronized(NULL);
-    return vgp_check(r, "cuCtxSynchronize");
+    return real ? ctx_sync(real, NULL, NULL) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 /* CUDA 13's cuCtxSynchronize, what the runtime's cudaDeviceSynchronize calls: the driver
  * answers cuGetProcAddress("cuCtxSynchronize", 13000) with it. */
 VG_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
     __typeof__(&cuCtxSynchronize_v2) real = NEXT_FN(cuCtxSynchronize_v2);
-    if (!real)
-        return CUDA_ERROR_NOT_FOUND; /* (a driver before CUDA 13 has no such function) */
-    if (!vgp_ready())
-        return real(ctx);
-    vg__guard_flush_stream(NULL);
-    CUresult r = real(ctx);
-    if (r == CUDA_SUCCESS)
-        vg__ctx_synchronized(ctx);
-    return vgp_check(r, "cuCtxSynchronize");
+    /* (a driver before CUDA 13 has no such function) */
+    return real ? ctx_sync(NULL, real, ctx) : CUDA_ERROR_NOT_FOUND;
 }
 
 VG_API CUresult cuEventSynchronize(CUevent event) {
