@@ -41,6 +41,15 @@ static void poke(void *p, size_t n, unsigned char v) {
     CHECK_CU(vg__cuMemcpyHtoD((CUdeviceptr)(uintptr_t)p, buf, n));
 }
 
+/* vg_check() after a free whose own check met the damage: that check's finding is read at
+ * the next call that polls, which is the free itself when the device was quick, else
+ * vg_check(). Either way it is reported once vg_check() returns. */
+static void check_after_free_reports(uint64_t before) {
+    vg_status_t st = vg_check();
+    CHECK_MSG(st == VG_ERR_MEMORY_ERRORS || st == VG_OK, "vg_check: %s", vg_last_error());
+    CHECK(vg_error_count() > before);
+}
+
 static char *errors(void) {
     char *j = vg_errors_json();
     CHECK(j != NULL);
@@ -72,7 +81,7 @@ VG_TEST(overrun_by_one_byte_found_at_free) {
     poke(p, 4000, 1);
     poke((char *)p + 4000, 1, 0x41);
     CHECK_VG(vg_free(p, NULL));
-    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    check_after_free_reports(0);
     CHECK_EQ(vg_error_count(), 1);
     char *j = errors();
     CHECK_CONTAINS(j, "\"kind\":\"out_of_bounds_after\"");
@@ -124,7 +133,7 @@ VG_TEST(underrun_before_the_start) {
     CHECK_VG(vg_malloc(&p, 2048, NULL));
     poke((char *)p - 8, 8, 0x44);
     CHECK_VG(vg_free(p, NULL));
-    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    check_after_free_reports(0);
     CHECK_EQ(vg_error_count(), 1);
     char *j = errors();
     CHECK_CONTAINS(j, "\"kind\":\"out_of_bounds_before\"");
@@ -261,7 +270,7 @@ VG_TEST(a_block_leaves_the_quarantine_repaired_and_in_stream_order) {
     CHECK_VG(vg_free(q, NULL));
     CHECK_VG(vg_malloc(&r, 512 << 10, NULL)); /* p's memory, right away */
     CHECK(r == p);
-    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    check_after_free_reports(0); /* (the exit check ran during the free of q) */
     CHECK_EQ(vg_error_count(), 2);
     char *j = errors();
     CHECK_CONTAINS(j, "\"first_offset\":10");
