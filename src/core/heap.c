@@ -3,11 +3,13 @@
  * Allocation (lock held): round the size up to 512 bytes; take the tightest block the
  * stream may use from the free index; if it is fully mapped (the usual case), split it
  * and return: no driver call, O(1). Otherwise the slow path:
- *   1. map the pages the block lacks (spare, idle or new pages: segment.c);
- *   2. if nothing fits, learn which frees have completed (query or record one event per
- *      stream with pending frees), merge what became mergeable, and search again;
- *   3. grow (new VMM reservation or cuMemAlloc segment);
- *   4. on failure: count a retry, wait for every stream's freed blocks, release the
+ *   1. if other streams have frees not yet known complete (or blocks wait on the deferred
+ *      list), learn which have completed (query or record one event per such stream, no
+ *      waiting) and search again: what they freed may serve the request without new
+ *      memory;
+ *   2. map the pages the block lacks (spare, idle or new pages: segment.c), or grow (new
+ *      VMM reservation or cuMemAlloc segment) if nothing fits;
+ *   3. on failure: count a retry, wait for every stream's freed blocks, release the
  *      cache, try once more; then fail with VG_ERR_OUT_OF_MEMORY and an explanation.
  * Nothing allocated is touched by a failed request.
  *
@@ -316,7 +318,9 @@ static bool refresh_streams(vg_heap_t *h, bool wait) {
             continue;
         s->epoch++;
         s->event_pending = true;
-        if (wait && vg__cuEventSynchronize(s->event) == CUDA_SUCCESS) {
+        /* Waiting, or an idle stream (its event completes at once): done now. */
+        if (wait ? vg__cuEventSynchronize(s->event) == CUDA_SUCCESS
+                 : vg__cuEventQuery(s->event) == CUDA_SUCCESS) {
             s->done = s->event_epoch;
             s->event_pending = false;
             progressed = true;
@@ -556,6 +560,16 @@ static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64
     return st;
 }
 
+/* Do streams other than s have frees not yet known complete (or blocks deferred)? */
+static bool others_pending(const vg_heap_t *h, const vg_stream_t *s) {
+    if (h->deferred)
+        return true;
+    for (const vg_stream_t *o = h->streams; o; o = o->next)
+        if (o != s && !o->forgotten && o->last_free_epoch > o->done)
+            return true;
+    return false;
+}
+
 static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, uint64_t uoff,
                               vg_stream_t *s, vg_block_t *b, vg_block_t **out) {
     bool pushed = vg__heap_ctx_enter(h);
@@ -566,6 +580,16 @@ static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, u
         (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current + size > h->limit &&
         vg__guard_shrink_quarantine(h))
         b = NULL; /* (blocks leaving the quarantine may have merged with it) */
+    /* Before mapping memory, learn whether another stream's frees have completed (one
+     * event query or record per such stream, no waiting): what they freed may serve the
+     * request, and memory stays with the streams that freed it no longer than their work
+     * runs. A block merely waiting on s itself needs no event: s may use it already. */
+    if ((!b || !b->mapped) && others_pending(h, s)) {
+        process_deferred(h); /* (also says which events the refresh must record) */
+        if (refresh_streams(h, false))
+            process_deferred(h);
+        b = vg__tlsf_find(&h->index, size, s); /* (released blocks may have merged with b) */
+    }
     h->memory_short = false;
     vg_status_t st = place(h, size, requested, uoff, s, b, out);
     if (h->guard && h->memory_short && st == VG_OK)

@@ -131,6 +131,80 @@ VG_TEST(completion_is_learned_from_events_when_memory_runs_short) {
     CHECK_VALID();
 }
 
+/* Memory freed on stream A serves stream B once A's work is done, even though vramguard
+ * was not told (a pluggable allocator sees no synchronisation): before mapping new
+ * memory for B, the allocator asks A's event. */
+VG_TEST(another_streams_completed_frees_serve_before_memory_grows) {
+    vgt_init("");
+    CUstream a = vgt_stream(), b = vgt_stream();
+    const size_t n = 4 << 20;
+    void *x, *y, *z;
+    CHECK_VG(vg_malloc(&x, n, a));
+    vgt_gate_t g;
+    vgt_gate_close(&g, a); /* A is busy: its free is not complete */
+    CHECK_VG(vg_free(x, a));
+    CHECK_VG(vg_malloc(&y, n, b));
+    CHECK_MSG(y != x, "stream B got the block busy stream A freed");
+    vgt_gate_open(&g);
+    CHECK_CU(vg__cuStreamSynchronize(a)); /* (the driver's, unseen by vramguard) */
+    int64_t reserved = vgt_stats().reserved_bytes[VG_POOL_ALL].current;
+    CHECK_VG(vg_malloc(&z, n, b));
+    CHECK_MSG(z == x, "stream B did not get the block A freed and completed");
+    CHECK_EQ(vgt_stats().reserved_bytes[VG_POOL_ALL].current, reserved);
+    CHECK_VG(vg_free(y, b));
+    CHECK_VG(vg_free(z, b));
+    CHECK_VALID();
+}
+
+/* The same for a block whose free waited for another stream's use (record_stream). */
+VG_TEST(recorded_uses_that_completed_release_the_block_before_memory_grows) {
+    vgt_init("");
+    CUstream a = vgt_stream(), b = vgt_stream();
+    const size_t n = 4 << 20;
+    void *x, *y, *z;
+    CHECK_VG(vg_malloc(&x, n, a));
+    CHECK_VG(vg_record_stream(x, b));
+    vgt_gate_t g;
+    vgt_gate_close(&g, b);
+    CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)x, 0xAA, n, b)); /* B uses x */
+    CHECK_VG(vg_free(x, a));
+    CHECK_VG(vg_malloc(&y, n, a));
+    CHECK_MSG(y != x, "A got a block that B still uses");
+    vgt_gate_open(&g);
+    CHECK_CU(vg__cuStreamSynchronize(b)); /* (unseen by vramguard) */
+    int64_t reserved = vgt_stats().reserved_bytes[VG_POOL_ALL].current;
+    CHECK_VG(vg_malloc(&z, n, a));
+    CHECK_MSG(z == x, "the block B's use held was not released once B's work completed");
+    CHECK_EQ(vgt_stats().reserved_bytes[VG_POOL_ALL].current, reserved);
+    CHECK_VG(vg_free(y, a));
+    CHECK_VG(vg_free(z, a));
+    CHECK_VALID();
+}
+
+/* A prefetch loop as PyTorch runs it: a buffer made on a side stream, used on the main
+ * stream (record_stream), freed; then the host waits for the device (a loss.item()).
+ * Nothing tells vramguard that the streams synchronised, yet reserved memory must stay
+ * at a few buffers, not grow by one per iteration. */
+VG_TEST(a_record_stream_loop_does_not_grow) {
+    vgt_init("");
+    CUstream side = vgt_stream(), main_s = vgt_stream();
+    const size_t n = 8 << 20;
+    for (int i = 0; i < 200; i++) {
+        void *x;
+        CHECK_VG(vg_malloc(&x, n, side));
+        CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)x, (unsigned char)i, n, side));
+        CHECK_VG(vg_record_stream(x, main_s));
+        CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)x, 1, 4096, main_s));
+        CHECK_VG(vg_free(x, side));
+        CHECK_VALID();
+        CHECK_CU(vg__cuCtxSynchronize()); /* (the driver's) */
+    }
+    int64_t peak = vgt_stats().reserved_bytes[VG_POOL_ALL].peak;
+    CHECK_MSG(peak <= 4 * (int64_t)n, "reserved memory grew to %lld MiB over 200 iterations of "
+              "8 MiB", (long long)(peak >> 20));
+    CHECK_VALID();
+}
+
 VG_TEST(record_stream_delays_reuse) {
     vgt_init("");
     CUstream a = vgt_stream(), b = vgt_stream();
