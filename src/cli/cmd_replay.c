@@ -14,6 +14,16 @@
  * Memory: peaks are vramguard's own statistics (allocated_bytes, requested_bytes,
  * reserved_bytes), and reserved_over_allocated is peak reserved / peak allocated — the
  * figure the traces' .json files give for PyTorch.
+ *
+ * Device lag (--lag=N): a real GPU runs behind the host, so a block freed on a stream is
+ * still in use for a while after vg_free returns, and an event the allocator records
+ * completes later. With --lag=N the simulated device reaches the end of event i only once
+ * the host has issued event i + N (a host function on the event's stream holds the queue
+ * until then), or once the host sleeps with nothing issued for half a millisecond (it
+ * waits for the device: an allocator's synchronisation, or the simulated device's full
+ * command queue, 1024 operations per stream, as a GPU's is bounded). Each repeat ends
+ * with the device catching up, as a loop's synchronisation does. Memory figures then show
+ * what the allocator does on a busy GPU; time figures include the host functions' cost.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -21,7 +31,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 #include <x86intrin.h>
 
 #include "../core/common.h"
@@ -31,8 +44,8 @@
 #include "cli.h"
 #include "trace_csv.h"
 
-static const char *const replay_flags[] = {"device-memory", "repeat", "!json", "!validate",
-                                              NULL};
+static const char *const replay_flags[] = {"device-memory", "repeat", "lag", "!json",
+                                              "!validate", NULL};
 
 static uint64_t clock_ns(clockid_t c) {
     struct timespec ts;
@@ -57,7 +70,48 @@ typedef struct replay {
     char first_oom[4096];
     bool validate;
     char validate_error[1024];
+    uint64_t lag;      /* --lag: events the device runs behind the host (0: none) */
+    uint64_t *gates;   /* per event: the host position its gate waits for */
 } replay_t;
+
+/* The host's position (events issued, over all repeats), read by the device's gates, and
+ * the position at which a gate last found the host waiting for the device: the gates
+ * queued behind it then open at once while the host stays there. */
+static _Atomic uint64_t g_host_pos, g_stalled_at = UINT64_MAX, g_stalls;
+static pid_t g_host_tid;
+
+/* Is the host thread asleep (waiting for the device, since the replay sleeps nowhere
+ * else)? A host that is busy in one long operation (mapping pages) is not. */
+static bool host_asleep(void) {
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)g_host_tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return true;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return !p || (p[1] == ' ' && p[2] == 'S');
+}
+
+/* A gate on a stream: hold the device until the host reaches *arg, or waits for it. */
+static void gate(void *arg) {
+    uint64_t target = *(const uint64_t *)arg;
+    uint64_t seen = atomic_load_explicit(&g_host_pos, memory_order_acquire), idle = 0;
+    struct timespec nap = {0, 20 * 1000};
+    while (seen < target && seen != atomic_load(&g_stalled_at)) {
+        if (idle >= 25 && idle % 25 == 0 && host_asleep()) {
+            atomic_store(&g_stalled_at, seen);
+            atomic_fetch_add(&g_stalls, 1);
+            return;
+        }
+        nanosleep(&nap, NULL);
+        uint64_t now = atomic_load_explicit(&g_host_pos, memory_order_acquire);
+        idle = now == seen ? idle + 1 : 0;
+        seen = now;
+    }
+}
 
 /* Run every event once; returns false if validation failed. */
 static bool run_once(replay_t *r, uint64_t *ticks) {
@@ -78,6 +132,11 @@ static bool run_once(replay_t *r, uint64_t *ticks) {
         }
         if (ticks)
             ticks[i] = __rdtsc() - c0;
+        if (r->lag) {
+            uint64_t pos = atomic_fetch_add_explicit(&g_host_pos, 1, memory_order_release) + 1;
+            r->gates[i] = pos + r->lag;
+            vg__cuLaunchHostFunc(s, gate, &r->gates[i]);
+        }
         if (r->validate && vg_validate() != VG_OK) {
             snprintf(r->validate_error, sizeof r->validate_error, "after event %zu: %s", i + 1,
                      vg_last_error());
@@ -88,6 +147,11 @@ static bool run_once(replay_t *r, uint64_t *ticks) {
 }
 
 static void free_live(replay_t *r) {
+    if (r->lag) { /* the device catches up (the loop synchronises) */
+        atomic_fetch_add_explicit(&g_host_pos, r->lag, memory_order_release);
+        for (uint32_t i = 0; i < r->t->nstreams; i++)
+            vg__cuStreamSynchronize(r->streams[i]);
+    }
     for (size_t i = 0; i < r->t->nslots; i++) {
         if (r->ptrs[i]) {
             vg_free(r->ptrs[i], NULL);
@@ -111,7 +175,7 @@ int cmd_replay(int argc, char **argv) {
     const char *path = cli_positional(&a, 0);
     if (!path) {
         cli_error("usage: vramguard replay TRACE.csv [--device-memory=80G] [--repeat=5] "
-                  "[--mode=fast|guard] [--json]");
+                  "[--lag=N] [--mode=fast|guard] [--json]");
         return CLI_USAGE;
     }
     bool json = false, validate = false;
@@ -123,6 +187,16 @@ int cmd_replay(int argc, char **argv) {
     if (mem && !vg__parse_size(mem, &device_memory)) {
         cli_error("bad value '%s' for --device-memory (expected a size such as 80G)", mem);
         return CLI_USAGE;
+    }
+    const char *lag = cli_flag(&a, "lag", NULL);
+    unsigned long long lag_events = 0;
+    if (lag) {
+        char *end;
+        lag_events = strtoull(lag, &end, 10);
+        if (*end || !*lag || lag[0] == '-' || lag_events > 1000000) {
+            cli_error("bad value '%s' for --lag (expected 0 to 1000000 events)", lag);
+            return CLI_USAGE;
+        }
     }
     long repeats = 5;
     if (rep) {
@@ -156,13 +230,14 @@ int cmd_replay(int argc, char **argv) {
         vg_trace_free(&t);
         return CLI_USAGE;
     }
-    replay_t r = {.t = &t, .validate = validate};
+    replay_t r = {.t = &t, .validate = validate, .lag = lag_events};
     r.ptrs = calloc(t.nslots ? t.nslots : 1, sizeof *r.ptrs);
+    r.gates = calloc(t.nops ? t.nops : 1, sizeof *r.gates);
     r.streams = calloc(t.nstreams, sizeof *r.streams);
     uint64_t *times = calloc((size_t)repeats, sizeof *times);
     uint64_t *cpus = calloc((size_t)repeats, sizeof *cpus);
     uint64_t *ticks = calloc(t.nops ? t.nops : 1, sizeof *ticks);
-    if (!r.ptrs || !r.streams || !times || !cpus || !ticks) {
+    if (!r.ptrs || !r.gates || !r.streams || !times || !cpus || !ticks) {
         cli_error("out of memory");
         return CLI_FAILED;
     }
@@ -180,6 +255,7 @@ int cmd_replay(int argc, char **argv) {
             return CLI_FAILED;
         }
     }
+    g_host_tid = (pid_t)syscall(SYS_gettid);
     int rc = CLI_OK;
     for (long k = 0; k < repeats; k++) {
         uint64_t t0 = now_ns(), c0 = cpu_ns();
@@ -222,25 +298,29 @@ int cmd_replay(int argc, char **argv) {
     const char *mode = vg_option("mode");
     if (json) {
         printf("{\"trace\":\"%s\",\"events\":%zu,\"repeats\":%ld,\"mode\":\"%s\","
-               "\"device_memory\":%llu,\"ns_per_op\":%.1f,\"cpu_ns_per_op\":%.1f,"
+               "\"device_memory\":%llu,\"lag\":%llu,\"ns_per_op\":%.1f,\"cpu_ns_per_op\":%.1f,"
                "\"ns_per_op_cold\":%.1f,\"cpu_ns_per_op_each\":[%s],"
                "\"p50_ns\":%.1f,\"p99_ns\":%.1f,\"peak_allocated\":%llu,"
                "\"peak_requested\":%llu,\"peak_reserved\":%llu,"
                "\"reserved_over_allocated\":%.4f,\"ooms\":%llu,\"num_device_alloc\":%llu,"
-               "\"num_device_free\":%llu,\"num_alloc_retries\":%llu}\n",
-               path, t.nops, repeats, mode, (unsigned long long)device_memory, nsop, cpuop, cold,
-               each, p50,
-               p99, (unsigned long long)peak_alloc, (unsigned long long)peak_req,
+               "\"num_device_free\":%llu,\"num_alloc_retries\":%llu,\"lag_host_waits\":%llu}\n",
+               path, t.nops, repeats, mode, (unsigned long long)device_memory, lag_events, nsop,
+               cpuop, cold, each, p50, p99, (unsigned long long)peak_alloc, (unsigned long long)peak_req,
                (unsigned long long)peak_res, ratio, (unsigned long long)ooms_timed,
                (unsigned long long)s.num_device_alloc, (unsigned long long)s.num_device_free,
-               (unsigned long long)s.num_alloc_retries);
+               (unsigned long long)s.num_alloc_retries, (unsigned long long)g_stalls);
     } else {
         char b1[32], b2[32], b3[32];
         printf("vramguard replay of %s\n", path);
         printf("  %zu events, %zu allocations, %zu still live at the end of the trace\n", t.nops,
                t.nslots, t.live_at_end);
-        printf("  simulated device: %s; mode %s; %ld repeats\n",
-               vg__fmt_bytes(b1, device_memory), mode, repeats);
+        printf("  simulated device: %s; mode %s; %ld repeats", vg__fmt_bytes(b1, device_memory),
+               mode, repeats);
+        if (lag_events)
+            printf("; the device %llu events behind the host (the host waited for it %llu "
+                   "times)",
+                   lag_events, (unsigned long long)g_stalls);
+        printf("\n");
         printf("  allocator time:   %.0f ns per operation (median of %ld repeats; the first, "
                "cold: %.0f ns)\n",
                nsop, repeats, cold);
@@ -263,6 +343,7 @@ int cmd_replay(int argc, char **argv) {
     free(cpus);
     free(ticks);
     free(r.ptrs);
+    free(r.gates);
     free(r.streams);
     vg_trace_free(&t);
     return rc;

@@ -50,6 +50,25 @@ guard_replay_under_limit)
     grep -q '"ooms":0,' "$TMP/out" || fail "OOMs during the replay"
     moves=$(grep -oE '"num_device_free":[0-9]+' "$TMP/out" | cut -d: -f2)
     [ "$moves" -lt 20000 ] || fail "$moves page moves: guard mode thrashes under the limit" ;;
+replay_lag)
+    # Stream 1 frees 64 MiB; 80 operations later stream 2 asks for 64 MiB. With the device
+    # 1000 events behind, stream 1's work has not run, so its block must not be handed
+    # over: new memory is mapped. (That an idle device's block is handed over is
+    # unit_heap:another_streams_completed_frees_serve_before_memory_grows.)
+    { echo "Thread,Time,Action,Pointer,Size,Stream"
+      echo "0,0,allocate,0x1000,67108864,1"; echo "0,1,free,0x1000,67108864,1"
+      echo "0,2,allocate,0x2000,4096,2"
+      for i in $(seq 40); do echo "0,3,allocate,0x3000,4096,2"; echo "0,4,free,0x3000,4096,2"; done
+      echo "0,5,allocate,0x4000,67108864,2"; } >"$TMP/two_streams.csv"
+    run 0 "$VG" replay --json --repeat=1 --lag=1000 "$TMP/two_streams.csv"
+    [ "$(json_field lag)" = 1000 ] || fail "no lag in $(cat "$TMP/out")"
+    [ "$(json_field peak_reserved)" -ge $((128 << 20)) ] ||
+        fail "busy device: stream 2 got stream 1's block before its work ran"
+    run 0 "$VG" replay --mode=guard --repeat=1 --lag=300 "$TRACES/transformer_ctx128_forward_mixed.csv"
+    grep -q "ERROR SUMMARY: no errors found" "$TMP/err" || { cat "$TMP/err" >&2; fail "guard mode reported errors"; }
+    grep -q "300 events behind the host" "$TMP/out" || fail "the lag is not reported"
+    run 2 "$VG" replay --lag=-1 "$TMP/two_streams.csv"; one_line_error "'-1' for --lag"
+    run 2 "$VG" replay --lag=soon "$TMP/two_streams.csv"; one_line_error "'soon' for --lag" ;;
 replay_guard_*)
     t=${CASE#replay_guard_}
     run 0 "$VG" replay --mode=guard --repeat=1 "$TRACES/$t.csv"
