@@ -18,7 +18,9 @@ written out (no fused attention kernel, whose backward pass adds with atomics).
 
 It prints one JSON object (and writes it to --json): the loss of every step as float
 hex strings, the median step time after the warm-up, and peak allocated/reserved bytes
-as the allocator in use counts them. --trace records vramguard's allocation trace (RMM CSV).
+as the allocator in use counts them. --trace records vramguard's allocation trace (RMM CSV);
+--reserved-per-step records reserved bytes after every step (outside the timed steps' cost
+only approximately: it reads the allocator's statistics once per step).
 """
 import argparse
 import json
@@ -36,6 +38,8 @@ ap.add_argument("--warmup", type=int, default=20)
 ap.add_argument("--batch", type=int, default=0, help="default: 8 (gpt2), 128 (resnet50)")
 ap.add_argument("--json")
 ap.add_argument("--trace", help="vramguard only: record the allocation trace (RMM CSV)")
+ap.add_argument("--reserved-per-step", action="store_true",
+                help="also record reserved bytes after every step (where the peak is reached)")
 args = ap.parse_args()
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
@@ -123,6 +127,13 @@ else:
     def loss_of(x, y):
         return F.cross_entropy(model(x), y)
 
+def reserved_now():
+    if args.alloc in ("vramguard", "guard"):
+        return vramguard.memory_stats()["reserved_bytes.all.current"]
+    return torch.cuda.memory_reserved()
+
+
+reserved_steps = []
 gen = torch.Generator(device=dev)
 gen.manual_seed(1234)
 losses = torch.empty(args.steps, device=dev)
@@ -139,6 +150,8 @@ for step in range(args.steps):
     loss.backward()
     opt.step()
     losses[step] = loss.detach()
+    if args.reserved_per_step:
+        reserved_steps.append(reserved_now())
 torch.cuda.synchronize()
 marks.append(time.perf_counter())
 per10 = [(b - a) / 10 for a, b in zip(marks, marks[1:])]
@@ -148,8 +161,11 @@ if args.alloc in ("vramguard", "guard"):
     peak_alloc, peak_res = st["allocated_bytes.all.peak"], st["reserved_bytes.all.peak"]
     errors = len(vramguard.errors())
 else:
+    st = torch.cuda.memory_stats()
     peak_alloc, peak_res = torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved()
     errors = 0
+counts = {k: st.get(k) for k in ("num_device_alloc", "num_device_free", "num_alloc_retries",
+                                  "num_ooms", "segment.all.peak")}
 free, total = torch.cuda.mem_get_info()
 out = {
     "model": args.model, "alloc": args.alloc, "batch": batch, "steps": args.steps,
@@ -157,7 +173,8 @@ out = {
     "step_ms_median": statistics.median(per10) * 1e3 if per10 else None,
     "step_ms_all": [round(t * 1e3, 3) for t in per10],
     "peak_allocated": peak_alloc, "peak_reserved": peak_res,
-    "device_used_at_end": total - free, "errors": errors,
+    "device_used_at_end": total - free, "errors": errors, "counts": counts,
+    "reserved_per_step": reserved_steps,
     "losses": [float(v).hex() for v in losses.tolist()],
     "final_loss": float(losses[-1]),
 }

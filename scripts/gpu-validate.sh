@@ -16,11 +16,16 @@
 #            tests on the real driver (new kernel ops); guard vs fast replays in the steady state; guard mode beside compute-sanitizer on the same
 #            small training loops; GPT-2 in guard mode under a memory limit; the
 #            record_stream script
+#   peak     why vramguard's peak reserved on GPT-2 (18.97-19.01 GB on the H100) is above
+#            the vgsim replay of its own 20-step trace (18.76 GB): a traced 300-step run
+#            with reserved bytes per step, its trace replayed (with and without device
+#            lag); then peak reserved and step time side by side with PyTorch's
+#            allocator and expandable segments, two rounds, on GPT-2 and ResNet-50
 # Results go to OUTDIR (default /tmp/vg-gpu): PART.log, and for train train.jsonl and
 # the traces.
 set -u
 cd "$(dirname "$0")/.."
-PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next [OUTDIR]}
+PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next|peak [OUTDIR]}
 O=${2:-/tmp/vg-gpu}
 mkdir -p "$O"
 B=${B:-build-gpu}
@@ -184,6 +189,36 @@ next)
             examples/pytorch/missing_record_stream.py $fixed
     done
     ;;
+peak)
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    J=$O/peak.jsonl
+    train_run "$J" "gpt2 vramguard traced" 300 --alloc vramguard --model gpt2 --steps 300 \
+        --reserved-per-step --trace "$O/gpt2_300.csv"
+    for lag in 0 800; do
+        step "replay gpt2_300 lag $lag" 300 "$B/vramguard" replay --json --repeat=1 --lag=$lag \
+            "$O/gpt2_300.csv"
+    done
+    step "replay gpt2 20-step trace" 120 "$B/vramguard" replay --json --repeat=1 \
+        bench/traces/gpt2_small_train.csv
+    for round in 1 2; do
+        for a in default expandable vramguard; do
+            train_run "$J" "gpt2 $a round $round" 300 --alloc $a --model gpt2 --steps 300 \
+                --reserved-per-step
+            train_run "$J" "resnet50 $a round $round" 300 --alloc $a --model resnet50 --steps 200
+        done
+    done
+    python3 - "$J" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    rs = r.get("reserved_per_step") or []
+    grew = [i for i in range(1, len(rs)) if rs[i] > rs[i - 1]]
+    print(f"{r['model']:9} {r['alloc']:10} step {r['step_ms_median']:.2f} ms  peak reserved "
+          f"{r['peak_reserved'] / 1e9:.3f} GB  allocated {r['peak_allocated'] / 1e9:.3f} GB  "
+          f"{r.get('counts')}  reserved grew after steps {grew[:20]}")
+PY
+    ;;
 recheck)
     # After the fixes the first runs led to (docs/gpu-validation.md): guard tests and
     # replays with deferral, the record_stream and OOM scripts, ResNet-50 timing.
@@ -222,7 +257,7 @@ except Exception as e:
         --steps 200 && cat /tmp/vg-run.json >>"$J"
     ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch or train)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, train, recheck, next or peak)" >&2
     exit 2
     ;;
 esac
