@@ -99,15 +99,21 @@ VG_TEST(record_stream_delays_reuse) {
     CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
     volatile int open = 0;
     CHECK(cuLaunchHostFunc(b, gate_fn, (void *)&open) == CUDA_SUCCESS); /* b is busy */
-    void *x = T.alloc(1 << 20, 0, a);
+    const size_t n = 2 << 20;
+    void *x = T.alloc(n, 0, a);
     CHECK(x != NULL);
     T.record(x, b); /* tensor.record_stream(b) */
-    T.free(x, 1 << 20, 0, a);
-    void *y = T.alloc(1 << 20, 0, a); /* must not be x while b may still use it */
+    T.free(x, n, 0, a);
+    void *y = T.alloc(n, 0, a); /* must not be x while b may still use it */
     CHECK(y != x);
     open = 1;
     CHECK(cuStreamSynchronize(b) == CUDA_SUCCESS);
-    T.free(y, 1 << 20, 0, a);
+    /* PyTorch tells the allocator of no synchronisation: x comes back once b's work is
+     * done, as with PyTorch's own allocator, instead of waiting for an out-of-memory. */
+    void *z = T.alloc(n, 0, a);
+    CHECK_MSG(z == x, "the block b used was not reused after b's work completed");
+    T.free(y, n, 0, a);
+    T.free(z, n, 0, a);
 }
 
 VG_TEST(empty_cache_and_memory_fraction_hooks) {
