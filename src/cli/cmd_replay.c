@@ -15,6 +15,13 @@
  * reserved_bytes), and reserved_over_allocated is peak reserved / peak allocated — the
  * figure the traces' .json files give for PyTorch.
  *
+ * Perturbed order (--perturb=SEED): in a real program the same loop's frees do not always
+ * arrive in the same order — PyTorch's backward pass frees from its own thread, and the
+ * last frees of a step can come just after the next allocations. With a seed, each free is
+ * delayed by 1 to 8 events with probability 1/50 (xorshift64*, the same for one seed), so
+ * the figures show how sensitive the allocator's fragmentation is to such noise.
+ * bench/pytorch_alloc_model.py perturbs a trace the same way.
+ *
  * Device lag (--lag=N): a real GPU runs behind the host, so a block freed on a stream is
  * still in use for a while after vg_free returns, and an event the allocator records
  * completes later. With --lag=N the simulated device reaches the end of event i only once
@@ -44,8 +51,8 @@
 #include "cli.h"
 #include "trace_csv.h"
 
-static const char *const replay_flags[] = {"device-memory", "repeat", "lag", "!json",
-                                              "!validate", NULL};
+static const char *const replay_flags[] = {"device-memory", "repeat", "lag", "perturb",
+                                              "!json", "!validate", NULL};
 
 static uint64_t clock_ns(clockid_t c) {
     struct timespec ts;
@@ -113,6 +120,46 @@ static void gate(void *arg) {
     }
 }
 
+/* The trace with a seeded share of its frees delayed by a few events (see above). Each op
+ * keeps its slot (one per allocation), so a later free stays after its allocation. */
+static uint64_t xorshift(uint64_t *x) {
+    *x ^= *x >> 12;
+    *x ^= *x << 25;
+    *x ^= *x >> 27;
+    return *x * 0x2545F4914F6CDD1Dull;
+}
+
+static bool perturb(vg_trace_t *t, uint64_t seed) {
+    vg_trace_op_t *out = malloc((t->nops ? t->nops : 1) * sizeof *out);
+    struct { size_t at; vg_trace_op_t op; } held[64]; /* in the order they were held */
+    size_t n = 0, nheld = 0;
+    if (!out)
+        return false;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull | 1;
+    for (size_t i = 0; i < t->nops; i++) {
+        size_t kept = 0; /* release the delayed frees now due, keep the rest in order */
+        for (size_t k = 0; k < nheld; k++) {
+            if (held[k].at <= i)
+                out[n++] = held[k].op;
+            else
+                held[kept++] = held[k];
+        }
+        nheld = kept;
+        const vg_trace_op_t *op = &t->ops[i];
+        if (!op->alloc && nheld < 64 && xorshift(&x) % 50 == 0) {
+            held[nheld].at = i + 1 + xorshift(&x) % 8;
+            held[nheld++].op = *op;
+        } else {
+            out[n++] = *op;
+        }
+    }
+    for (size_t k = 0; k < nheld; k++)
+        out[n++] = held[k].op;
+    memcpy(t->ops, out, n * sizeof *out);
+    free(out);
+    return true;
+}
+
 /* Run every event once; returns false if validation failed. */
 static bool run_once(replay_t *r, uint64_t *ticks) {
     const vg_trace_t *t = r->t;
@@ -175,7 +222,7 @@ int cmd_replay(int argc, char **argv) {
     const char *path = cli_positional(&a, 0);
     if (!path) {
         cli_error("usage: vramguard replay TRACE.csv [--device-memory=80G] [--repeat=5] "
-                  "[--lag=N] [--mode=fast|guard] [--json]");
+                  "[--lag=N] [--perturb=SEED] [--mode=fast|guard] [--json]");
         return CLI_USAGE;
     }
     bool json = false, validate = false;
@@ -198,6 +245,17 @@ int cmd_replay(int argc, char **argv) {
             return CLI_USAGE;
         }
     }
+    const char *pert = cli_flag(&a, "perturb", NULL);
+    unsigned long long seed = 0;
+    if (pert) {
+        char *end;
+        seed = strtoull(pert, &end, 10);
+        if (*end || !*pert || pert[0] == '-') {
+            cli_error("bad value '%s' for --perturb (expected a seed: 0 for the trace's own "
+                      "order, or a positive number)", pert);
+            return CLI_USAGE;
+        }
+    }
     long repeats = 5;
     if (rep) {
         char *end;
@@ -212,6 +270,11 @@ int cmd_replay(int argc, char **argv) {
     if (vg_trace_load(path, &t, err, sizeof err) != 0) {
         cli_error("%s", err);
         return CLI_USAGE;
+    }
+    if (seed && !perturb(&t, seed)) {
+        cli_error("out of memory");
+        vg_trace_free(&t);
+        return CLI_FAILED;
     }
     char dir[PATH_MAX], opts[PATH_MAX + sizeof a.options + 64], memtext[32];
     if (!cli_find_vgsim_dir(dir, sizeof dir)) {
@@ -298,13 +361,13 @@ int cmd_replay(int argc, char **argv) {
     const char *mode = vg_option("mode");
     if (json) {
         printf("{\"trace\":\"%s\",\"events\":%zu,\"repeats\":%ld,\"mode\":\"%s\","
-               "\"device_memory\":%llu,\"lag\":%llu,\"ns_per_op\":%.1f,\"cpu_ns_per_op\":%.1f,"
+               "\"device_memory\":%llu,\"lag\":%llu,\"perturb\":%llu,\"ns_per_op\":%.1f,\"cpu_ns_per_op\":%.1f,"
                "\"ns_per_op_cold\":%.1f,\"cpu_ns_per_op_each\":[%s],"
                "\"p50_ns\":%.1f,\"p99_ns\":%.1f,\"peak_allocated\":%llu,"
                "\"peak_requested\":%llu,\"peak_reserved\":%llu,"
                "\"reserved_over_allocated\":%.4f,\"ooms\":%llu,\"num_device_alloc\":%llu,"
                "\"num_device_free\":%llu,\"num_alloc_retries\":%llu,\"lag_host_waits\":%llu}\n",
-               path, t.nops, repeats, mode, (unsigned long long)device_memory, lag_events, nsop,
+               path, t.nops, repeats, mode, (unsigned long long)device_memory, lag_events, seed, nsop,
                cpuop, cold, each, p50, p99, (unsigned long long)peak_alloc, (unsigned long long)peak_req,
                (unsigned long long)peak_res, ratio, (unsigned long long)ooms_timed,
                (unsigned long long)s.num_device_alloc, (unsigned long long)s.num_device_free,
@@ -316,6 +379,8 @@ int cmd_replay(int argc, char **argv) {
                t.nslots, t.live_at_end);
         printf("  simulated device: %s; mode %s; %ld repeats", vg__fmt_bytes(b1, device_memory),
                mode, repeats);
+        if (seed)
+            printf("; frees delayed as by seed %llu", seed);
         if (lag_events)
             printf("; the device %llu events behind the host (the host waited for it %llu "
                    "times)",
