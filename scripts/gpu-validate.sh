@@ -181,7 +181,7 @@ next)
             --steps 12 --warmup 2 && cat /tmp/vg-run.json >>"$J"
     done
     # Guard mode under a limit: the quarantine shrinks instead of moving pages (G5).
-    VRAMGUARD_OPTIONS=limit=21G train_run "$J" "gpt2 guard limit=21G" 300 --alloc guard \
+    VRAMGUARD_OPTIONS=limit=18G train_run "$J" "gpt2 guard limit=18G" 300 --alloc guard \
         --model gpt2 --steps 60
     for fixed in "" --fixed; do
         step "missing_record_stream $fixed plain" 60 python3 examples/pytorch/missing_record_stream.py $fixed

@@ -66,10 +66,11 @@ void vg__heap_ctx_leave(bool pushed) {
     }
 }
 
-static uint64_t limit_for(uint64_t total) {
-    if (vg__opt.limit.fraction > 0)
-        return vg__align_down((uint64_t)(vg__opt.limit.fraction * (double)total), VG_ALIGN);
-    return vg__opt.limit.bytes;
+/* A LIMIT option's bytes on a device with `total` bytes. */
+static uint64_t bytes_for(vg_limit_t l, uint64_t total) {
+    if (l.fraction > 0)
+        return vg__align_down((uint64_t)(l.fraction * (double)total), VG_ALIGN);
+    return l.bytes;
 }
 
 static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
@@ -86,7 +87,7 @@ static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
         return vg__error(vg__cu_status(r), "cuDeviceTotalMem failed: %s", vg__cu_error_name(r));
     }
     h->device_total = total;
-    h->limit = limit_for(total);
+    h->limit = bytes_for(vg__opt.limit, total);
     bool pushed = vg__heap_ctx_enter(h);
     vg_status_t st = vg__heap_init_segments(h);
     if (st == VG_OK && (st = vg__guard_heap_init(h)) != VG_OK)
@@ -96,8 +97,10 @@ static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
         free(h);
         return st;
     }
-    if (h->vmm)
+    if (h->vmm) {
         vg__stat_pool(h->stats.segment, VG_POOL_LARGE, 1);
+        h->slot_min = bytes_for(vg__opt.slot_min, total);
+    }
     *out = h;
     return VG_OK;
 }
@@ -342,6 +345,8 @@ static bool refresh_streams(vg_heap_t *h, bool wait) {
  * A waiting block never absorbs a complete one: that would hide memory every stream may
  * use behind one stream's pending work. The two merge once the stream completes. */
 static bool merged_tag(const vg_block_t *a, const vg_block_t *b, vg_stream_t **s, uint64_t *e) {
+    if (b->slot & VG_SLOT_START) /* a slot's end: the two stay apart (A5) */
+        return false;
     bool ca = vg__block_complete(a), cb = vg__block_complete(b);
     if (ca && cb) {
         *s = NULL;
@@ -481,6 +486,7 @@ static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t re
             r->mapped = b->mapped;
             r->pat_head = b->pat_head;
             r->pat_tail = b->pat_tail;
+            r->slot = b->slot & VG_SLOT_IN;
             pattern_drop_front(r, size); /* (r->size is already the remainder's) */
             r->prev = b;
             r->next = b->next;
@@ -503,6 +509,8 @@ static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t re
  * two are not merged when freed: that would hide b from every other stream.) */
 static vg_block_t *down_neighbour(const vg_block_t *b, uint64_t size, const vg_stream_t *s) {
     vg_block_t *p = b->prev;
+    if (b->slot & VG_SLOT_START)
+        return NULL;
     if (p && p->state == VG_BLOCK_FREE && p->stream == s && !vg__block_complete(p) &&
         vg__block_complete(b) && p->size < size)
         return p;
@@ -538,6 +546,17 @@ static vg_status_t carve_down(vg_heap_t *h, vg_block_t *p, vg_block_t *b, uint64
     return st;
 }
 
+/* Allocation a needed new memory and is large: its range becomes a slot (A5). Freed, it
+ * stays one block that no neighbour absorbs, so the next tensor of its size finds it
+ * whole instead of mapping more; smaller requests use it only when no other mapped memory
+ * fits (tlsf.c). */
+static void make_slot(vg_heap_t *h, vg_block_t *a) {
+    a->slot = VG_SLOT_START | VG_SLOT_IN;
+    if (a->next)
+        a->next->slot |= VG_SLOT_START;
+    h->index.slot_min = h->slot_min;
+}
+
 /* Place a request on block b (or NULL: search): extend it down, map its pages, carve. */
 static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64_t uoff,
                          vg_stream_t *s, vg_block_t *b, vg_block_t **out) {
@@ -550,14 +569,17 @@ static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64
     }
     vg_block_t *p = down_neighbour(b, size, s);
     vg_block_t *start = p ? p : b;
-    if (!(p ? p->mapped && b->mapped : b->mapped) &&
-        (st = vg__segment_map_range(h, b->seg, start->addr, size)) != VG_OK)
+    bool grows = !(p ? p->mapped && b->mapped : b->mapped);
+    if (grows && (st = vg__segment_map_range(h, b->seg, start->addr, size)) != VG_OK)
         return st;
     st = p ? carve_down(h, p, b, size, requested, uoff, s)
            : carve(h, b, size, requested, uoff, s);
-    if (st == VG_OK)
-        *out = start;
-    return st;
+    if (st != VG_OK)
+        return st;
+    if (grows && h->slot_min && size >= h->slot_min)
+        make_slot(h, start);
+    *out = start;
+    return VG_OK;
 }
 
 /* Do streams other than s have frees not yet known complete (or blocks deferred)? */
@@ -892,6 +914,12 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
                 FAIL("block %#llx has size %llu", h->device, (unsigned long long)b->addr,
                      (unsigned long long)b->size);
             at += b->size;
+            /* A slot's blocks are contiguous: the flag changes only at a boundary. */
+            bool in = (b->slot & VG_SLOT_IN) != 0, prev_in = prev && (prev->slot & VG_SLOT_IN);
+            if (prev && in != prev_in && !(b->slot & VG_SLOT_START))
+                FAIL("blocks %#llx and %#llx: one lies in a slot, the other not, and no "
+                     "boundary separates them",
+                     h->device, (unsigned long long)prev->addr, (unsigned long long)b->addr);
             bool must_be_mapped = b->state != VG_BLOCK_FREE || b->mapped;
             if (must_be_mapped && !vg__segment_range_mapped(seg, b->addr, b->size))
                 FAIL("block %#llx (state %d) has unmapped pages", h->device,
@@ -902,7 +930,7 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
                 free_bytes += b->size;
                 /* Neighbours that serve any stream, or that both still wait on the same
                  * stream, are always merged when they become neighbours. */
-                if (prev && prev->state == VG_BLOCK_FREE &&
+                if (prev && prev->state == VG_BLOCK_FREE && !(b->slot & VG_SLOT_START) &&
                     ((!prev->stream && !b->stream) ||
                      (prev->stream == b->stream && !vg__block_complete(prev) &&
                       !vg__block_complete(b))))

@@ -64,6 +64,7 @@ struct vg_block {
     uint8_t mapped;             /* FREE: every page it touches is mapped */
     uint8_t nuses;              /* ALLOCATED: recorded streams in uses[] */
     uint8_t flags;              /* VG_BF_* */
+    uint8_t slot;               /* VG_SLOT_*: kept through allocation and free */
     uint32_t site;              /* allocation site (sites.h) */
     uint64_t user;              /* ALLOCATED: the pointer handed out (addr in fast mode) */
     uint64_t requested;         /* ALLOCATED: bytes asked for */
@@ -83,6 +84,13 @@ enum {
     /* 2, 4, 8, 16, 64: guard.c's own */
     VG_BF_READY = 32,        /* ALLOCATED (guard): carved where its redzones already hold
                                 the canary (pat_head/pat_tail of the free block) */
+};
+
+/* Slots (docs/decisions.md A5): a large request that needed new memory keeps its address
+ * range; the range's ends are boundaries free blocks do not merge across. */
+enum {
+    VG_SLOT_START = 1, /* its address is a boundary: it never merges with the block below */
+    VG_SLOT_IN = 2,    /* it lies in a slot: smaller requests take other memory first */
 };
 
 struct vg_stream {
@@ -120,6 +128,8 @@ typedef struct vg_tlsf {
     uint32_t sl_bitmap[VG_TLSF_FL];
     vg_block_t *bins[VG_TLSF_FL][VG_TLSF_SL];
     uint64_t nblocks, bytes;
+    uint64_t slot_min;          /* 0 until a slot exists; then requests below this size
+                                   prefer memory outside slots (heap's slot_min) */
 } vg_tlsf_t;
 
 /* Open-addressing map: user address -> allocated block. A slot holds both, so a lookup
@@ -140,6 +150,8 @@ struct vg_heap {
     CUcontext ctx;
     uint64_t device_total;      /* bytes, from the driver */
     uint64_t limit;             /* cap on reserved bytes (option `limit`), 0 = none */
+    uint64_t slot_min;          /* requests this large that grow the heap get a slot (0:
+                                   never; option `slot_min`, VMM heaps only) */
     uint64_t limit_floor;       /* reserved bytes in use when a lower limit was set */
     bool vmm;                   /* segments come from VMM */
     uint64_t page;              /* VMM granularity (2 MiB) */

@@ -33,6 +33,10 @@
       "cap on device memory per device: bytes (15G) or a fraction (0.2); 0 = none")          \
     X(vmm, ENUM, "auto", "auto|on|off",                                                      \
       "virtual-memory segments (auto: when the driver and device support them)")             \
+    X(slot_min, LIMIT, "0.006", "",                                                          \
+      "requests of at least this size (bytes, or a fraction of the device's memory: 0.006 is " \
+      "515 MB on 80 GB) that need new memory get an address range no neighbour merges "     \
+      "into, kept for tensors of that size (0: never)")                                      \
     X(stack_depth, INT, "12", "0..64",                                                       \
       "host frames captured per allocation site (0 = no backtraces)")                        \
     X(unwind, ENUM, "fp", "fp|full",                                                         \

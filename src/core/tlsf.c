@@ -11,6 +11,11 @@
  * above it, where every block fits, taking the first block the stream may use. Blocks a
  * stream may not use yet (freed on another stream, not complete) are skipped, at most 64
  * per bin, so the cost stays bounded when many such blocks wait.
+ *
+ * Once the heap has slots (docs/decisions.md A5), a request searches up to three times:
+ * mapped memory outside slots (for requests smaller than slot_min), mapped memory
+ * anywhere, then anything (memory to map). A request that has mapped memory outside the
+ * slots, the usual case, searches once.
  */
 #include "heap.h"
 
@@ -79,14 +84,25 @@ static bool next_bin(const vg_tlsf_t *t, int *fl, int *sl) {
     return true;
 }
 
-vg_block_t *vg__tlsf_find(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream) {
+/* What a search may take: every block the stream may use, or, while slots exist, first
+ * only mapped blocks outside slots, then mapped blocks anywhere (A5). */
+enum { TAKE_GENERAL, TAKE_MAPPED, TAKE_ANY };
+
+static inline bool takes(const vg_block_t *b, const vg_stream_t *stream, int take) {
+    if (!vg__block_usable(b, stream))
+        return false;
+    return take == TAKE_ANY ||
+           (b->mapped && (take == TAKE_MAPPED || !(b->slot & VG_SLOT_IN)));
+}
+
+static vg_block_t *search(vg_tlsf_t *t, uint64_t size, const vg_stream_t *stream, int take) {
     int fl, sl;
     mapping(size, &fl, &sl);
     /* The request's own bin: blocks may be smaller than the request. */
     vg_block_t *best = NULL;
     int looked = 0;
     for (vg_block_t *b = t->bins[fl][sl]; b && looked < 16; b = b->fnext, looked++) {
-        if (b->size >= size && vg__block_usable(b, stream) && (!best || b->size < best->size)) {
+        if (b->size >= size && takes(b, stream, take) && (!best || b->size < best->size)) {
             best = b;
             if (b->size == size)
                 break;
@@ -98,8 +114,19 @@ vg_block_t *vg__tlsf_find(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream) {
     while (next_bin(t, &fl, &sl)) {
         int skipped = 0;
         for (vg_block_t *b = t->bins[fl][sl]; b && skipped < 64; b = b->fnext, skipped++)
-            if (vg__block_usable(b, stream))
+            if (takes(b, stream, take))
                 return b;
+    }
+    return NULL;
+}
+
+vg_block_t *vg__tlsf_find(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream) {
+    if (!t->slot_min)
+        return search(t, size, stream, TAKE_ANY);
+    for (int take = size < t->slot_min ? TAKE_GENERAL : TAKE_MAPPED; take <= TAKE_ANY; take++) {
+        vg_block_t *b = search(t, size, stream, take);
+        if (b)
+            return b;
     }
     return NULL;
 }

@@ -307,6 +307,63 @@ VG_TEST(empty_cache_returns_memory) {
     CHECK_VALID();
 }
 
+/* A5: a large request that grew the heap keeps its range. Freed, it does not merge with
+ * its neighbours, so a larger request cannot swallow it and the next one of its size finds
+ * it whole, with no new memory. */
+VG_TEST(a_large_allocation_that_grew_the_heap_keeps_its_range) {
+    vgt_init("slot_min=8M");
+    void *l, *s, *big, *again;
+    CHECK_VG(vg_malloc(&l, 16 << 20, NULL)); /* new memory: a slot */
+    CHECK_VG(vg_malloc(&s, 1 << 20, NULL));  /* right after it */
+    CHECK_EQ((uintptr_t)s, (uintptr_t)l + (16 << 20));
+    CHECK_VG(vg_free(l, NULL));
+    CHECK_VG(vg_free(s, NULL));
+    CHECK_VALID();                             /* (the two free blocks stay apart) */
+    CHECK_VG(vg_malloc(&big, 17 << 20, NULL)); /* would fit l and s merged */
+    CHECK_MSG(big != l, "a larger request took the slot and its neighbour together");
+    int64_t reserved = vgt_stats().reserved_bytes[VG_POOL_ALL].current;
+    CHECK_VG(vg_malloc(&again, 16 << 20, NULL));
+    CHECK_MSG(again == l, "the next 16 MiB request did not get the slot back");
+    CHECK_EQ(vgt_stats().reserved_bytes[VG_POOL_ALL].current, reserved);
+    CHECK_VG(vg_free(big, NULL));
+    CHECK_VG(vg_free(again, NULL));
+    CHECK_VALID();
+}
+
+/* Without slots the same requests merge and the range is gone: the behaviour is the
+ * option's, not an accident of placement. */
+VG_TEST(slot_min_0_merges_as_before) {
+    vgt_init("slot_min=0");
+    void *l, *s, *big;
+    CHECK_VG(vg_malloc(&l, 16 << 20, NULL));
+    CHECK_VG(vg_malloc(&s, 1 << 20, NULL));
+    CHECK_VG(vg_free(l, NULL));
+    CHECK_VG(vg_free(s, NULL));
+    CHECK_VG(vg_malloc(&big, 17 << 20, NULL));
+    CHECK(big == l);
+    CHECK_VG(vg_free(big, NULL));
+    CHECK_VALID();
+}
+
+/* Smaller requests use a free slot's memory when nothing else mapped fits, rather than
+ * mapping more: a slot is a preference, not a reservation. */
+VG_TEST(a_free_slot_serves_smaller_requests_before_memory_grows) {
+    vgt_init("slot_min=8M");
+    void *l, *a, *b;
+    CHECK_VG(vg_malloc(&l, 16 << 20, NULL));
+    CHECK_VG(vg_free(l, NULL));
+    int64_t reserved = vgt_stats().reserved_bytes[VG_POOL_ALL].current;
+    CHECK_VG(vg_malloc(&a, 2 << 20, NULL));
+    CHECK_VG(vg_malloc(&b, 6 << 20, NULL));
+    CHECK((uintptr_t)a >= (uintptr_t)l && (uintptr_t)a < (uintptr_t)l + (16 << 20));
+    CHECK((uintptr_t)b >= (uintptr_t)l && (uintptr_t)b < (uintptr_t)l + (16 << 20));
+    CHECK_EQ(vgt_stats().reserved_bytes[VG_POOL_ALL].current, reserved);
+    CHECK_VALID();
+    CHECK_VG(vg_free(a, NULL));
+    CHECK_VG(vg_free(b, NULL));
+    CHECK_VALID();
+}
+
 VG_TEST(idle_pages_move_instead_of_failing) {
     /* Free memory must never be stranded by fragmentation (S6): under a limit that leaves
      * no room for new pages, the pages of a freed block that no longer fits are unmapped
