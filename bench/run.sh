@@ -53,3 +53,7 @@ for mode in launch alloc; do
     label=$([ $mode = launch ] && echo "a kernel launch per step" || echo "allocate (stream-ordered), launch, free per step")
     printf "| %s | %s | %s | %.2f |\n" "$label" "$p" "$r" "$(echo "$r / $p" | bc -l)"
 done
+echo
+echo "### Peak reserved when frees arrive in another order (vramguard replay --perturb, seeds 0-8), beside a model of PyTorch's allocator"
+echo
+"$(dirname "$0")/perturbed.sh" "$B"
