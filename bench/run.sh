@@ -56,4 +56,4 @@ done
 echo
 echo "### Peak reserved when frees arrive in another order (vramguard replay --perturb, seeds 0-8), beside a model of PyTorch's allocator"
 echo
-"$(dirname "$0")/perturbed.sh" "$B"
+bench/perturbed.sh "$B"
