@@ -524,7 +524,7 @@ static vg_status_t carve_down(vg_heap_t *h, vg_block_t *p, vg_block_t *b, uint64
     uint64_t take = size - p->size;
     uint64_t both = p->size + b->size; /* p and b as one block, for the pattern */
     uint64_t head = p->pat_head >= p->size ? p->size + b->pat_head : p->pat_head;
-    uint64_t tail = b->pat_tail >= b->size ? both : b->pat_tail;
+    uint64_t tail = b->pat_tail >= b->size ? b->size + p->pat_tail : b->pat_tail;
     bool ready = redzones_ready(both, head, tail, uoff, requested, size);
     vg__tlsf_remove(&h->index, p);
     vg__tlsf_remove(&h->index, b);

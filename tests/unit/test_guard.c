@@ -285,6 +285,33 @@ VG_TEST(a_block_leaves_the_quarantine_repaired_and_in_stream_order) {
     CHECK_VALID();
 }
 
+/* A request that starts in a free block still waiting on its stream and runs on into the
+ * complete block above it (heap.c's carve_down) knows the pattern of both: the lower
+ * block's start, here the middle of a large freed block (poisoned at its ends only), does
+ * not hold it, so the left redzone must be filled. (The combined pattern once took the
+ * upper block's for the whole: a left redzone of zeros, reported as overwritten.) */
+VG_TEST(a_request_across_a_waiting_and_a_complete_block_fills_its_redzone) {
+    guard_init("quarantine=0,poison_bytes=128K");
+    CUstream s = vgt_stream();
+    void *x, *y, *a, *b;
+    CHECK_VG(vg_malloc(&x, 1 << 20, s));    /* poisoned at its ends when freed */
+    CHECK_VG(vg_malloc(&y, 100 << 10, s));  /* poisoned whole */
+    CHECK_VG(vg_free(y, s));
+    CHECK_VG(vg_stream_synchronized(s));    /* y's block: complete, all pattern */
+    CHECK_VG(vg_free(x, s));                /* x's block: waiting on s */
+    CHECK_VG(vg_malloc(&a, (1 << 20) - (60 << 10), s)); /* the front of x's block */
+    CHECK(a == x);
+    CHECK_VG(vg_malloc(&b, 80 << 10, s));   /* the rest of x's block and the front of y's */
+    CHECK((uintptr_t)b > (uintptr_t)a && (uintptr_t)b < (uintptr_t)y);
+    CHECK_VG(vg_check());
+    CHECK_EQ(vg_error_count(), 0);
+    CHECK_VG(vg_free(a, s));
+    CHECK_VG(vg_free(b, s));
+    CHECK_VG(vg_check());
+    CHECK_EQ(vg_error_count(), 0);
+    CHECK_VALID();
+}
+
 VG_TEST(large_blocks_are_poisoned_at_both_ends) {
     guard_init("poison_bytes=64K");
     void *p;
