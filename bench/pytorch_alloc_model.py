@@ -79,6 +79,15 @@ class Block:
     __slots__ = ("addr", "size", "prev", "next", "free", "small", "stream")
 
 
+def join(a, b):
+    """Block a absorbs its upper neighbour b; returns a."""
+    a.size += b.size
+    a.next = b.next
+    if b.next:
+        b.next.prev = a
+    return a
+
+
 def peak_reserved(ops):
     pools = {}  # (stream, small) -> sorted [(size, addr, block)]
     next_va, reserved, peak, live = 1 << 40, 0, 0, {}
@@ -124,20 +133,11 @@ def peak_reserved(ops):
             b = live.pop(life)
             b.free = True
             if b.prev is not None and b.prev.free:
-                a = b.prev
-                remove(a)
-                a.size += b.size
-                a.next = b.next
-                if b.next:
-                    b.next.prev = a
-                b = a
+                remove(b.prev)
+                b = join(b.prev, b)
             if b.next is not None and b.next.free:
-                n = b.next
-                remove(n)
-                b.size += n.size
-                b.next = n.next
-                if n.next:
-                    n.next.prev = b
+                remove(b.next)
+                b = join(b, b.next)
             insert(b)
     return peak
 

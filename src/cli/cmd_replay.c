@@ -33,6 +33,7 @@
  * what the allocator does on a busy GPU; time figures include the host functions' cost.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -80,6 +81,24 @@ typedef struct replay {
     uint64_t lag;      /* --lag: events the device runs behind the host (0: none) */
     uint64_t *gates;   /* per event: the host position its gate waits for */
 } replay_t;
+
+/* Flag --name as a whole number in [lo, hi] (left as it is when absent); false, with a
+ * message saying what was expected, when it is malformed or out of range. */
+static bool number_flag(const cli_args_t *a, const char *name, unsigned long long lo,
+                        unsigned long long hi, const char *expected, unsigned long long *out) {
+    const char *v = cli_flag(a, name, NULL);
+    if (!v)
+        return true;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (!*v || *end || v[0] == '-' || errno || n < lo || n > hi) {
+        cli_error("bad value '%s' for --%s (expected %s)", v, name, expected);
+        return false;
+    }
+    *out = n;
+    return true;
+}
 
 /* The host's position (events issued, over all repeats), read by the device's gates, and
  * the position at which a gate last found the host waiting for the device: the gates
@@ -229,42 +248,18 @@ int cmd_replay(int argc, char **argv) {
     cli_flag(&a, "json", &json);
     cli_flag(&a, "validate", &validate);
     const char *mem = cli_flag(&a, "device-memory", NULL);
-    const char *rep = cli_flag(&a, "repeat", NULL);
     uint64_t device_memory = 80ull << 30;
     if (mem && !vg__parse_size(mem, &device_memory)) {
         cli_error("bad value '%s' for --device-memory (expected a size such as 80G)", mem);
         return CLI_USAGE;
     }
-    const char *lag = cli_flag(&a, "lag", NULL);
-    unsigned long long lag_events = 0;
-    if (lag) {
-        char *end;
-        lag_events = strtoull(lag, &end, 10);
-        if (*end || !*lag || lag[0] == '-' || lag_events > 1000000) {
-            cli_error("bad value '%s' for --lag (expected 0 to 1000000 events)", lag);
-            return CLI_USAGE;
-        }
-    }
-    const char *pert = cli_flag(&a, "perturb", NULL);
-    unsigned long long seed = 0;
-    if (pert) {
-        char *end;
-        seed = strtoull(pert, &end, 10);
-        if (*end || !*pert || pert[0] == '-') {
-            cli_error("bad value '%s' for --perturb (expected a seed: 0 for the trace's own "
-                      "order, or a positive number)", pert);
-            return CLI_USAGE;
-        }
-    }
-    long repeats = 5;
-    if (rep) {
-        char *end;
-        repeats = strtol(rep, &end, 10);
-        if (*end || repeats < 1 || repeats > 1000) {
-            cli_error("bad value '%s' for --repeat (expected 1 to 1000)", rep);
-            return CLI_USAGE;
-        }
-    }
+    unsigned long long reps = 5, lag_events = 0, seed = 0;
+    if (!number_flag(&a, "repeat", 1, 1000, "1 to 1000", &reps) ||
+        !number_flag(&a, "lag", 0, 1000000, "0 to 1000000 events", &lag_events) ||
+        !number_flag(&a, "perturb", 0, ULLONG_MAX,
+                     "a seed: 0 for the trace's own order, or a positive number", &seed))
+        return CLI_USAGE;
+    long repeats = (long)reps;
     vg_trace_t t;
     char err[1024];
     if (vg_trace_load(path, &t, err, sizeof err) != 0) {
