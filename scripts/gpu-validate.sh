@@ -199,6 +199,12 @@ peak)
         step "replay gpt2_300 lag $lag" 300 "$B/vramguard" replay --json --repeat=1 --lag=$lag \
             "$O/gpt2_300.csv"
     done
+    for seed in 1 2 3; do
+        step "replay gpt2_300 perturb $seed" 300 "$B/vramguard" replay --json --repeat=1 \
+            --perturb=$seed "$O/gpt2_300.csv"
+    done
+    step "PyTorch model on gpt2_300" 300 python3 bench/pytorch_alloc_model.py --perturb=0,1,2,3 \
+        "$O/gpt2_300.csv"
     step "replay gpt2 20-step trace" 120 "$B/vramguard" replay --json --repeat=1 \
         bench/traces/gpt2_small_train.csv
     for round in 1 2; do
