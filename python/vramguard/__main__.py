@@ -22,10 +22,16 @@ def _parse(argv):
 
 
 def main(argv):
+    if argv[:1] in (["help"], ["--help"], ["-h"]):
+        sys.stdout.write(__doc__.strip() + "\n")
+        return 0
     if len(argv) < 2 or argv[0] != "run":
         sys.stderr.write(__doc__.strip() + "\n")
         return 2
     opts, rest = _parse(argv[1:])
+    if "help" in opts or "h" in opts:
+        sys.stdout.write(__doc__.strip() + "\n")
+        return 0
     if not rest:
         sys.stderr.write("vramguard: run needs a script\n")
         return 2

@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "vramguard.h"
 
@@ -24,12 +25,35 @@ typedef struct cli_args {
     int nrest;
 } cli_args_t;
 
-/* Split argv: every --KEY=VALUE (or --KEY VALUE, or --KEY for booleans) whose KEY is a
- * vramguard option goes to `options`; `verb_flags` lists the verb's own flags: those that
- * take a value ("html": --html OUT or --html=OUT, kept as "--html=OUT") and, marked with a
- * leading '!', those that take none ("!json"). Returns false after printing a one-line
- * error. */
-bool cli_parse(int argc, char **argv, const char *const *verb_flags, cli_args_t *out);
+/* A verb's own flag: --NAME=VALUE when `value` names the value, --NAME when it is NULL. */
+typedef struct cli_flag_spec {
+    const char *name;  /* without the "--" */
+    const char *value; /* the value's placeholder in help ("OUT.html"), or NULL */
+    const char *help;  /* one or more lines, '\n' between them */
+} cli_flag_spec_t;
+
+/* A verb, as help shows it and cli_parse() accepts its flags (help.c). */
+typedef struct cli_verb {
+    const char *name;
+    const char *synopsis; /* what follows "vramguard NAME" in its usage line */
+    const char *summary;  /* one line, for the list of verbs */
+    const char *text;     /* what it does, for `vramguard help NAME` */
+    const cli_flag_spec_t *flags; /* ends with {0} */
+    bool takes_options;   /* vramguard's options are flags of it too */
+} cli_verb_t;
+
+extern const cli_verb_t cli_verbs[]; /* ends with {0} */
+const cli_verb_t *cli_verb(const char *name);
+void cli_print_usage(FILE *f);
+void cli_print_verb_help(FILE *f, const cli_verb_t *v);
+void cli_print_options_help(FILE *f);
+
+/* Split argv for `verb` (cli_verb("replay")): every --KEY=VALUE (or --KEY VALUE, or
+ * --KEY for booleans) whose KEY is a vramguard option goes to `options`; the verb's own
+ * flags stay in argv, a flag's separate value joined to it (--html OUT becomes
+ * --html=OUT). Returns false when the verb should stop and exit with *exit_code: after
+ * printing its help for --help or -h (0), or a one-line error (CLI_USAGE). */
+bool cli_parse(int argc, char **argv, const cli_verb_t *verb, cli_args_t *out, int *exit_code);
 
 /* The value of a verb flag from a parsed command line, or NULL. `present` (if not NULL)
  * is set when the flag appears without a value. */

@@ -15,8 +15,6 @@
 #include "demo.h"
 #include "vramguard.h"
 
-static const char *const demo_flags[] = {"!sim", NULL};
-
 /* Does the real driver load and see a device? (Probed in a private handle.) */
 static bool real_gpu_present(void) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -39,8 +37,9 @@ static void rule(const char *id, const char *title) {
 
 int cmd_demo(int argc, char **argv) {
     cli_args_t a;
-    if (!cli_parse(argc, argv, demo_flags, &a))
-        return CLI_USAGE;
+    int exit_code;
+    if (!cli_parse(argc, argv, cli_verb("demo"), &a, &exit_code))
+        return exit_code;
     if (cli_positional(&a, 0)) {
         cli_error("demo takes no arguments (see 'vramguard help')");
         return CLI_USAGE;

@@ -52,9 +52,6 @@
 #include "cli.h"
 #include "trace_csv.h"
 
-static const char *const replay_flags[] = {"device-memory", "repeat", "lag", "perturb",
-                                              "!json", "!validate", NULL};
-
 static uint64_t clock_ns(clockid_t c) {
     struct timespec ts;
     clock_gettime(c, &ts);
@@ -236,8 +233,9 @@ static double ns_per_tick(void) {
 
 int cmd_replay(int argc, char **argv) {
     cli_args_t a;
-    if (!cli_parse(argc, argv, replay_flags, &a))
-        return CLI_USAGE;
+    int exit_code;
+    if (!cli_parse(argc, argv, cli_verb("replay"), &a, &exit_code))
+        return exit_code;
     const char *path = cli_positional(&a, 0);
     if (!path) {
         cli_error("usage: vramguard replay TRACE.csv [--device-memory=80G] [--repeat=5] "

@@ -9,13 +9,11 @@
 #include "cli.h"
 #include "report_model.h"
 
-static const char *const report_flags[] = {"html", "svg", "chrome-trace", "group", "!quiet",
-                                               NULL};
-
 int cmd_report(int argc, char **argv) {
     cli_args_t a;
-    if (!cli_parse(argc, argv, report_flags, &a))
-        return CLI_USAGE;
+    int exit_code;
+    if (!cli_parse(argc, argv, cli_verb("report"), &a, &exit_code))
+        return exit_code;
     if (a.options[0]) {
         cli_error("report takes no vramguard options (it only reads snapshot files)");
         return CLI_USAGE;

@@ -16,8 +16,6 @@
 
 #include "cli.h"
 
-static const char *const run_flags[] = {"!sim", "!follow-children", NULL};
-
 static volatile pid_t g_child;
 
 /* SIGTERM / SIGHUP to `vramguard run` go on to the program (which writes its reports). */
@@ -68,8 +66,9 @@ static void prepend_env(const char *name, const char *value) {
 
 int cmd_run(int argc, char **argv) {
     cli_args_t a;
-    if (!cli_parse(argc, argv, run_flags, &a))
-        return CLI_USAGE;
+    int exit_code;
+    if (!cli_parse(argc, argv, cli_verb("run"), &a, &exit_code))
+        return exit_code;
     if (!a.rest || a.nrest == 0 || cli_positional(&a, 0)) {
         cli_error("usage: vramguard run [--sim] [--follow-children] [--OPTION=VALUE ...] -- "
                   "PROGRAM [ARGS...]");

@@ -1,7 +1,7 @@
 /* main.c — the vramguard command: verb dispatch, option flags, help.
  *
  * Every option of the table (src/core/options.h) is also a flag: --mode=guard,
- * --limit 15G, --verbose. Verbs add their own flags. Exit codes: 0 success, 1 the verb
+ * --limit 15G, --verbose. Verbs add their own flags (help.c describes them). Exit codes: 0 success, 1 the verb
  * found a problem, 2 a usage or input error; `run` returns the program's own code.
  */
 #define _GNU_SOURCE
@@ -48,21 +48,22 @@ static bool is_option_key(const char *key, size_t len, const char **type, const 
     return false;
 }
 
-/* The verb flag `name` in list, or NULL. A leading '!' marks a flag that takes no value. */
-static const char *in_list(const char *name, size_t len, const char *const *list) {
-    for (int i = 0; list && list[i]; i++) {
-        const char *f = list[i] + (list[i][0] == '!');
-        if (strlen(f) == len && strncmp(f, name, len) == 0)
-            return list[i];
-    }
+/* The flag `name` of the verb, or NULL. */
+static const cli_flag_spec_t *verb_flag(const char *name, size_t len, const cli_verb_t *verb) {
+    for (const cli_flag_spec_t *f = verb->flags; f->name; f++)
+        if (strlen(f->name) == len && strncmp(f->name, name, len) == 0)
+            return f;
     return NULL;
 }
 
-bool cli_parse(int argc, char **argv, const char *const *verb_flags, cli_args_t *out) {
+bool cli_parse(int argc, char **argv, const cli_verb_t *verb, cli_args_t *out, int *exit_code) {
     memset(out, 0, sizeof *out);
+    *exit_code = CLI_USAGE;
     out->argv = calloc((size_t)argc + 1, sizeof *out->argv);
-    if (!out->argv)
+    if (!out->argv) {
+        cli_error("out of memory");
         return false;
+    }
     size_t olen = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
@@ -70,6 +71,11 @@ bool cli_parse(int argc, char **argv, const char *const *verb_flags, cli_args_t 
             out->rest = &argv[i + 1];
             out->nrest = argc - i - 1;
             break;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            cli_print_verb_help(stdout, verb);
+            *exit_code = CLI_OK;
+            return false;
         }
         if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
             out->argv[out->argc++] = argv[i];
@@ -98,19 +104,21 @@ bool cli_parse(int argc, char **argv, const char *const *verb_flags, cli_args_t 
             olen += (size_t)w;
             continue;
         }
-        const char *vf = in_list(name, nlen, verb_flags);
-        if (vf && vf[0] == '!' && eq) {
+        const cli_flag_spec_t *vf = verb_flag(name, nlen, verb);
+        if (vf && !vf->value && eq) {
             cli_error("--%.*s takes no value", (int)nlen, name);
             return false;
         }
-        if (vf && vf[0] != '!' && !eq) { /* "--flag value" becomes "--flag=value" */
+        if (vf && vf->value && !eq) { /* "--flag value" becomes "--flag=value" */
             if (i + 1 >= argc) {
-                cli_error("--%.*s needs a value", (int)nlen, name);
+                cli_error("--%.*s needs a value (--%s=%s)", (int)nlen, name, vf->name, vf->value);
                 return false;
             }
             char *joined;
-            if (asprintf(&joined, "%s=%s", a, argv[++i]) < 0)
+            if (asprintf(&joined, "%s=%s", a, argv[++i]) < 0) {
+                cli_error("out of memory");
                 return false;
+            }
             out->argv[out->argc++] = joined; /* (lives as long as the process) */
             continue;
         }
@@ -118,7 +126,7 @@ bool cli_parse(int argc, char **argv, const char *const *verb_flags, cli_args_t 
             out->argv[out->argc++] = argv[i];
             continue;
         }
-        cli_error("unknown flag '%s' (see 'vramguard help')", a);
+        cli_error("unknown flag '%s' (see 'vramguard help %s')", a, verb->name);
         return false;
     }
     if (olen && vg__options_validate(out->options) != VG_OK) {
@@ -195,58 +203,24 @@ bool cli_find_vgsim_dir(char *out, size_t n) {
     return false;
 }
 
-/* ---------------------------------------------------------------------------------------
- * Help
- * ------------------------------------------------------------------------------------- */
-
-static void print_usage(FILE *f) {
-    fputs("usage: vramguard <verb> [flags] [arguments]\n"
-          "\n"
-          "Verbs:\n"
-          "  demo [--sim]             run the bug scenarios end to end (vgsim when there is no GPU)\n"
-          "  replay TRACE.csv         replay an allocation trace (RMM log format) through the\n"
-          "                           allocator: --device-memory=80G --repeat=5 --json --validate\n"
-          "  run [--sim] -- CMD ...   run a program with vramguard injected (--sim: on vgsim);\n"
-          "                           --follow-children, and any option: --mode=guard ...\n"
-          "  report SNAP.json ...     summarise snapshots (snapshot=PATH writes them); pictures\n"
-          "                           with --html OUT --svg OUT --chrome-trace OUT; --group=size\n"
-          "  help [options]           this text, or every option with its default\n"
-          "  version                  print the version\n"
-          "\n"
-          "Every option is also a flag, e.g. --mode=guard --limit=15G --verbose;\n"
-          "'vramguard help options' lists them. The same keys work in\n"
-          "VRAMGUARD_OPTIONS=\"key=value,key=value\".\n",
-          f);
-}
-
-static void print_options_help(void) {
-    int w = 6; /* the widest key */
-    for (int i = 0; i < vg__options_count(); i++) {
-        const char *k, *t, *d, *a, *h;
-        vg__option_info(i, &k, &t, &d, &a, &h);
-        if ((int)strlen(k) > w)
-            w = (int)strlen(k);
-    }
-    printf("%-*s %-6s %-14s %s\n", w, "option", "type", "default", "meaning");
-    for (int i = 0; i < vg__options_count(); i++) {
-        const char *k, *t, *d, *a, *h;
-        vg__option_info(i, &k, &t, &d, &a, &h);
-        printf("%-*s %-6s %-14s %s%s%s%s\n", w, k, t, d[0] ? d : "\"\"", h, a[0] ? " [" : "",
-               a, a[0] ? "]" : "");
-    }
-}
-
 int main(int argc, char **argv) {
     if (argc < 2) {
-        print_usage(stderr);
+        cli_print_usage(stderr);
         return CLI_USAGE;
     }
     const char *verb = argv[1];
     if (strcmp(verb, "help") == 0 || strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0) {
-        if (argc > 2 && strcmp(argv[2], "options") == 0)
-            print_options_help();
-        else
-            print_usage(stdout);
+        if (argc < 3) {
+            cli_print_usage(stdout);
+        } else if (strcmp(argv[2], "options") == 0) {
+            cli_print_options_help(stdout);
+        } else if (cli_verb(argv[2])) {
+            cli_print_verb_help(stdout, cli_verb(argv[2]));
+        } else {
+            cli_error("no help on '%s': ask for a verb (demo, replay, run, report) or "
+                      "'options'", argv[2]);
+            return CLI_USAGE;
+        }
         return CLI_OK;
     }
     if (strcmp(verb, "version") == 0 || strcmp(verb, "--version") == 0) {

@@ -114,6 +114,29 @@ bad_options)
     one_line_error "frobnicate"
     run 2 "$VG" replay --json=3 x.csv
     one_line_error "json" ;;
+help)
+    # Every verb documents every flag it accepts, on --help, -h and `help VERB`.
+    for verb in demo replay run report; do
+        run 0 "$VG" help $verb; cp "$TMP/out" "$TMP/help"
+        grep -q "^usage: vramguard $verb " "$TMP/help" || fail "help $verb: no usage line"
+        run 0 "$VG" $verb --help; cmp -s "$TMP/out" "$TMP/help" || fail "$verb --help differs"
+        run 0 "$VG" $verb -h; cmp -s "$TMP/out" "$TMP/help" || fail "$verb -h differs"
+        [ ! -s "$TMP/err" ] || fail "$verb -h wrote to stderr"
+    done
+    run 0 "$VG" help replay
+    for f in device-memory=SIZE repeat=N lag=N perturb=SEED json validate; do
+        grep -q -- "--$f " "$TMP/out" || fail "help replay does not document --$f"
+    done
+    run 0 "$VG" help options
+    awk 'length > 100 { exit 1 }' "$TMP/out" || fail "help options has lines over 100 columns"
+    grep -q "^slot_min " "$TMP/out" || fail "help options does not list slot_min"
+    # After "--", --help belongs to the program.
+    run 0 "$VG" run --sim -- sh -c 'echo "args: $*"' sh --help
+    grep -q "args: --help" "$TMP/out" || fail "run swallowed the program's --help"
+    run 2 "$VG" help frobnicate; one_line_error "no help on 'frobnicate'"
+    run 2 "$VG" replay --frobnicate "$TRACES/resnet50_train.csv"
+    one_line_error "see 'vramguard help replay'"
+    run 2 "$VG" report --html; one_line_error "needs a value \\(--html=OUT.html\\)" ;;
 missing_driver)
     run 2 "$VG" replay --driver=/nonexistent/libcuda.so.1 "$TRACES/transformer_ctx128_forward_mixed.csv"
     one_line_error "cannot load the CUDA driver.*vgsim" ;;

@@ -121,6 +121,14 @@ class Command(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("python -m vramguard run", r.stderr)
 
+    def test_help(self):
+        for args in (["--help"], ["-h"], ["help"], ["run", "--help"]):
+            r = subprocess.run([sys.executable, "-m", "vramguard"] + args,
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, args)
+            self.assertIn("python -m vramguard run", r.stdout)
+            self.assertEqual(r.stderr, "")
+
     def test_enable_without_torch(self):
         try:
             import torch  # noqa: F401
