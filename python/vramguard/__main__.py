@@ -1,7 +1,14 @@
 """python -m vramguard run [--mode=guard] [--OPTION=VALUE ...] script.py [args...]
+python -m vramguard convert SNAPSHOT.pickle [TRACE.csv] [--device=N]
 
-Runs a script with vramguard enabled before it starts, so the script needs no change.
-An allocation failure raises torch.cuda.OutOfMemoryError carrying vramguard's explanation."""
+run: runs a script with vramguard enabled before it starts, so the script needs no
+change. An allocation failure raises torch.cuda.OutOfMemoryError carrying vramguard's
+explanation.
+
+convert: turns the allocation history of a PyTorch memory snapshot
+(torch.cuda.memory._record_memory_history(), then _dump_snapshot()) into a trace for
+`vramguard replay TRACE.csv`, which then shows what vramguard would reserve beside what
+PyTorch's allocator did."""
 import runpy
 import sys
 
@@ -25,6 +32,12 @@ def main(argv):
     if argv[:1] in (["help"], ["--help"], ["-h"]):
         sys.stdout.write(__doc__.strip() + "\n")
         return 0
+    if argv[:1] == ["convert"]:
+        if "--help" in argv or "-h" in argv:
+            sys.stdout.write(__doc__.strip() + "\n")
+            return 0
+        from vramguard import _convert
+        return _convert.main(argv[1:], sys.stdout, sys.stderr)
     if len(argv) < 2 or argv[0] != "run":
         sys.stderr.write(__doc__.strip() + "\n")
         return 2

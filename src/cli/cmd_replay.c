@@ -13,7 +13,9 @@
  *
  * Memory: peaks are vramguard's own statistics (allocated_bytes, requested_bytes,
  * reserved_bytes), and reserved_over_allocated is peak reserved / peak allocated — the
- * figure the traces' .json files give for PyTorch.
+ * figure the traces' .json files give for PyTorch. When TRACE.json lies beside TRACE.csv
+ * (bench/traces, `python -m vramguard convert`), its pytorch_peak_reserved and
+ * pytorch_peak_allocated are printed beside vramguard's figures.
  *
  * Perturbed order (--perturb=SEED): in a real program the same loop's frees do not always
  * arrive in the same order — PyTorch's backward pass frees from its own thread, and the
@@ -50,6 +52,8 @@
 #include "../core/options.h"
 #include "../driver/driver.h"
 #include "cli.h"
+#include "json.h"
+#include "readfile.h"
 #include "trace_csv.h"
 
 static uint64_t clock_ns(clockid_t c) {
@@ -231,6 +235,38 @@ static double ns_per_tick(void) {
     return (double)(t1 - t0) / (double)(c1 - c0);
 }
 
+/* PyTorch's figures on the same events, from the .json beside the trace (bench/traces/
+ * README.md), if there is one that has them: 0 where it has not. A sidecar that cannot be
+ * read is only mentioned; the replay goes on. */
+typedef struct pytorch_figures {
+    uint64_t peak_allocated, peak_reserved;
+    char path[PATH_MAX];
+} pytorch_figures_t;
+
+static void read_pytorch_figures(const char *trace, pytorch_figures_t *pf) {
+    memset(pf, 0, sizeof *pf);
+    size_t n = strlen(trace);
+    if (n < 4 || strcasecmp(trace + n - 4, ".csv") != 0 || n >= sizeof pf->path)
+        return;
+    snprintf(pf->path, sizeof pf->path, "%.*s.json", (int)(n - 4), trace);
+    if (access(pf->path, F_OK) != 0)
+        return;
+    size_t len;
+    char err[600];
+    char *text = cli_read_file(pf->path, &len, err, sizeof err);
+    json_doc_t *doc = text ? json_parse(text, len, err, sizeof err) : NULL;
+    if (!doc) {
+        cli_error("ignoring %s (PyTorch's figures): %s", pf->path, err);
+    } else {
+        int64_t res = json_int(json_root(doc), "pytorch_peak_reserved", 0);
+        int64_t all = json_int(json_root(doc), "pytorch_peak_allocated", 0);
+        pf->peak_reserved = res > 0 ? (uint64_t)res : 0;
+        pf->peak_allocated = all > 0 ? (uint64_t)all : 0;
+        json_free(doc);
+    }
+    free(text);
+}
+
 int cmd_replay(int argc, char **argv) {
     cli_args_t a;
     int exit_code;
@@ -258,6 +294,8 @@ int cmd_replay(int argc, char **argv) {
                      "a seed: 0 for the trace's own order, or a positive number", &seed))
         return CLI_USAGE;
     long repeats = (long)reps;
+    pytorch_figures_t pf;
+    read_pytorch_figures(path, &pf);
     vg_trace_t t;
     char err[1024];
     if (vg_trace_load(path, &t, err, sizeof err) != 0) {
@@ -359,19 +397,24 @@ int cmd_replay(int argc, char **argv) {
                "\"p50_ns\":%.1f,\"p99_ns\":%.1f,\"peak_allocated\":%llu,"
                "\"peak_requested\":%llu,\"peak_reserved\":%llu,"
                "\"reserved_over_allocated\":%.4f,\"ooms\":%llu,\"num_device_alloc\":%llu,"
-               "\"num_device_free\":%llu,\"num_alloc_retries\":%llu,\"lag_host_waits\":%llu}\n",
+               "\"num_device_free\":%llu,\"num_alloc_retries\":%llu,\"lag_host_waits\":%llu",
                path, t.nops, repeats, mode, (unsigned long long)device_memory, lag_events, seed, nsop,
                cpuop, cold, each, p50, p99, (unsigned long long)peak_alloc, (unsigned long long)peak_req,
                (unsigned long long)peak_res, ratio, (unsigned long long)ooms_timed,
                (unsigned long long)s.num_device_alloc, (unsigned long long)s.num_device_free,
                (unsigned long long)s.num_alloc_retries, (unsigned long long)g_stalls);
+        if (pf.peak_reserved)
+            printf(",\"pytorch_peak_reserved\":%llu", (unsigned long long)pf.peak_reserved);
+        if (pf.peak_allocated)
+            printf(",\"pytorch_peak_allocated\":%llu", (unsigned long long)pf.peak_allocated);
+        printf("}\n");
     } else {
         char b1[32], b2[32], b3[32];
         printf("vramguard replay of %s\n", path);
         printf("  %zu events, %zu allocations, %zu still live at the end of the trace\n", t.nops,
                t.nslots, t.live_at_end);
-        printf("  simulated device: %s; mode %s; %ld repeats", vg__fmt_bytes(b1, device_memory),
-               mode, repeats);
+        printf("  simulated device: %s; mode %s; %ld repeat%s", vg__fmt_bytes(b1, device_memory),
+               mode, repeats, repeats == 1 ? "" : "s");
         if (seed)
             printf("; frees delayed as by seed %llu", seed);
         if (lag_events)
@@ -379,9 +422,12 @@ int cmd_replay(int argc, char **argv) {
                    "times)",
                    lag_events, (unsigned long long)g_stalls);
         printf("\n");
-        printf("  allocator time:   %.0f ns per operation (median of %ld repeats; the first, "
-               "cold: %.0f ns)\n",
-               nsop, repeats, cold);
+        if (repeats == 1)
+            printf("  allocator time:   %.0f ns per operation (one cold run)\n", nsop);
+        else
+            printf("  allocator time:   %.0f ns per operation (median of %ld repeats; the first, "
+                   "cold: %.0f ns)\n",
+                   nsop, repeats, cold);
         printf("  host CPU time:    %.0f ns per operation (the allocating thread's own work)\n",
                cpuop);
         printf("  latency:          p50 %.0f ns, p99 %.0f ns per operation\n", p50, p99);
@@ -390,6 +436,16 @@ int cmd_replay(int argc, char **argv) {
         printf("  peak requested:   %s\n", vg__fmt_bytes(b2, peak_req));
         printf("  peak reserved:    %s\n", vg__fmt_bytes(b3, peak_res));
         printf("  reserved/allocated at peak: %.4f\n", ratio);
+        if (pf.peak_reserved) {
+            printf("  PyTorch's allocator: peak reserved %s", vg__fmt_bytes(b3, pf.peak_reserved));
+            if (pf.peak_allocated)
+                printf(", %.4f of its peak allocated",
+                       (double)pf.peak_reserved / (double)pf.peak_allocated);
+            printf("\n                       (%s: the same events%s)\n", pf.path,
+                   seed ? ", in the trace's own order" : "");
+            printf("  vramguard / PyTorch peak reserved: %.4f\n",
+                   (double)peak_res / (double)pf.peak_reserved);
+        }
         printf("  out-of-memory failures: %llu\n", (unsigned long long)ooms_timed);
         if (ooms_timed)
             printf("\nthe first failure:\n%s\n", r.first_oom);

@@ -137,6 +137,21 @@ help)
     run 2 "$VG" replay --frobnicate "$TRACES/resnet50_train.csv"
     one_line_error "see 'vramguard help replay'"
     run 2 "$VG" report --html; one_line_error "needs a value \\(--html=OUT.html\\)" ;;
+replay_pytorch_figures)
+    # The .json beside a trace gives PyTorch's figures on the same events: replay prints
+    # them beside its own; a sidecar it cannot read is named, and the replay goes on.
+    pt=$(grep -oE '"pytorch_peak_reserved": *[0-9]+' "$TRACES/resnet50_train.json" | grep -oE '[0-9]+$')
+    run 0 "$VG" replay --json --repeat=1 "$TRACES/resnet50_train.csv"
+    [ "$(json_field pytorch_peak_reserved)" = "$pt" ] || fail "pytorch_peak_reserved is not $pt: $(cat "$TMP/out")"
+    run 0 "$VG" replay --repeat=1 "$TRACES/resnet50_train.csv"
+    grep -q "PyTorch's allocator: peak reserved" "$TMP/out" || fail "no PyTorch figure in $(cat "$TMP/out")"
+    grep -qE "vramguard / PyTorch peak reserved: 0\.[0-9]+" "$TMP/out" || fail "no ratio"
+    head -200 "$TRACES/resnet50_train.csv" >"$TMP/t.csv"; echo '{"pytorch_peak_reserved": ' >"$TMP/t.json"
+    run 0 "$VG" replay --repeat=1 "$TMP/t.csv"; one_line_error "ignoring .*t.json"
+    grep -q "PyTorch's allocator" "$TMP/out" && fail "figures from a broken sidecar"
+    rm "$TMP/t.json"; run 0 "$VG" replay --json --repeat=1 "$TMP/t.csv"
+    grep -q pytorch_peak "$TMP/out" && fail "PyTorch figures without a sidecar"
+    [ ! -s "$TMP/err" ] || fail "a message without a sidecar: $(cat "$TMP/err")" ;;
 missing_driver)
     run 2 "$VG" replay --driver=/nonexistent/libcuda.so.1 "$TRACES/transformer_ctx128_forward_mixed.csv"
     one_line_error "cannot load the CUDA driver.*vgsim" ;;
