@@ -38,6 +38,9 @@ ap.add_argument("--warmup", type=int, default=20)
 ap.add_argument("--batch", type=int, default=0, help="default: 8 (gpt2), 128 (resnet50)")
 ap.add_argument("--json")
 ap.add_argument("--trace", help="vramguard only: record the allocation trace (RMM CSV)")
+ap.add_argument("--memory-history", metavar="SNAPSHOT.pickle",
+                help="PyTorch's allocator only: record its history from the start and dump a "
+                     "memory snapshot at the end (for python -m vramguard convert)")
 ap.add_argument("--reserved-per-step", action="store_true",
                 help="also record reserved bytes after every step (where the peak is reached)")
 args = ap.parse_args()
@@ -133,6 +136,10 @@ def reserved_now():
     return torch.cuda.memory_reserved()
 
 
+if args.memory_history:
+    if args.alloc not in ("default", "expandable"):
+        sys.exit("--memory-history records PyTorch's own allocator (--alloc default or expandable)")
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000)
 reserved_steps = []
 gen = torch.Generator(device=dev)
 gen.manual_seed(1234)
@@ -166,6 +173,9 @@ else:
     errors = 0
 counts = {k: st.get(k) for k in ("num_device_alloc", "num_device_free", "num_alloc_retries",
                                   "num_ooms", "segment.all.peak")}
+if args.memory_history:
+    torch.cuda.memory._dump_snapshot(args.memory_history)
+    torch.cuda.memory._record_memory_history(enabled=None)
 free, total = torch.cuda.mem_get_info()
 out = {
     "model": args.model, "alloc": args.alloc, "batch": batch, "steps": args.steps,

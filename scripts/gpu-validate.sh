@@ -21,11 +21,14 @@
 #            with reserved bytes per step, its trace replayed (with and without device
 #            lag); then peak reserved and step time side by side with PyTorch's
 #            allocator and expandable segments, two rounds, on GPT-2 and ResNet-50
+#   convert  PyTorch memory snapshots of the two loops under PyTorch's allocator, turned
+#            into traces by python -m vramguard convert and replayed: the snapshot's
+#            figures beside what PyTorch measured in the same run, and vramguard's beside them
 # Results go to OUTDIR (default /tmp/vg-gpu): PART.log, and for train train.jsonl and
 # the traces.
 set -u
 cd "$(dirname "$0")/.."
-PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next|peak [OUTDIR]}
+PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next|peak|convert [OUTDIR]}
 O=${2:-/tmp/vg-gpu}
 mkdir -p "$O"
 B=${B:-build-gpu}
@@ -225,6 +228,23 @@ for line in open(sys.argv[1]):
           f"{r.get('counts')}  reserved grew after steps {grew[:20]}")
 PY
     ;;
+convert)
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    J=$O/convert.jsonl
+    for m in resnet50 gpt2; do
+        train_run "$J" "$m default, memory history" 300 --alloc default --model $m --steps 20 \
+            --warmup 2 --memory-history "$O/$m.pickle"
+        step "convert $m" 120 python3 -m vramguard convert "$O/$m.pickle" "$O/${m}_pt.csv"
+        step "replay $m" 300 "$B/vramguard" replay --json --repeat=1 "$O/${m}_pt.csv"
+        step "PyTorch model on $m" 300 python3 bench/pytorch_alloc_model.py "$O/${m}_pt.csv"
+    done
+    python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print(r["model"], "measured by PyTorch: peak allocated", r["peak_allocated"],
+          "peak reserved", r["peak_reserved"])' "$J"
+    ;;
 recheck)
     # After the fixes the first runs led to (docs/gpu-validation.md): guard tests and
     # replays with deferral, the record_stream and OOM scripts, ResNet-50 timing.
@@ -263,7 +283,7 @@ except Exception as e:
         --steps 200 && cat /tmp/vg-run.json >>"$J"
     ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, train, recheck, next or peak)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, train, recheck, next, peak or convert)" >&2
     exit 2
     ;;
 esac
