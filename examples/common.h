@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +98,21 @@ static inline CUresult ex_fill(const ex_t *e, CUdeviceptr x, float v, unsigned l
     void *params[] = {&x, &v, &n};
     return cuLaunchKernel(e->fill, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, s, params,
                           NULL);
+}
+
+/* The same launch through cuLaunchKernelEx, as cudaLaunchKernelEx and Hopper's cluster
+ * launches make it (here with one attribute, a priority of 0). */
+static inline CUresult ex_fill_ex(const ex_t *e, CUdeviceptr x, float v, unsigned long long n,
+                                  CUstream s) {
+    void *params[] = {&x, &v, &n};
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+    attr.value.priority = 0;
+    CUlaunchConfig cfg = {.gridDimX = (unsigned)((n + 255) / 256), .gridDimY = 1, .gridDimZ = 1,
+                          .blockDimX = 256, .blockDimY = 1, .blockDimZ = 1, .hStream = s,
+                          .attrs = &attr, .numAttrs = 1};
+    return cuLaunchKernelEx(&cfg, e->fill, params, NULL);
 }
 
 /* --- a gate: a host function that holds a stream until another thread opens it -------- */

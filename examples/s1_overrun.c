@@ -3,15 +3,21 @@
  * A 4x250 float tensor (4000 bytes) is filled by a kernel told it has 4x251 elements:
  * the last 16 bytes land after the end. On a GPU this silently corrupts whatever lies
  * next; `vramguard run --mode=guard` reports the allocation, the 16 bytes and the kernel.
+ * With --launch-ex the kernel is launched through cuLaunchKernelEx (cudaLaunchKernelEx).
  */
 #include "common.h"
 
-int main(void) {
+int main(int argc, char **argv) {
+    bool launch_ex = argc > 1 && strcmp(argv[1], "--launch-ex") == 0;
     ex_t e = ex_init();
     const unsigned long long rows = 4, cols = 250;
     CUdeviceptr t;
     CK(cuMemAlloc(&t, rows * cols * sizeof(float)));
-    CK(ex_fill(&e, t, 1.0f, rows * (cols + 1), NULL)); /* the bug: one column too many */
+    /* the bug: one column too many */
+    if (launch_ex)
+        CK(ex_fill_ex(&e, t, 1.0f, rows * (cols + 1), NULL));
+    else
+        CK(ex_fill(&e, t, 1.0f, rows * (cols + 1), NULL));
     CK(cuCtxSynchronize());
     CK(cuMemFree(t));
     printf("s1: filled a %llux%llu tensor\n", rows, cols);

@@ -312,6 +312,19 @@ VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
     return sim_enqueue(s, op);
 }
 
+/* CUDA 12's cuLaunchKernelEx, what cudaLaunchKernelEx and cluster launches reach: the same
+ * launch with its configuration in a struct. vgsim runs a kernel's blocks one after another
+ * on the host, so the attributes that shape scheduling (cooperative, cluster dimensions,
+ * priority, ...) change nothing here and are accepted as given. */
+VGSIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+                                    void **extra) {
+    if (!config || (config->numAttrs && !config->attrs))
+        return CUDA_ERROR_INVALID_VALUE;
+    return cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ,
+                          config->blockDimX, config->blockDimY, config->blockDimZ,
+                          config->sharedMemBytes, config->hStream, params, extra);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Built-in kernels: vramguard's guard kernel, the host twin of kernels/guard.cu. It
  * must behave exactly as the CUDA version: same descriptors, same log records. On a GPU

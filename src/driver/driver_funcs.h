@@ -135,6 +135,9 @@
        unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,               \
        void **params, void **extra),                                                        \
       (f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra))                            \
+    X(cuLaunchKernelEx, cuLaunchKernelEx, OPT,                                              \
+      (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),           \
+      (config, f, params, extra))                                                           \
     /* --- virtual memory management --- */                                                \
     X(cuMemAddressReserve, cuMemAddressReserve, OPT,                                        \
       (CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,                   \

@@ -43,6 +43,7 @@
     X(cuMemsetD32Async, cuMemsetD32Async)                                                   \
     /* execution and synchronisation */                                                     \
     X(cuLaunchKernel, cuLaunchKernel)                                                       \
+    X(cuLaunchKernelEx, cuLaunchKernelEx)                                                   \
     X(cuStreamSynchronize, cuStreamSynchronize)                                             \
     X(cuCtxSynchronize, cuCtxSynchronize)                                                   \
     X(cuEventSynchronize, cuEventSynchronize)                                               \
@@ -63,6 +64,7 @@
     X(cuMemsetD8Async, cuMemsetD8Async, cuMemsetD8Async_ptsz)                               \
     X(cuMemsetD32Async, cuMemsetD32Async, cuMemsetD32Async_ptsz)                            \
     X(cuLaunchKernel, cuLaunchKernel, cuLaunchKernel_ptsz)                                  \
+    X(cuLaunchKernelEx, cuLaunchKernelEx, cuLaunchKernelEx_ptsz)                            \
     X(cuStreamSynchronize, cuStreamSynchronize, cuStreamSynchronize_ptsz)                   \
     X(cuMemcpyAsync, cuMemcpyAsync, cuMemcpyAsync_ptsz)                                     \
     X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)                   \

@@ -88,6 +88,19 @@ static func_info_t lookup_func(CUfunction f) {
  * Launches
  * ------------------------------------------------------------------------------------- */
 
+/* What every launch does before it reaches the driver: note the kernel, its pointer
+ * arguments and where it was launched, then launch the guard work waiting on its stream. */
+__attribute__((noinline)) static void before_launch(CUfunction f, CUstream stream,
+                                                   void **params) {
+    func_info_t info = lookup_func(f);
+    uint64_t ptrs[VG_LAUNCH_PTRS];
+    int n = 0;
+    for (int i = 0; params && i < info.nptr; i++) /* kernelParams: one pointer per param */
+        memcpy(&ptrs[n++], params[info.index[i]], sizeof ptrs[0]);
+    vg__launch_note_args(info.name, stream, vg__opt.stack_depth ? vg__site_here(2) : 0, ptrs, n);
+    vg__guard_flush_stream(stream);
+}
+
 VG_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
                                unsigned int bx, unsigned int by, unsigned int bz,
                                unsigned int shmem, CUstream stream, void **params,
@@ -97,13 +110,7 @@ VG_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
         return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
-    func_info_t info = lookup_func(f);
-    uint64_t ptrs[VG_LAUNCH_PTRS];
-    int n = 0;
-    for (int i = 0; params && i < info.nptr; i++) /* kernelParams: one pointer per param */
-        memcpy(&ptrs[n++], params[info.index[i]], sizeof ptrs[0]);
-    vg__launch_note_args(info.name, stream, vg__opt.stack_depth ? vg__site_here(1) : 0, ptrs, n);
-    vg__guard_flush_stream(stream);
+    before_launch(f, stream, params);
     return vgp_check(real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra),
                      "cuLaunchKernel");
 }
@@ -114,6 +121,28 @@ VG_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int 
                                     void **params, void **extra) {
     return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream ? stream : CU_STREAM_PER_THREAD,
                           params, extra);
+}
+
+/* CUDA 12's launch with a configuration struct: cudaLaunchKernelEx, and the cluster
+ * launches of Hopper kernels (CUTLASS, cuBLAS, FlashAttention 3). */
+VG_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+                                 void **extra) {
+    __typeof__(&cuLaunchKernelEx) real = NEXT_FN(cuLaunchKernelEx);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready() || !config)
+        return real(config, f, params, extra);
+    before_launch(f, config->hStream, params);
+    return vgp_check(real(config, f, params, extra), "cuLaunchKernelEx");
+}
+
+VG_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
+                                      void **params, void **extra) {
+    if (!config || config->hStream)
+        return cuLaunchKernelEx(config, f, params, extra);
+    CUlaunchConfig c = *config;
+    c.hStream = CU_STREAM_PER_THREAD;
+    return cuLaunchKernelEx(&c, f, params, extra);
 }
 
 /* ---------------------------------------------------------------------------------------

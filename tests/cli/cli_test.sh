@@ -297,6 +297,15 @@ example_*)
     clean_program) chk 0 all ;;
     *) fail "no expectation for $ex" ;;
     esac ;;
+interposer_launch_ex)
+    # S1 with its kernel launched through cuLaunchKernelEx (cudaLaunchKernelEx, cluster
+    # launches): the report names the kernel and the guard work precedes it.
+    command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s1_overrun" --launch-ex
+    python3 "$HERE/check_report.py" "$TMP/r.json" 1 out_of_bounds_after allocation.size=4000 \
+        damage.first_offset=4000 damage.bytes=16 kernels_since_last_clean_check~ex_fill ||
+        { cat "$TMP/err" >&2; fail "report"; }
+    grep -q "launched at ex_fill_ex" "$TMP/err" || fail "the launch site is not the program's" ;;
 clean_identical)
     # A correct program: the same output without vramguard, and under it in both modes,
     # no report, and exit status 0.

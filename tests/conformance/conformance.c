@@ -730,3 +730,36 @@ VG_TEST(kernel_in_bounds_is_fine) {
     CHECK_EQ(h, 77);
     CHECK_CU(cuMemFree(d));
 }
+
+/* cuLaunchKernelEx (cudaLaunchKernelEx): the same launch as cuLaunchKernel, its geometry
+ * and stream in a struct, attributes beside it; stream order holds across both. */
+VG_TEST(launch_kernel_ex_runs_like_launch_kernel) {
+    setup();
+    CUstream s;
+    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const unsigned long long n = 64 * 128;
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, n * 4));
+    CHECK_CU(launch_fill(s, d, 5, n));
+    unsigned v = 2;
+    void *args[] = {&d, &v, (void *)&n};
+    CUlaunchAttribute attr;
+    memset(&attr, 0, sizeof attr);
+    attr.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+    attr.value.priority = 0;
+    CUlaunchConfig cfg = {.gridDimX = 64, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 128,
+                          .blockDimY = 1, .blockDimZ = 1, .hStream = s, .attrs = &attr,
+                          .numAttrs = 1};
+    CHECK_CU(cuLaunchKernelEx(&cfg, k_add, args, NULL)); /* after the fill, on s */
+    cfg.numAttrs = 0;
+    cfg.attrs = NULL;
+    CHECK_CU(cuLaunchKernelEx(&cfg, k_add, args, NULL));
+    CHECK_CU(cuStreamSynchronize(s));
+    unsigned first = 0, last = 0;
+    CHECK_CU(cuMemcpyDtoH(&first, d, 4));
+    CHECK_CU(cuMemcpyDtoH(&last, d + (n - 1) * 4, 4));
+    CHECK_EQ(first, 9);
+    CHECK_EQ(last, 9);
+    CHECK_CU(cuMemFree(d));
+    CHECK_CU(cuStreamDestroy(s));
+}
