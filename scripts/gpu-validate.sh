@@ -102,6 +102,8 @@ c)
         step "$ex vramguard" 60 "$B/vramguard" run --mode=guard --limit=1G -- "$B/examples/$ex"
         step "$ex compute-sanitizer" 120 compute-sanitizer --tool memcheck "$B/examples/$ex"
     done
+    step "s1_overrun --launch-ex vramguard" 60 "$B/vramguard" run --mode=guard -- \
+        "$B/examples/s1_overrun" --launch-ex
     replays
     for round in 1 2 3; do
         step "launch_heavy plain" 60 "$B/bench/launch_heavy" 200000 launch
@@ -171,6 +173,10 @@ train)
 next)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     build
+    step "conformance launch_kernel_ex" 60 "$B/tests/conformance/conformance" \
+        launch_kernel_ex_runs_like_launch_kernel
+    step "s1_overrun --launch-ex vramguard" 60 "$B/vramguard" run --mode=guard -- \
+        "$B/examples/s1_overrun" --launch-ex
     guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)
     REPEAT=15 replays
     J=$O/next.jsonl
