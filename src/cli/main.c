@@ -59,7 +59,8 @@ static const cli_flag_spec_t *verb_flag(const char *name, size_t len, const cli_
 bool cli_parse(int argc, char **argv, const cli_verb_t *verb, cli_args_t *out, int *exit_code) {
     memset(out, 0, sizeof *out);
     *exit_code = CLI_USAGE;
-    out->argv = calloc((size_t)argc + 1, sizeof *out->argv);
+    static char **kept; /* the verbs' arguments live as long as the process */
+    out->argv = kept = calloc((size_t)argc + 1, sizeof *out->argv);
     if (!out->argv) {
         cli_error("out of memory");
         return false;
