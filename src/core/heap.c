@@ -100,6 +100,7 @@ static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
     if (h->vmm) {
         vg__stat_pool(h->stats.segment, VG_POOL_LARGE, 1);
         h->slot_min = bytes_for(vg__opt.slot_min, total);
+        h->small_max = vg__opt.small_max;
     }
     *out = h;
     return VG_OK;
@@ -557,12 +558,20 @@ static void make_slot(vg_heap_t *h, vg_block_t *a) {
     h->index.slot_min = h->slot_min;
 }
 
+/* The free block a request would take, or NULL: small requests search their own range
+ * (A6), every other request the general one. */
+static vg_block_t *find_block(vg_heap_t *h, uint64_t size, vg_stream_t *s) {
+    if (size <= h->small_max && (h->small_seg || vg__segment_small_range(h)))
+        return vg__tlsf_find_small(&h->index, size, s);
+    return vg__tlsf_find(&h->index, size, s);
+}
+
 /* Place a request on block b (or NULL: search): extend it down, map its pages, carve. */
 static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64_t uoff,
                          vg_stream_t *s, vg_block_t *b, vg_block_t **out) {
     vg_status_t st;
     if (!b)
-        b = vg__tlsf_find(&h->index, size, s);
+        b = find_block(h, size, s);
     if (!b) {
         if ((st = vg__segment_grow(h, size, &b)) != VG_OK)
             return st;
@@ -580,6 +589,13 @@ static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64
         make_slot(h, start);
     *out = start;
     return VG_OK;
+}
+
+/* A small request whose range could not have a page: room in general memory will do. */
+static vg_status_t place_in_general(vg_heap_t *h, uint64_t size, uint64_t requested,
+                                    uint64_t uoff, vg_stream_t *s, vg_block_t **out) {
+    vg_block_t *g = vg__tlsf_find(&h->index, size, s);
+    return g ? place(h, size, requested, uoff, s, g, out) : VG_ERR_OUT_OF_MEMORY;
 }
 
 /* Do streams other than s have frees not yet known complete (or blocks deferred)? */
@@ -610,10 +626,12 @@ static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, u
         process_deferred(h); /* (also says which events the refresh must record) */
         if (refresh_streams(h, false))
             process_deferred(h);
-        b = vg__tlsf_find(&h->index, size, s); /* (released blocks may have merged with b) */
+        b = find_block(h, size, s); /* (released blocks may have merged with b) */
     }
     h->memory_short = false;
     vg_status_t st = place(h, size, requested, uoff, s, b, out);
+    if (st == VG_ERR_OUT_OF_MEMORY && size <= h->small_max)
+        st = place_in_general(h, size, requested, uoff, s, out);
     if (h->guard && h->memory_short && st == VG_OK)
         vg__guard_shrink_quarantine(h); /* (for the allocations that follow) */
     if (st == VG_ERR_OUT_OF_MEMORY) { /* wait for every stream and retry; then release
@@ -628,6 +646,8 @@ static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, u
         if (st == VG_ERR_OUT_OF_MEMORY && vg__segment_trim(h) == VG_OK)
             st = place(h, size, requested, uoff, s, NULL, out);
     }
+    if (st == VG_ERR_OUT_OF_MEMORY && size <= h->small_max)
+        st = place_in_general(h, size, requested, uoff, s, out);
     if (st == VG_ERR_OUT_OF_MEMORY) {
         h->stats.num_ooms++;
         vg__oom_explain(h, requested, size, s ? s->handle : NULL);
@@ -652,7 +672,7 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
         vg__oom_explain(h, requested, rounded, stream);
         return VG_ERR_OUT_OF_MEMORY;
     }
-    vg_block_t *b = vg__tlsf_find(&h->index, rounded, s);
+    vg_block_t *b = find_block(h, rounded, s);
     if (VG_LIKELY(b && b->mapped)) {
         vg_block_t *p = down_neighbour(b, rounded, s);
         if (!p || p->mapped) {
@@ -873,12 +893,13 @@ uint64_t vg__heap_largest_servable(vg_heap_t *h) {
 
 typedef struct index_check {
     uint64_t n, bytes;
-    vg_block_t *bad;
+    int cls;          /* the class being walked */
+    vg_block_t *bad;  /* a block that is not free, or in the other class's bins */
 } index_check_t;
 
 static bool check_index_block(vg_block_t *b, void *arg) {
     index_check_t *c = arg;
-    if (b->state != VG_BLOCK_FREE) {
+    if (b->state != VG_BLOCK_FREE || b->seg->small != (c->cls == VG_CLASS_SMALL)) {
         c->bad = b;
         return false;
     }
@@ -973,10 +994,14 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
                  (unsigned long long)seg->base, (unsigned long long)at);
     }
     index_check_t ic = {0};
-    vg__tlsf_each_desc(&h->index, check_index_block, &ic);
+    for (ic.cls = 0; ic.cls < VG_CLASSES && !ic.bad; ic.cls++)
+        vg__tlsf_each_desc_class(&h->index, ic.cls, check_index_block, &ic);
     if (ic.bad)
-        FAIL("block %#llx in the free index has state %d", h->device,
-             (unsigned long long)ic.bad->addr, ic.bad->state);
+        FAIL("block %#llx in the free index has state %d and lies in the %s range, but was "
+             "found among the %s blocks",
+             h->device, (unsigned long long)ic.bad->addr, ic.bad->state,
+             ic.bad->seg->small ? "small-request" : "general",
+             ic.cls - 1 == VG_CLASS_SMALL ? "small-request" : "general");
     if (ic.n != nfree || ic.bytes != free_bytes || h->index.nblocks != nfree ||
         h->index.bytes != free_bytes)
         FAIL("free index holds %llu blocks / %llu bytes, segments %llu / %llu", h->device,

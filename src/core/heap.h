@@ -110,6 +110,7 @@ struct vg_stream {
 struct vg_segment {
     uint64_t base, size;
     bool vmm;                   /* pages mapped on demand (else one cuMemAlloc) */
+    bool small;                 /* the range of small requests (small_max, A6) */
     CUmemGenericAllocationHandle *pages; /* VMM: handle mapped at each page, or 0 */
     size_t npages, nmapped;
     vg_block_t *first;          /* the lowest block */
@@ -123,11 +124,19 @@ typedef struct vg_free_rec {
 } vg_free_rec_t;
 #define VG_FREE_HISTORY 65536
 
-typedef struct vg_tlsf {
+/* The free index keeps two classes apart: blocks of the small-request range (a segment
+ * with `small` set, docs/decisions.md A6) and all others. */
+enum { VG_CLASS_GENERAL = 0, VG_CLASS_SMALL = 1, VG_CLASSES = 2 };
+
+typedef struct vg_tlsf_class {
     uint64_t fl_bitmap;
     uint32_t sl_bitmap[VG_TLSF_FL];
     vg_block_t *bins[VG_TLSF_FL][VG_TLSF_SL];
-    uint64_t nblocks, bytes;
+} vg_tlsf_class_t;
+
+typedef struct vg_tlsf {
+    vg_tlsf_class_t cls[VG_CLASSES];
+    uint64_t nblocks, bytes;    /* both classes */
     uint64_t slot_min;          /* 0 until a slot exists; then requests below this size
                                    prefer memory outside slots (heap's slot_min) */
 } vg_tlsf_t;
@@ -152,6 +161,9 @@ struct vg_heap {
     uint64_t limit;             /* cap on reserved bytes (option `limit`), 0 = none */
     uint64_t slot_min;          /* requests this large that grow the heap get a slot (0:
                                    never; option `slot_min`, VMM heaps only) */
+    uint64_t small_max;         /* requests up to this size use their own range (0: none;
+                                   option `small_max`, VMM heaps only) */
+    vg_segment_t *small_seg;    /* that range, reserved at the first such request */
     uint64_t limit_floor;       /* reserved bytes in use when a lower limit was set */
     bool vmm;                   /* segments come from VMM */
     uint64_t page;              /* VMM granularity (2 MiB) */
@@ -229,11 +241,16 @@ vg_stream_t *vg__heap_stream_find(vg_heap_t *h, CUstream handle);
 /* tlsf.c */
 void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b);
 void vg__tlsf_remove(vg_tlsf_t *t, vg_block_t *b);
-/* First block of size >= size usable by `stream` (see vg__block_usable). */
+/* A block of size >= size usable by `stream` (see vg__block_usable), of the general
+ * class or of the small-request range. */
 vg_block_t *vg__tlsf_find(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream);
-/* Visit free blocks from the largest class down; stop when fn returns false. */
+vg_block_t *vg__tlsf_find_small(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream);
+/* Visit free blocks, each class from its largest bin down (the general class first); stop
+ * when fn returns false. */
 void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void *arg);
-uint64_t vg__tlsf_largest(vg_tlsf_t *t);
+/* The same over one class. */
+void vg__tlsf_each_desc_class(vg_tlsf_t *t, int cls, bool (*fn)(vg_block_t *b, void *arg),
+                              void *arg);
 
 /* ptrmap.c */
 bool vg__ptrmap_put(vg_ptrmap_t *m, uint64_t key, vg_block_t *val);
@@ -254,6 +271,9 @@ static inline bool vg__block_usable(const vg_block_t *b, const vg_stream_t *s) {
 
 /* segment.c — physical memory */
 vg_status_t vg__segment_grow(vg_heap_t *h, uint64_t size, vg_block_t **out);
+/* The small-request range (A6), reserved on first use; NULL (and small_max set to 0)
+ * when the heap has no VMM or no address space is left for it. */
+vg_segment_t *vg__segment_small_range(vg_heap_t *h);
 /* Make every page of [addr, addr+size) mapped; steals idle pages before creating. */
 vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr,
                                   uint64_t size);

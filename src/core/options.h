@@ -37,6 +37,10 @@
       "requests of at least this size (bytes, or a fraction of the device's memory: 0.006 is " \
       "515 MB on 80 GB) that need new memory get an address range no neighbour merges "     \
       "into, kept for tensors of that size (0: never)")                                      \
+    X(small_max, SIZE, "1M", "0..1G",                                                         \
+      "requests up to this size are served from an address range of their own, as PyTorch's " \
+      "small pool: small tensors that live long then never pin the holes large ones leave "  \
+      "(0: one range for all)")                                                              \
     X(stack_depth, INT, "12", "0..64",                                                       \
       "host frames captured per allocation site (0 = no backtraces)")                        \
     X(unwind, ENUM, "fp", "fp|full",                                                         \

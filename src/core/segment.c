@@ -58,7 +58,8 @@ void vg__block_put(vg_heap_t *h, vg_block_t *b) {
  * Segments
  * ------------------------------------------------------------------------------------- */
 
-static vg_segment_t *segment_add(vg_heap_t *h, uint64_t base, uint64_t size, bool vmm) {
+static vg_segment_t *segment_add(vg_heap_t *h, uint64_t base, uint64_t size, bool vmm,
+                                 bool small) {
     vg_segment_t *seg = calloc(1, sizeof *seg);
     vg_block_t *b = vg__block_new(h);
     if (!seg || !b) {
@@ -70,6 +71,7 @@ static vg_segment_t *segment_add(vg_heap_t *h, uint64_t base, uint64_t size, boo
     seg->base = base;
     seg->size = size;
     seg->vmm = vmm;
+    seg->small = small;
     if (vmm) {
         seg->npages = size / h->page;
         seg->pages = calloc(seg->npages, sizeof *seg->pages);
@@ -91,13 +93,18 @@ static vg_segment_t *segment_add(vg_heap_t *h, uint64_t base, uint64_t size, boo
     return seg;
 }
 
-static vg_status_t reserve_range(vg_heap_t *h, uint64_t at_least, vg_segment_t **out) {
-    uint64_t want = vg__align_up(VG_MAX(2 * h->device_total, at_least), h->page);
+/* Reserve device address space for a segment: twice the device's memory (or at_least),
+ * or, for the small-request range, as much as the device's memory. */
+static vg_status_t reserve_range(vg_heap_t *h, uint64_t at_least, bool small,
+                                 vg_segment_t **out) {
+    uint64_t want = vg__align_up(small ? VG_MAX(h->device_total, at_least)
+                                       : VG_MAX(2 * h->device_total, at_least),
+                                 h->page);
     for (int tries = 0; tries < 4; tries++) {
         CUdeviceptr va = 0;
         CUresult r = vg__cuMemAddressReserve(&va, want, h->page, 0, 0);
         if (r == CUDA_SUCCESS) {
-            vg_segment_t *seg = segment_add(h, va, want, true);
+            vg_segment_t *seg = segment_add(h, va, want, true, small);
             if (!seg) {
                 vg__cuMemAddressFree(va, want);
                 return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
@@ -142,7 +149,7 @@ vg_status_t vg__heap_init_segments(vg_heap_t *h) {
         if (r == CUDA_SUCCESS && gran >= VG_ALIGN && (gran & (gran - 1)) == 0) {
             h->page = gran;
             vg_segment_t *seg;
-            if (reserve_range(h, h->page, &seg) == VG_OK)
+            if (reserve_range(h, h->page, false, &seg) == VG_OK)
                 h->vmm = true;
         }
         if (!h->vmm && vg__opt.vmm == VG_VMM_ON)
@@ -151,6 +158,17 @@ vg_status_t vg__heap_init_segments(vg_heap_t *h) {
                              h->device);
     }
     return VG_OK;
+}
+
+vg_segment_t *vg__segment_small_range(vg_heap_t *h) {
+    if (!h->small_seg && h->vmm) {
+        vg_segment_t *seg;
+        if (reserve_range(h, h->page, true, &seg) == VG_OK)
+            h->small_seg = seg;
+        else
+            h->small_max = 0; /* no address space for it: one range for all requests */
+    }
+    return h->small_seg;
 }
 
 static uint64_t plain_segment_size(uint64_t size) {
@@ -168,7 +186,7 @@ static bool over_limit(vg_heap_t *h, uint64_t more) {
 vg_status_t vg__segment_grow(vg_heap_t *h, uint64_t size, vg_block_t **out) {
     if (h->vmm) { /* only when no reservation has a free range this large */
         vg_segment_t *seg;
-        vg_status_t st = reserve_range(h, size, &seg);
+        vg_status_t st = reserve_range(h, size, false, &seg);
         if (st != VG_OK)
             return st;
         *out = seg->first;
@@ -184,7 +202,7 @@ vg_status_t vg__segment_grow(vg_heap_t *h, uint64_t size, vg_block_t **out) {
     if (r != CUDA_SUCCESS)
         return vg__error(vg__cu_status(r), "cuMemAlloc(%llu bytes) failed: %s",
                          (unsigned long long)segsize, vg__cu_error_name(r));
-    vg_segment_t *seg = segment_add(h, p, segsize, false);
+    vg_segment_t *seg = segment_add(h, p, segsize, false, false);
     if (!seg) {
         vg__cuMemFree(p);
         return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");

@@ -16,6 +16,10 @@
  * mapped memory outside slots (for requests smaller than slot_min), mapped memory
  * anywhere, then anything (memory to map). A request that has mapped memory outside the
  * slots, the usual case, searches once.
+ *
+ * Blocks of the small-request range (A6) are a class of their own, with their own bins
+ * and bitmaps: small requests search that class, every other search the general one, and
+ * neither skips over the other's blocks.
  */
 #include "heap.h"
 
@@ -35,34 +39,40 @@ static inline void mapping(uint64_t size, int *fl, int *sl) {
     *sl = (int)((u >> (m - VG_TLSF_SL_BITS)) - VG_TLSF_SL);
 }
 
+static inline vg_tlsf_class_t *class_of(vg_tlsf_t *t, const vg_block_t *b) {
+    return &t->cls[b->seg->small ? VG_CLASS_SMALL : VG_CLASS_GENERAL];
+}
+
 void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b) {
+    vg_tlsf_class_t *c = class_of(t, b);
     int fl, sl;
     mapping(b->size, &fl, &sl);
-    vg_block_t *head = t->bins[fl][sl];
+    vg_block_t *head = c->bins[fl][sl];
     b->fprev = NULL;
     b->fnext = head;
     if (head)
         head->fprev = b;
-    t->bins[fl][sl] = b;
-    t->fl_bitmap |= 1ull << fl;
-    t->sl_bitmap[fl] |= 1u << sl;
+    c->bins[fl][sl] = b;
+    c->fl_bitmap |= 1ull << fl;
+    c->sl_bitmap[fl] |= 1u << sl;
     t->nblocks++;
     t->bytes += b->size;
 }
 
 void vg__tlsf_remove(vg_tlsf_t *t, vg_block_t *b) {
+    vg_tlsf_class_t *c = class_of(t, b);
     int fl, sl;
     mapping(b->size, &fl, &sl);
     if (b->fprev)
         b->fprev->fnext = b->fnext;
     else
-        t->bins[fl][sl] = b->fnext;
+        c->bins[fl][sl] = b->fnext;
     if (b->fnext)
         b->fnext->fprev = b->fprev;
-    if (!t->bins[fl][sl]) {
-        t->sl_bitmap[fl] &= ~(1u << sl);
-        if (!t->sl_bitmap[fl])
-            t->fl_bitmap &= ~(1ull << fl);
+    if (!c->bins[fl][sl]) {
+        c->sl_bitmap[fl] &= ~(1u << sl);
+        if (!c->sl_bitmap[fl])
+            c->fl_bitmap &= ~(1ull << fl);
     }
     b->fprev = b->fnext = NULL;
     t->nblocks--;
@@ -70,17 +80,17 @@ void vg__tlsf_remove(vg_tlsf_t *t, vg_block_t *b) {
 }
 
 /* First non-empty bin strictly after (fl, sl), or false. */
-static bool next_bin(const vg_tlsf_t *t, int *fl, int *sl) {
-    uint32_t sm = (*sl + 1 < (int)VG_TLSF_SL) ? t->sl_bitmap[*fl] & (~0u << (*sl + 1)) : 0;
+static bool next_bin(const vg_tlsf_class_t *c, int *fl, int *sl) {
+    uint32_t sm = (*sl + 1 < (int)VG_TLSF_SL) ? c->sl_bitmap[*fl] & (~0u << (*sl + 1)) : 0;
     if (sm) {
         *sl = __builtin_ctz(sm);
         return true;
     }
-    uint64_t fm = (*fl + 1 < 64) ? t->fl_bitmap & (~0ull << (*fl + 1)) : 0;
+    uint64_t fm = (*fl + 1 < 64) ? c->fl_bitmap & (~0ull << (*fl + 1)) : 0;
     if (!fm)
         return false;
     *fl = __builtin_ctzll(fm);
-    *sl = __builtin_ctz(t->sl_bitmap[*fl]);
+    *sl = __builtin_ctz(c->sl_bitmap[*fl]);
     return true;
 }
 
@@ -95,13 +105,14 @@ static inline bool takes(const vg_block_t *b, const vg_stream_t *stream, int tak
            (b->mapped && (take == TAKE_MAPPED || !(b->slot & VG_SLOT_IN)));
 }
 
-static vg_block_t *search(vg_tlsf_t *t, uint64_t size, const vg_stream_t *stream, int take) {
+static vg_block_t *search(vg_tlsf_class_t *c, uint64_t size, const vg_stream_t *stream,
+                          int take) {
     int fl, sl;
     mapping(size, &fl, &sl);
     /* The request's own bin: blocks may be smaller than the request. */
     vg_block_t *best = NULL;
     int looked = 0;
-    for (vg_block_t *b = t->bins[fl][sl]; b && looked < 16; b = b->fnext, looked++) {
+    for (vg_block_t *b = c->bins[fl][sl]; b && looked < 16; b = b->fnext, looked++) {
         if (b->size >= size && takes(b, stream, take) && (!best || b->size < best->size)) {
             best = b;
             if (b->size == size)
@@ -111,9 +122,9 @@ static vg_block_t *search(vg_tlsf_t *t, uint64_t size, const vg_stream_t *stream
     if (best)
         return best;
     /* Larger bins: every block fits. */
-    while (next_bin(t, &fl, &sl)) {
+    while (next_bin(c, &fl, &sl)) {
         int skipped = 0;
-        for (vg_block_t *b = t->bins[fl][sl]; b && skipped < 64; b = b->fnext, skipped++)
+        for (vg_block_t *b = c->bins[fl][sl]; b && skipped < 64; b = b->fnext, skipped++)
             if (takes(b, stream, take))
                 return b;
     }
@@ -121,22 +132,31 @@ static vg_block_t *search(vg_tlsf_t *t, uint64_t size, const vg_stream_t *stream
 }
 
 vg_block_t *vg__tlsf_find(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream) {
+    vg_tlsf_class_t *c = &t->cls[VG_CLASS_GENERAL];
     if (!t->slot_min)
-        return search(t, size, stream, TAKE_ANY);
+        return search(c, size, stream, TAKE_ANY);
     for (int take = size < t->slot_min ? TAKE_GENERAL : TAKE_MAPPED; take <= TAKE_ANY; take++) {
-        vg_block_t *b = search(t, size, stream, take);
+        vg_block_t *b = search(c, size, stream, take);
         if (b)
             return b;
     }
     return NULL;
 }
 
-void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
+/* The small-request range has no slots: mapped or not, the first usable block that fits
+ * (its unmapped rest is one large block, so mapped blocks come first). */
+vg_block_t *vg__tlsf_find_small(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream) {
+    return search(&t->cls[VG_CLASS_SMALL], size, stream, TAKE_ANY);
+}
+
+void vg__tlsf_each_desc_class(vg_tlsf_t *t, int cls, bool (*fn)(vg_block_t *b, void *arg),
+                              void *arg) {
+    vg_tlsf_class_t *c = &t->cls[cls];
     for (int fl = VG_TLSF_FL - 1; fl >= 0; fl--) {
-        if (!(t->fl_bitmap & (1ull << fl)))
+        if (!(c->fl_bitmap & (1ull << fl)))
             continue;
         for (int sl = VG_TLSF_SL - 1; sl >= 0; sl--) {
-            vg_block_t *b = t->bins[fl][sl];
+            vg_block_t *b = c->bins[fl][sl];
             while (b) {
                 vg_block_t *next = b->fnext; /* fn may remove b */
                 if (!fn(b, arg))
@@ -147,14 +167,22 @@ void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void
     }
 }
 
-uint64_t vg__tlsf_largest(vg_tlsf_t *t) {
-    if (!t->fl_bitmap)
-        return 0;
-    int fl = msb64(t->fl_bitmap);
-    int sl = 31 - __builtin_clz(t->sl_bitmap[fl]);
-    uint64_t best = 0;
-    for (vg_block_t *b = t->bins[fl][sl]; b; b = b->fnext)
-        if (b->size > best)
-            best = b->size;
-    return best;
+typedef struct each_ctx {
+    bool (*fn)(vg_block_t *b, void *arg);
+    void *arg;
+    bool stopped;
+} each_ctx_t;
+
+static bool each_relay(vg_block_t *b, void *arg) {
+    each_ctx_t *e = arg;
+    if (e->fn(b, e->arg))
+        return true;
+    e->stopped = true;
+    return false;
+}
+
+void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
+    each_ctx_t e = {fn, arg, false};
+    for (int cls = 0; cls < VG_CLASSES && !e.stopped; cls++)
+        vg__tlsf_each_desc_class(t, cls, each_relay, &e);
 }

@@ -291,7 +291,7 @@ VG_TEST(a_block_leaves_the_quarantine_repaired_and_in_stream_order) {
  * not hold it, so the left redzone must be filled. (The combined pattern once took the
  * upper block's for the whole: a left redzone of zeros, reported as overwritten.) */
 VG_TEST(a_request_across_a_waiting_and_a_complete_block_fills_its_redzone) {
-    guard_init("quarantine=0,poison_bytes=128K");
+    guard_init("quarantine=0,poison_bytes=128K,small_max=0"); /* (x and y side by side) */
     CUstream s = vgt_stream();
     void *x, *y, *a, *b;
     CHECK_VG(vg_malloc(&x, 1 << 20, s));    /* poisoned at its ends when freed */

@@ -283,12 +283,12 @@ VG_TEST(a_large_allocation_that_grew_the_heap_keeps_its_range) {
     vgt_init("slot_min=8M");
     void *l, *s, *big, *again;
     CHECK_VG(vg_malloc(&l, 16 << 20, NULL)); /* new memory: a slot */
-    CHECK_VG(vg_malloc(&s, 1 << 20, NULL));  /* right after it */
+    CHECK_VG(vg_malloc(&s, 2 << 20, NULL));  /* right after it */
     CHECK_EQ((uintptr_t)s, (uintptr_t)l + (16 << 20));
     CHECK_VG(vg_free(l, NULL));
     CHECK_VG(vg_free(s, NULL));
     CHECK_VALID();                             /* (the two free blocks stay apart) */
-    CHECK_VG(vg_malloc(&big, 17 << 20, NULL)); /* would fit l and s merged */
+    CHECK_VG(vg_malloc(&big, 18 << 20, NULL)); /* would fit l and s merged */
     CHECK_MSG(big != l, "a larger request took the slot and its neighbour together");
     int64_t reserved = vgt_stats().reserved_bytes[VG_POOL_ALL].current;
     CHECK_VG(vg_malloc(&again, 16 << 20, NULL));
@@ -305,10 +305,10 @@ VG_TEST(slot_min_0_merges_as_before) {
     vgt_init("slot_min=0");
     void *l, *s, *big;
     CHECK_VG(vg_malloc(&l, 16 << 20, NULL));
-    CHECK_VG(vg_malloc(&s, 1 << 20, NULL));
+    CHECK_VG(vg_malloc(&s, 2 << 20, NULL));
     CHECK_VG(vg_free(l, NULL));
     CHECK_VG(vg_free(s, NULL));
-    CHECK_VG(vg_malloc(&big, 17 << 20, NULL));
+    CHECK_VG(vg_malloc(&big, 18 << 20, NULL));
     CHECK(big == l);
     CHECK_VG(vg_free(big, NULL));
     CHECK_VALID();
@@ -330,6 +330,56 @@ VG_TEST(a_free_slot_serves_smaller_requests_before_memory_grows) {
     CHECK_VALID();
     CHECK_VG(vg_free(a, NULL));
     CHECK_VG(vg_free(b, NULL));
+    CHECK_VALID();
+}
+
+/* A small request (up to small_max) lands in its own address range, as in PyTorch's small
+ * pool: a long-lived small tensor allocated while a large hole is free must not pin the
+ * hole, or the next large tensor of the same size needs new memory (docs/decisions.md A6). */
+static void small_request_in_a_large_hole(const char *opts, bool separate) {
+    vgt_init(opts);
+    void *a, *keep, *small, *b;
+    CHECK_VG(vg_malloc(&a, 64 << 20, NULL));
+    CHECK_VG(vg_malloc(&keep, 64 << 20, NULL)); /* bounds a's hole */
+    CHECK_VG(vg_free(a, NULL));                  /* a hole of exactly 64 MiB */
+    CHECK_VG(vg_malloc(&small, 4096, NULL));     /* optimizer state, a norm's weight ... */
+    int64_t reserved = vgt_stats().reserved_bytes[VG_POOL_ALL].current;
+    CHECK_VG(vg_malloc(&b, 64 << 20, NULL));
+    if (separate) {
+        CHECK((uintptr_t)small < (uintptr_t)a || (uintptr_t)small >= (uintptr_t)keep + (64 << 20));
+        CHECK_MSG(b == a, "the 64 MiB hole did not serve the next 64 MiB tensor");
+        CHECK_EQ(vgt_stats().reserved_bytes[VG_POOL_ALL].current, reserved);
+    } else { /* one range for all: the small block sits in the hole, b needs more memory */
+        CHECK(small == a);
+        CHECK(vgt_stats().reserved_bytes[VG_POOL_ALL].current > reserved);
+    }
+    CHECK_VALID();
+    CHECK_VG(vg_free(small, NULL));
+    CHECK_VG(vg_free(b, NULL));
+    CHECK_VG(vg_free(keep, NULL));
+    CHECK_VALID();
+}
+
+VG_TEST(small_requests_do_not_pin_the_holes_of_large_ones) {
+    small_request_in_a_large_hole("", true);
+}
+
+VG_TEST(small_max_0_puts_small_requests_in_the_holes) {
+    small_request_in_a_large_hole("small_max=0", false);
+}
+
+/* When the small range cannot have a page (the limit is reached and no whole page is
+ * idle), a small request takes a hole in mapped general memory rather than failing. */
+VG_TEST(a_small_request_takes_general_memory_when_its_range_has_no_page) {
+    vgt_init("limit=4M");
+    void *big, *small;
+    CHECK_VG(vg_malloc(&big, (4 << 20) - (256 << 10), NULL)); /* two pages, 256 KiB left */
+    CHECK_VG(vg_malloc(&small, 64 << 10, NULL));
+    CHECK_EQ((uintptr_t)small, (uintptr_t)big + (4 << 20) - (256 << 10));
+    CHECK_EQ(vgt_stats().reserved_bytes[VG_POOL_ALL].current, 4 << 20);
+    CHECK_EQ(vgt_stats().num_ooms, 0);
+    CHECK_VG(vg_free(small, NULL));
+    CHECK_VG(vg_free(big, NULL));
     CHECK_VALID();
 }
 
