@@ -214,6 +214,8 @@ peak)
     done
     step "PyTorch model on gpt2_300" 300 python3 bench/pytorch_alloc_model.py --perturb=0,1,2,3 \
         "$O/gpt2_300.csv"
+    step "PyTorch expandable model on gpt2_300" 300 python3 bench/pytorch_alloc_model.py \
+        --expandable --perturb=0,1,2,3 "$O/gpt2_300.csv"
     step "replay gpt2 20-step trace" 120 "$B/vramguard" replay --json --repeat=1 \
         bench/traces/gpt2_small_train.csv
     for round in 1 2; do
