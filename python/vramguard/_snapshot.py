@@ -80,7 +80,8 @@ def to_pytorch(snap):
             segments.append({"device": d, "address": base, "total_size": mapped,
                              "allocated_size": allocated, "active_size": active,
                              "requested_size": requested, "stream": _addr(seg.get("stream", "0x0")),
-                             "segment_type": "large", "segment_pool_id": (0, 0),
+                             "segment_type": "small" if seg.get("small") else "large",
+                             "segment_pool_id": (0, 0),
                              "is_expandable": bool(seg.get("vmm")), "frames": [],
                              "blocks": blocks})
         t0 = None

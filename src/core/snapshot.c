@@ -47,9 +47,10 @@ static void site_mark(site_set_t *s, uint32_t id) {
 
 static void segment_json(vg_buf_t *b, const vg_heap_t *h, const vg_segment_t *seg,
                          site_set_t *sites) {
-    vg__buf_printf(b, "{\"address\":\"0x%llx\",\"size\":%llu,\"vmm\":%s,\"blocks\":[",
+    vg__buf_printf(b, "{\"address\":\"0x%llx\",\"size\":%llu,\"vmm\":%s,\"small\":%s,"
+                   "\"blocks\":[",
                    (unsigned long long)seg->base, (unsigned long long)seg->size,
-                   seg->vmm ? "true" : "false");
+                   seg->vmm ? "true" : "false", seg->small ? "true" : "false");
     bool first = true;
     for (const vg_block_t *k = seg->first; k; k = k->next) {
         vg__buf_printf(b, "%s{\"offset\":%llu,\"size\":%llu,\"state\":\"%s\"", first ? "" : ",",

@@ -53,6 +53,7 @@ class Snapshot(unittest.TestCase):
         pt = to_pytorch(snap)
         self.assertEqual(set(pt), {"segments", "device_traces", "allocator_settings"})
         self.assertTrue(pt["segments"])
+        self.assertEqual({s["segment_type"] for s in pt["segments"]}, {"small", "large"})
         seg = pt["segments"][0]
         for key in ("device", "address", "total_size", "allocated_size", "active_size",
                     "requested_size", "stream", "segment_type", "blocks", "frames"):
