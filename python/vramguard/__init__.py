@@ -16,7 +16,8 @@ from ._lib import VramguardError
 from ._snapshot import to_pytorch
 
 __all__ = ["enable", "enabled", "memory_stats", "memory_summary", "snapshot", "dump_snapshot",
-           "raw_snapshot", "check", "step", "errors", "options_string", "VramguardError"]
+           "raw_snapshot", "check", "step", "errors", "options_string", "trace_from_snapshot",
+           "VramguardError"]
 
 _enabled = False
 
@@ -183,3 +184,15 @@ def last_oom():
     buf = ctypes.create_string_buffer(4096)
     _lib.lib().vg_torch_last_oom(buf, len(buf))
     return buf.value.decode(errors="replace")
+
+
+def trace_from_snapshot(snap, path, device=None):
+    """Write the allocation history of a PyTorch memory snapshot (the dictionary
+    torch.cuda.memory._snapshot() returns after _record_memory_history()) as a trace for
+    `vramguard replay path`, with PyTorch's own peak allocated and reserved on it in the
+    .json beside it; returns those figures. What `python -m vramguard convert` does for a
+    pickle. ValueError if the snapshot has no usable history."""
+    from . import _convert
+    if not isinstance(snap, dict) or "device_traces" not in snap:
+        raise _convert.SnapshotError("not a PyTorch memory snapshot: it has no 'device_traces'")
+    return _convert.save(snap, device, path, "torch.cuda.memory._snapshot()")[1]

@@ -152,6 +152,23 @@ def sidecar_path(trace_path):
     return (root if ext.lower() == ".csv" else trace_path) + ".json"
 
 
+def save(snap, device, path, source):
+    """Write the history of `device` (None: the one pick_device() picks) as the trace
+    `path` and PyTorch's figures beside it; returns (device, figures). SnapshotError if
+    there is nothing to write; OSError if the files cannot be written."""
+    d = pick_device(snap, device)
+    rows, figures = convert(snap, d)
+    if not rows:
+        raise SnapshotError("device %d has no allocations in the snapshot's history" % d)
+    figures = dict({"source": "%s, device %d" % (source, d)}, **figures)
+    figures["pytorch_figures_from"] = "the snapshot's own history and segments"
+    write_trace(rows, path)
+    with open(sidecar_path(path), "w") as f:
+        json.dump(figures, f, indent=1)
+        f.write("\n")
+    return d, figures
+
+
 def _bytes(n):
     """As vramguard's own messages write sizes: 18.00 MiB, 5.75 GiB."""
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -180,24 +197,15 @@ def main(argv, out, err):
         return 2
     src = paths[0]
     dst = paths[1] if len(paths) == 2 else os.path.splitext(src)[0] + ".csv"
+    if os.path.abspath(dst) == os.path.abspath(src):
+        err.write("vramguard: the trace would overwrite the snapshot %s: name the trace\n" % src)
+        return 2
     try:
-        snap = load_snapshot(src)
-        d = pick_device(snap, device)
-        rows, figures = convert(snap, d)
+        d, figures = save(load_snapshot(src), device, dst,
+                          "%s (python -m vramguard convert)" % src)
     except SnapshotError as e:
         err.write("vramguard: %s\n" % e)
         return 2
-    if not rows:
-        err.write("vramguard: device %d has no allocations in the snapshot's history\n" % d)
-        return 2
-    figures = dict({"source": "%s, device %d (python -m vramguard convert)" % (src, d)},
-                   **figures)
-    figures["pytorch_figures_from"] = "the snapshot's own history and segments"
-    try:
-        write_trace(rows, dst)
-        with open(sidecar_path(dst), "w") as f:
-            json.dump(figures, f, indent=1)
-            f.write("\n")
     except OSError as e:
         err.write("vramguard: cannot write %s: %s\n" % (e.filename or dst, e.strerror or e))
         return 2

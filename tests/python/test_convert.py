@@ -74,6 +74,19 @@ class Convert(unittest.TestCase):
             self.assertEqual(out["pytorch_peak_allocated"], 12 * MiB)
             self.assertEqual(out["peak_allocated"], 12 * MiB)  # the same live bytes
 
+    def test_from_a_snapshot_in_memory(self):
+        import vramguard
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "t.csv")
+            fig = vramguard.trace_from_snapshot(snapshot(), path)
+            self.assertEqual(fig["pytorch_peak_reserved"], 22 * MiB)
+            with open(path) as f:
+                self.assertEqual(len(f.read().splitlines()), 1 + 7)
+            with open(os.path.join(tmp, "t.json")) as f:
+                self.assertEqual(json.load(f)["pytorch_peak_allocated"], 12 * MiB)
+            with self.assertRaises(ValueError):
+                vramguard.trace_from_snapshot({"segments": []}, path)
+
     def test_bad_input_is_refused_clearly(self):
         with tempfile.TemporaryDirectory() as tmp:
             cases = [(b"Thread,Time\n", "not a pickled PyTorch memory snapshot"),
@@ -87,6 +100,15 @@ class Convert(unittest.TestCase):
                 self.assertEqual(r.returncode, 2, (message, r.stderr))
                 self.assertIn(message, r.stderr)
                 self.assertEqual(r.stderr.count("\n"), 1, r.stderr)  # one line, no traceback
+            same = os.path.join(tmp, "s.csv")
+            with open(same, "wb") as f:
+                pickle.dump(snapshot(), f)
+            r = subprocess.run([sys.executable, "-m", "vramguard", "convert", same],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("would overwrite", r.stderr)
+            with open(same, "rb") as f:
+                self.assertEqual(pickle.load(f), snapshot())  # untouched
             r = convert(tmp, snapshot(), "--device=5")
             self.assertEqual(r.returncode, 2)
             self.assertIn("no device 5", r.stderr)
