@@ -12,7 +12,8 @@
 #            expandable segments, vramguard fast and guard mode; allocation traces
 #            (ONLY=gpt2: GPT-2 alone)
 #   recheck  the re-runs after the fixes the first runs led to
-#   next     what the changes since (2026-11-22 evening) need a GPU for: the guard unit
+#   next     (or next-guard, next-memcheck, next-stream: its three parts, one at a time)
+#            what the changes since (2026-11-22 evening) need a GPU for: the guard unit
 #            tests on the real driver (new kernel ops); guard vs fast replays in the steady state; guard mode beside compute-sanitizer on the same
 #            small training loops; GPT-2 in guard mode under a memory limit; the
 #            record_stream script
@@ -28,7 +29,7 @@
 # the traces.
 set -u
 cd "$(dirname "$0")/.."
-PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next|peak|convert [OUTDIR]}
+PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next[-guard|-memcheck|-stream]|peak|convert [OUTDIR]}
 O=${2:-/tmp/vg-gpu}
 mkdir -p "$O"
 B=${B:-build-gpu}
@@ -170,33 +171,42 @@ train)
     run "resnet50 trace" 120 --alloc vramguard --model resnet50 --steps 20 --warmup 5 --trace "$O/resnet50_train.csv"
     run "resnet50 default 20 steps" 120 --alloc default --model resnet50 --steps 20 --warmup 5
     ;;
-next)
+next | next-guard | next-memcheck | next-stream)
+    # `next` runs the three parts below in turn; on a machine that allows only 10 minutes
+    # a command, run them one by one (compute-sanitizer's steps are cut at 4 minutes each
+    # so that next-memcheck fits).
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     build
-    step "conformance launch_kernel_ex" 60 "$B/tests/conformance/conformance" \
-        launch_kernel_ex_runs_like_launch_kernel
-    step "s1_overrun --launch-ex vramguard" 60 "$B/vramguard" run --mode=guard -- \
-        "$B/examples/s1_overrun" --launch-ex
-    guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)
-    REPEAT=15 replays
     J=$O/next.jsonl
-    # Guard mode and compute-sanitizer on the same loops, small enough for memcheck.
-    for m in "resnet50 16" "gpt2 1"; do
-        set -- $m
-        train_run "$J" "$1 batch $2 plain" 300 --alloc default --model $1 --batch $2 --steps 12 --warmup 2
-        train_run "$J" "$1 batch $2 guard" 300 --alloc guard --model $1 --batch $2 --steps 12 --warmup 2
-        step "$1 batch $2 compute-sanitizer" 590 compute-sanitizer --tool memcheck python3 \
-            bench/pytorch_train.py --json /tmp/vg-run.json --alloc default --model $1 --batch $2 \
-            --steps 12 --warmup 2 && cat /tmp/vg-run.json >>"$J"
-    done
-    # Guard mode under a limit: the quarantine shrinks instead of moving pages (G5).
-    VRAMGUARD_OPTIONS=limit=18G train_run "$J" "gpt2 guard limit=18G" 300 --alloc guard \
-        --model gpt2 --steps 60
-    for fixed in "" --fixed; do
-        step "missing_record_stream $fixed plain" 60 python3 examples/pytorch/missing_record_stream.py $fixed
-        step "missing_record_stream $fixed vramguard" 60 python3 -m vramguard run --mode=guard \
-            examples/pytorch/missing_record_stream.py $fixed
-    done
+    if [ "$PART" = next ] || [ "$PART" = next-guard ]; then
+        step "conformance launch_kernel_ex" 60 "$B/tests/conformance/conformance" \
+            launch_kernel_ex_runs_like_launch_kernel
+        step "s1_overrun --launch-ex vramguard" 60 "$B/vramguard" run --mode=guard -- \
+            "$B/examples/s1_overrun" --launch-ex
+        guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)
+        REPEAT=15 replays
+    fi
+    if [ "$PART" = next ] || [ "$PART" = next-memcheck ]; then
+        # Guard mode and compute-sanitizer on the same loops, small enough for memcheck.
+        for m in "resnet50 16" "gpt2 1"; do
+            set -- $m
+            train_run "$J" "$1 batch $2 plain" 120 --alloc default --model $1 --batch $2 --steps 12 --warmup 2
+            train_run "$J" "$1 batch $2 guard" 120 --alloc guard --model $1 --batch $2 --steps 12 --warmup 2
+            step "$1 batch $2 compute-sanitizer" 240 compute-sanitizer --tool memcheck python3 \
+                bench/pytorch_train.py --json /tmp/vg-run.json --alloc default --model $1 --batch $2 \
+                --steps 12 --warmup 2 && cat /tmp/vg-run.json >>"$J"
+        done
+    fi
+    if [ "$PART" = next ] || [ "$PART" = next-stream ]; then
+        # Guard mode under a limit: the quarantine shrinks instead of moving pages (G5).
+        VRAMGUARD_OPTIONS=limit=18G train_run "$J" "gpt2 guard limit=18G" 300 --alloc guard \
+            --model gpt2 --steps 60
+        for fixed in "" --fixed; do
+            step "missing_record_stream $fixed plain" 60 python3 examples/pytorch/missing_record_stream.py $fixed
+            step "missing_record_stream $fixed vramguard" 60 python3 -m vramguard run --mode=guard \
+                examples/pytorch/missing_record_stream.py $fixed
+        done
+    fi
     ;;
 peak)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -291,7 +301,7 @@ except Exception as e:
         --steps 200 && cat /tmp/vg-run.json >>"$J"
     ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, train, recheck, next, peak or convert)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, train, recheck, next, next-guard, next-memcheck, next-stream, peak or convert)" >&2
     exit 2
     ;;
 esac
