@@ -206,6 +206,7 @@ next | next-guard | next-memcheck | next-stream)
             step "missing_record_stream $fixed vramguard" 60 python3 -m vramguard run --mode=guard \
                 examples/pytorch/missing_record_stream.py $fixed
         done
+        step "python -m vramguard run -m" 60 python3 -m vramguard run -m json.tool --help
     fi
     ;;
 peak)

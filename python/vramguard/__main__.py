@@ -1,4 +1,5 @@
 """python -m vramguard run [--mode=guard] [--OPTION=VALUE ...] script.py [args...]
+python -m vramguard run [--OPTION=VALUE ...] -m module [args...]
 python -m vramguard convert SNAPSHOT.pickle [TRACE.csv] [--device=N]
 
 run: runs a script with vramguard enabled before it starts, so the script needs no
@@ -42,11 +43,15 @@ def main(argv):
         sys.stderr.write(__doc__.strip() + "\n")
         return 2
     opts, rest = _parse(argv[1:])
-    if "help" in opts or "h" in opts:
+    if "help" in opts or "h" in opts or rest[:1] == ["-h"]:
         sys.stdout.write(__doc__.strip() + "\n")
         return 0
     if not rest:
         sys.stderr.write("vramguard: run needs a script\n")
+        return 2
+    module = rest[0] == "-m"
+    if module and len(rest) < 2:
+        sys.stderr.write("vramguard: -m needs a module name\n")
         return 2
     mode = opts.pop("mode", "fast")
     try:
@@ -54,14 +59,17 @@ def main(argv):
     except (vramguard.VramguardError, ValueError) as e:
         sys.stderr.write("vramguard: %s\n" % e)
         return 2
-    sys.argv = rest
+    sys.argv = rest[1:] if module else rest  # (run_module puts the module's path first)
     try:
         import torch
         oom_type = torch.cuda.OutOfMemoryError
     except (ImportError, AttributeError):
         oom_type = None
     try:
-        runpy.run_path(rest[0], run_name="__main__")
+        if module:
+            runpy.run_module(rest[1], run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(rest[0], run_name="__main__")
     except Exception as e:  # an allocation failure: say why, in PyTorch's own error type
         if oom_type is not None and isinstance(e, (oom_type, RuntimeError)) and vramguard.last_oom() \
                 and "out of memory" in str(e).lower():

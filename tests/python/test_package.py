@@ -122,6 +122,12 @@ class Command(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("python -m vramguard run", r.stderr)
 
+    def test_module_needs_a_name(self):
+        r = subprocess.run([sys.executable, "-m", "vramguard", "run", "-m"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("-m needs a module name", r.stderr)
+
     def test_help(self):
         for args in (["--help"], ["-h"], ["help"], ["run", "--help"]):
             r = subprocess.run([sys.executable, "-m", "vramguard"] + args,
