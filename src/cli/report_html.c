@@ -46,7 +46,9 @@ static void segments_json(FILE *o, const rp_file_t *f, const rp_device_t *d) {
         const json_t *s = segs->kids[i];
         fprintf(o, "%s{\"address\":", i ? "," : "");
         jstr(o, json_str(s, "address", "?"));
-        fprintf(o, ",\"size\":%lld,\"blocks\":[", (long long)json_int(s, "size", 0));
+        const json_t *small = json_get(s, "small");
+        fprintf(o, ",\"size\":%lld,\"small\":%s,\"blocks\":[", (long long)json_int(s, "size", 0),
+                small && small->type == J_BOOL && small->b ? "true" : "false");
         const json_t *blocks = json_get(s, "blocks");
         for (size_t k = 0; k < blocks->n; k++) {
             const json_t *b = blocks->kids[k];

@@ -307,7 +307,7 @@ static void series_label(const rp_file_t *f, rp_device_t *d, uint64_t key, char 
 
 /* An event as the timeline needs it, decoded once: what it does to live or reserved
  * memory, and for allocations and frees, which group (site or size class) it counts in. */
-typedef enum { D_NONE, D_LIVE, D_RESERVED } delta_kind_t;
+typedef enum { D_NONE, D_LIVE, D_RESERVED, D_OLDER } delta_kind_t;
 typedef struct decoded {
     delta_kind_t kind;
     double bytes;     /* + allocated / mapped, - freed / unmapped */
@@ -329,6 +329,7 @@ static bool build_timeline(const rp_file_t *f, rp_device_t *d) {
     /* Pass 1: decode every event, matching frees to their allocations, and find the peak
      * of every group. */
     bool ok = true;
+    double net_live = 0, net_reserved = 0; /* what the events kept add up to */
     for (size_t i = 0; i < n && ok; i++) {
         const json_t *e = evs->kids[i];
         const char *a = json_str(e, "action", "");
@@ -345,23 +346,42 @@ static bool build_timeline(const rp_file_t *f, rp_device_t *d) {
                 gm.peak[g] = gm.cur[g];
             live_put(&live, addr, (uint32_t)g, size);
             dec[i] = (decoded_t){D_LIVE, (double)size, (uint32_t)g};
+            net_live += (double)size;
         } else if (strcmp(a, "free") == 0) {
             uint32_t g;
             uint64_t b;
-            if (live_take(&live, addr, &g, &b)) { /* (a free of an older allocation: none) */
+            if (live_take(&live, addr, &g, &b)) {
                 gm.cur[g] -= b;
                 dec[i] = (decoded_t){D_LIVE, -(double)b, g};
+                net_live -= (double)b;
+            } else { /* an allocation older than the events kept */
+                dec[i] = (decoded_t){D_OLDER, -(double)size, 0};
+                net_live -= (double)size;
             }
         } else if (strcmp(a, "map") == 0) {
             dec[i] = (decoded_t){D_RESERVED, (double)size, 0};
+            net_reserved += (double)size;
         } else if (strcmp(a, "unmap") == 0) {
             dec[i] = (decoded_t){D_RESERVED, -(double)size, 0};
+            net_reserved -= (double)size;
         }
+    }
+    /* When older events were dropped, the memory already allocated and reserved when the
+     * events kept begin is what the statistics say now, less what the events add. */
+    double older = 0, reserved0 = 0;
+    if (d->events_dropped > 0) {
+        const json_t *st = json_get(d->j, "stats");
+        int64_t alloc_now = json_int(st, "allocated_bytes.all.current", -1);
+        int64_t res_now = json_int(st, "reserved_bytes.all.current", -1);
+        if (alloc_now >= 0 && (double)alloc_now > net_live)
+            older = (double)alloc_now - net_live;
+        if (res_now >= 0 && (double)res_now > net_reserved)
+            reserved0 = (double)res_now - net_reserved;
     }
     live_free(&live);
     /* The largest groups get series; the others share the last one. */
     uint32_t *series_of = calloc(gm.n + 1, sizeof *series_of);
-    int top = RP_MAX_SERIES - 1;
+    int top = RP_MAX_SERIES - (older > 0 ? 2 : 1);
     d->nseries = 0;
     for (int s = 0; s < top && series_of; s++) {
         size_t best = SIZE_MAX;
@@ -379,10 +399,17 @@ static bool build_timeline(const rp_file_t *f, rp_device_t *d) {
     for (size_t g = 0; g < gm.n && series_of; g++)
         if (!series_of[g] && gm.peak[g] > 0)
             rest = true;
+    int rest_at = -1, older_at = -1;
     if (rest) {
         snprintf(d->series[d->nseries].label, sizeof d->series[0].label, "%s",
                  d->by_size ? "other sizes" : "all other sites");
-        d->nseries++;
+        rest_at = d->nseries++;
+    }
+    if (older > 0) {
+        snprintf(d->series[d->nseries].label, sizeof d->series[0].label,
+                 "allocated before the events kept");
+        d->series[d->nseries].peak = (uint64_t)older;
+        older_at = d->nseries++;
     }
     /* Pass 2: samples, each the state at the largest total within its stretch of events
      * (so no peak is lost however many events there are). */
@@ -393,13 +420,17 @@ static bool build_timeline(const rp_file_t *f, rp_device_t *d) {
     d->live = calloc(((size_t)ns + 1) * RP_MAX_SERIES, sizeof *d->live);
     d->reserved = calloc((size_t)ns + 1, sizeof *d->reserved);
     ok = ok && series_of && d->sample_seq && d->sample_t_ns && d->live && d->reserved;
-    double cur[RP_MAX_SERIES] = {0}, reserved = 0, best_total = -1;
+    double cur[RP_MAX_SERIES] = {0}, reserved = reserved0, best_total = -1;
+    if (older_at >= 0)
+        cur[older_at] = older;
     int sample = 0;
     for (size_t i = 0; i < n && ok; i++) {
         const decoded_t *x = &dec[i];
         if (x->kind == D_LIVE) {
             uint32_t g = x->group;
-            cur[series_of[g] ? series_of[g] - 1 : (uint32_t)d->nseries - 1] += x->bytes;
+            cur[series_of[g] ? (int)series_of[g] - 1 : rest_at] += x->bytes;
+        } else if (x->kind == D_OLDER && older_at >= 0) {
+            cur[older_at] = cur[older_at] + x->bytes > 0 ? cur[older_at] + x->bytes : 0;
         } else if (x->kind == D_RESERVED) {
             reserved = reserved + x->bytes > 0 ? reserved + x->bytes : 0;
         }

@@ -242,6 +242,16 @@ report_replay)
     python3 "$HERE/check_outputs.py" chrome "$TMP/r.trace.json" || fail "bad Chrome trace"
     python3 "$HERE/check_outputs.py" svg "$TMP/r.svg" || fail "bad SVG"
     python3 "$HERE/check_outputs.py" html "$TMP/r.html" || fail "bad HTML" ;;
+report_dropped_events)
+    # With only the last 3000 events kept, the memory allocated before them is still drawn
+    # (from the statistics): the window's peak is the program's 22 GiB, not the 3 GiB the
+    # kept events alone add up to; and reserved memory starts where it was.
+    run 0 "$VG" replay --repeat=1 --snapshot="$TMP/s.json" --snapshot_events=3000 \
+        "$TRACES/transformer_ctx128_forward_mixed.csv"
+    run 0 "$VG" report "$TMP/s.json" --html "$TMP/r.html"
+    grep -qE "3000 events kept \([0-9]+ earlier ones dropped.*peak live 2[0-9]\.[0-9]+ GiB in them" "$TMP/out" ||
+        fail "the kept events' peak lacks the older allocations: $(grep timeline "$TMP/out")"
+    grep -q "allocated before the events kept" "$TMP/r.html" || fail "no series for the older allocations" ;;
 report_ranks)
     # Snapshot file names expand %r; several snapshots merge into one view, a row per rank.
     RANK=0 run 0 "$VG" replay --repeat=1 --snapshot="$TMP/snap_%r.json" "$TRACES/transformer_ctx128_forward_mixed.csv"
