@@ -48,6 +48,7 @@ _FREE = {"free_requested", "free"}            # the program's free ("free": PyTo
 _FREE_LATE = {"free_completed"}               # reuse allowed (after record_stream uses)
 _GROW = {"segment_alloc", "segment_map"}
 _SHRINK = {"segment_free", "segment_unmap"}
+_USED = _ALLOC | _FREE | _FREE_LATE | _GROW | _SHRINK
 
 
 def _entry(e, i):
@@ -88,6 +89,8 @@ def convert(snap, device):
     for i, e in enumerate(entries):
         if not isinstance(e, dict):
             raise SnapshotError("trace entry %d is not a dictionary" % i)
+        if e.get("action") not in _USED:  # ("snapshot", "oom", and what later PyTorch adds)
+            continue
         action, addr, size, stream = _entry(e, i)
         t = e.get("time_us")
         t = int(t) if isinstance(t, (int, float)) else i

@@ -26,6 +26,7 @@ def snapshot():
              ev("segment_alloc", S, 20 * MiB, t=2), ev("alloc", B, 8 * MiB, t=3),
              ev("alloc", C, 4 * MiB, 0, t=4), ev("free_requested", B, 8 * MiB, t=5),
              ev("alloc", D, 2 * MiB, 7, t=6), ev("snapshot", 0, 0, t=7),
+             {"action": "oom", "device_free": 0},  # (entries of other kinds are skipped)
              ev("free_requested", C, 4 * MiB, t=8), ev("free_completed", C, 4 * MiB, t=9),
              ev("free_completed", B, 8 * MiB, t=9)]
     segs = [{"device": 0, "address": 0x7f0000000000, "total_size": 2 * MiB, "blocks": []},
