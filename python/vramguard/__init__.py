@@ -65,10 +65,38 @@ def _torch():
     return torch
 
 
-def enable(mode="fast", **options):
+class _AutoStep:
+    """An optimizer step post-hook: each step of the first optimizer that steps marks a
+    training step for the growth report, as step() does, until step() is called by hand
+    (then the program says where its steps are). One optimizer only, so that a loop with
+    two (a GAN's) still marks one step per iteration."""
+
+    def __init__(self, mark):
+        self.mark, self.owner, self.on = mark, None, True
+
+    def __call__(self, optimizer, args=None, kwargs=None):
+        if not self.on:
+            return
+        if self.owner is None:
+            self.owner = id(optimizer)
+        if id(optimizer) == self.owner:
+            self.mark()
+
+
+_auto_step = _AutoStep(lambda: _lib.lib().vg_step())
+
+
+def _truthy(v):
+    return str(v).strip().lower() not in ("0", "off", "false", "no", "")
+
+
+def enable(mode="fast", auto_step=True, **options):
     """Route every CUDA tensor allocation of this process through vramguard.
 
     mode: "fast" (the allocator) or "guard" (redzones, poison, quarantine and checks).
+    auto_step: mark a training step (step()) after each optimizer step, so that memory
+    growing every iteration is reported without changing the loop (off once step() is
+    called by hand).
     options: any vramguard option, e.g. limit="15G", report_json="errors.json",
     snapshot="snap_%r.json", error_exitcode=1. Raises VramguardError if CUDA has already
     allocated memory (PyTorch can no longer switch allocators) or an option is bad."""
@@ -89,6 +117,10 @@ def enable(mode="fast", **options):
         raise VramguardError("PyTorch refused the allocator (%s): call vramguard.enable() "
                              "before any CUDA work" % e)
     _wire_hooks(torch, l)
+    hook = getattr(getattr(torch.optim, "optimizer", None), "register_optimizer_step_post_hook",
+                   None)
+    if _truthy(auto_step) and hook is not None:
+        hook(_auto_step)
     _enabled = True
 
 
@@ -170,7 +202,9 @@ def check():
 
 def step():
     """Mark the end of a training step: a site whose live memory grows at each of the last
-    growth_steps steps is reported (the "tensors kept in a list" bug)."""
+    growth_steps steps is reported (the "tensors kept in a list" bug). enable() marks one
+    after each optimizer step already; the first call to step() turns that off."""
+    _auto_step.on = False
     _lib.lib().vg_step()
 
 

@@ -116,6 +116,25 @@ class Bindings(unittest.TestCase):
         self.assertIn("never allocated", str(cm.exception))
 
 
+class AutoStep(unittest.TestCase):
+    def test_one_mark_per_step_of_the_first_optimizer(self):
+        marks = []
+        auto = vramguard._AutoStep(lambda: marks.append(1))
+        gen, disc = object(), object()
+        for _ in range(3):  # a GAN's loop: two optimizers step each iteration
+            auto(disc, (), {})
+            auto(gen, (), {})
+        self.assertEqual(len(marks), 3)
+        auto.on = False  # (what a call to step() does)
+        auto(disc, (), {})
+        self.assertEqual(len(marks), 3)
+
+    def test_auto_step_values(self):
+        self.assertFalse(vramguard._truthy("off"))
+        self.assertFalse(vramguard._truthy("0"))
+        self.assertTrue(vramguard._truthy(True))
+
+
 class Command(unittest.TestCase):
     def test_usage(self):
         r = subprocess.run([sys.executable, "-m", "vramguard"], capture_output=True, text=True)
