@@ -2,9 +2,9 @@
 
 The loss tensor (with its graph) is appended to a list every step instead of
 loss.item(), so memory grows each step. The script knows nothing of vramguard: under
-`python -m vramguard run` each optimizer step marks a training step (vramguard.step()
-does it by hand), and after growth_steps steps of growth the site is reported. With
---fixed, loss.item() is kept."""
+`python -m vramguard run --mode=guard` each optimizer step marks a training step
+(vramguard.step() does it by hand), and after growth_steps steps of growth the site is
+reported. With --fixed, loss.item() is kept."""
 import sys
 
 import torch

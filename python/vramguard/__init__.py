@@ -90,13 +90,14 @@ def _truthy(v):
     return str(v).strip().lower() not in ("0", "off", "false", "no", "")
 
 
-def enable(mode="fast", auto_step=True, **options):
+def enable(mode="fast", auto_step=None, **options):
     """Route every CUDA tensor allocation of this process through vramguard.
 
     mode: "fast" (the allocator) or "guard" (redzones, poison, quarantine and checks).
     auto_step: mark a training step (step()) after each optimizer step, so that memory
-    growing every iteration is reported without changing the loop (off once step() is
-    called by hand).
+    growing every iteration is reported without changing the loop; by default in guard
+    mode only (a fast-mode user asked for an allocator, not for reports); off once step()
+    is called by hand.
     options: any vramguard option, e.g. limit="15G", report_json="errors.json",
     snapshot="snap_%r.json", error_exitcode=1. Raises VramguardError if CUDA has already
     allocated memory (PyTorch can no longer switch allocators) or an option is bad."""
@@ -119,6 +120,8 @@ def enable(mode="fast", auto_step=True, **options):
     _wire_hooks(torch, l)
     hook = getattr(getattr(torch.optim, "optimizer", None), "register_optimizer_step_post_hook",
                    None)
+    if auto_step is None:
+        auto_step = mode == "guard"
     if _truthy(auto_step) and hook is not None:
         hook(_auto_step)
     _enabled = True
