@@ -207,6 +207,9 @@ next | next-guard | next-memcheck | next-stream)
                 examples/pytorch/missing_record_stream.py $fixed
         done
         step "python -m vramguard run -m" 60 python3 -m vramguard run -m json.tool --help
+        step "torchrun worker under --follow-children" 120 python3 -m vramguard run --mode=guard \
+            --follow-children -m torch.distributed.run --nproc_per_node=1 \
+            examples/pytorch/leak_in_loop.py
     fi
     ;;
 peak)

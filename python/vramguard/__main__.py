@@ -1,10 +1,11 @@
-"""python -m vramguard run [--mode=guard] [--OPTION=VALUE ...] script.py [args...]
+"""python -m vramguard run [--mode=guard] [--follow-children] [--OPTION=VALUE ...] script.py [args...]
 python -m vramguard run [--OPTION=VALUE ...] -m module [args...]
 python -m vramguard convert SNAPSHOT.pickle [TRACE.csv] [--device=N]
 
 run: runs a script with vramguard enabled before it starts, so the script needs no
 change. An allocation failure raises torch.cuda.OutOfMemoryError carrying vramguard's
-explanation.
+explanation. --follow-children enables it in the Python processes the script starts too
+(torchrun's workers: run -m torch.distributed.run ...).
 
 convert: turns the allocation history of a PyTorch memory snapshot
 (torch.cuda.memory._record_memory_history(), then _dump_snapshot()) into a trace for
@@ -53,7 +54,19 @@ def main(argv):
     if module and len(rest) < 2:
         sys.stderr.write("vramguard: -m needs a module name\n")
         return 2
+    follow = opts.pop("follow_children", None) not in (None, "0", "off", "false", "no")
     mode = opts.pop("mode", "fast")
+    if follow:  # (before enable(): its options are checked there, for the children too)
+        import json
+        import os
+        here = os.path.join(os.path.dirname(os.path.abspath(vramguard.__file__)), "_children")
+        os.environ["VRAMGUARD_PYTHON"] = json.dumps(dict(opts, mode=mode))
+        paths = [here]
+        package_dir = os.path.dirname(os.path.dirname(here))  # (a checkout's python/)
+        if not any(d in package_dir for d in ("site-packages", "dist-packages")):
+            paths.append(package_dir)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            paths + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     try:
         vramguard.enable(mode=mode, **opts)
     except (vramguard.VramguardError, ValueError) as e:

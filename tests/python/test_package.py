@@ -135,6 +135,35 @@ class AutoStep(unittest.TestCase):
         self.assertTrue(vramguard._truthy(True))
 
 
+class FollowChildren(unittest.TestCase):
+    """The sitecustomize that `run --follow-children` puts on the children's path."""
+
+    def child(self, pythonpath, env_extra):
+        here = os.path.join(os.path.dirname(vramguard.__file__), "_children")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([here] + pythonpath), **env_extra)
+        return subprocess.run([sys.executable, "-c", "import sys; print('child ran')"],
+                              capture_output=True, text=True, env=env)
+
+    def test_the_users_sitecustomize_still_runs_and_no_torch_is_left_alone(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "sitecustomize.py"), "w") as f:
+                f.write("print('user sitecustomize')\n")
+            r = self.child([tmp], {"VRAMGUARD_PYTHON": '{"mode": "guard"}'})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["user", "sitecustomize", "child", "ran"])
+        try:
+            import torch  # noqa: F401
+        except ImportError:  # without PyTorch the child is not touched, and says nothing
+            self.assertEqual(r.stderr, "")
+
+    def test_an_error_in_the_users_sitecustomize_is_not_hidden(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            with open(os.path.join(tmp, "sitecustomize.py"), "w") as f:
+                f.write("import no_such_module_here\n")
+            r = self.child([tmp], {})
+        self.assertIn("no_such_module_here", r.stderr)
+
+
 class Command(unittest.TestCase):
     def test_usage(self):
         r = subprocess.run([sys.executable, "-m", "vramguard"], capture_output=True, text=True)
