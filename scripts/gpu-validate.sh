@@ -141,6 +141,8 @@ vramguard.enable()
 x = torch.randn(1000, 1000, device="cuda"); y = x @ x
 print("sum", y.sum().item())
 s = vramguard.memory_stats(); print({k: s[k] for k in ("allocated_bytes.all.current", "reserved_bytes.all.peak")})
+print("torch.cuda.max_memory_allocated", torch.cuda.max_memory_allocated(), "memory_reserved", torch.cuda.memory_reserved())
+torch.cuda.reset_peak_memory_stats()
 print(vramguard.memory_summary()[:600])
 snap = vramguard.snapshot(); print("snapshot segments", len(snap["segments"]))
 vramguard.dump_snapshot("/tmp/vg-snap.pickle")

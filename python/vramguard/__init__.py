@@ -6,6 +6,7 @@
 
 enable() must run before the first CUDA allocation (PyTorch cannot change its allocator
 afterwards). PyTorch is imported only by the functions that need it."""
+import collections
 import ctypes
 import json
 import os
@@ -139,13 +140,7 @@ def _wire_hooks(torch, l):
     fraction = torch.cuda.set_per_process_memory_fraction
 
     def set_per_process_memory_fraction(f, device=None):
-        if device is None:
-            dev = torch.cuda.current_device()
-        elif isinstance(device, int):
-            dev = device
-        else:
-            dev = torch.device(device).index or 0
-        l.vg_torch_set_memory_fraction(ctypes.c_double(f), ctypes.c_int(dev))
+        l.vg_torch_set_memory_fraction(ctypes.c_double(f), ctypes.c_int(_device_index(torch, device)))
         try:
             fraction(f, device)
         except RuntimeError:
@@ -160,6 +155,44 @@ def _wire_hooks(torch, l):
         return record(tensor, stream)
 
     torch.Tensor.record_stream = record_stream
+    _wire_stats(torch, l)
+
+
+def _device_index(torch, device):
+    """PyTorch's device argument (None, an index, "cuda:1", a torch.device) as an index."""
+    if device is None:
+        return torch.cuda.current_device()
+    if isinstance(device, int):
+        return device
+    index = torch.device(device).index
+    return torch.cuda.current_device() if index is None else index
+
+
+def _wire_stats(torch, l):
+    """torch.cuda's statistics raise under a pluggable allocator, and scripts call them to
+    log their memory (memory_allocated(), max_memory_reserved(), ...): they answer from
+    vramguard instead. memory_allocated() and the others read memory_stats() through their
+    module, so replacing it there and in torch.cuda covers them all."""
+    def stats(device=None):
+        d = memory_stats(_device_index(torch, device))
+        return collections.OrderedDict(sorted(d.items()))
+
+    def summary(device=None, abbreviated=False):
+        return memory_summary(_device_index(torch, device))
+
+    def reset_peak(device=None):
+        l.vg_reset_peak_stats(_device_index(torch, device))
+
+    def reset_accumulated(device=None):
+        l.vg_reset_accumulated_stats(_device_index(torch, device))
+
+    for ns in (torch.cuda, getattr(torch.cuda, "memory", None)):
+        if ns is None:
+            continue
+        ns.memory_stats = stats
+        ns.memory_summary = summary
+        ns.reset_peak_memory_stats = reset_peak
+        ns.reset_accumulated_memory_stats = reset_accumulated
 
 
 def enabled():

@@ -69,6 +69,8 @@ def lib():
         l.vg_torch_last_oom.restype = ctypes.c_size_t
         l.vg_torch_last_oom.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         l.vg_error_count.restype = ctypes.c_uint64
+        l.vg_reset_peak_stats.argtypes = [ctypes.c_int]
+        l.vg_reset_accumulated_stats.argtypes = [ctypes.c_int]
         _lib = l
     return _lib
 

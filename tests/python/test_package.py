@@ -109,6 +109,42 @@ class Bindings(unittest.TestCase):
         self.assertEqual(vramguard.check(), 0)
         self.assertEqual(vramguard.errors(), [])
 
+    def test_torch_cuda_statistics_answer_from_vramguard(self):
+        import ctypes
+        import types
+        calls = []
+
+        def raises(*a, **k):
+            raise RuntimeError("CUDAPluggableAllocator does not yet support getDeviceStats")
+        memory = types.SimpleNamespace(memory_stats=raises, memory_summary=raises,
+                                       reset_peak_memory_stats=raises,
+                                       reset_accumulated_memory_stats=raises)
+        cuda = types.SimpleNamespace(memory=memory, current_device=lambda: 0, **vars(memory))
+        fake = types.SimpleNamespace(cuda=cuda, device=lambda d: types.SimpleNamespace(
+            index=int(str(d).split(":")[1]) if ":" in str(d) else None))
+        l = _lib.lib()
+        vramguard._wire_stats(fake, l)
+
+        # torch.cuda.max_memory_allocated() and its kin read memory_stats() from the module
+        def max_memory_allocated(device=None):
+            return fake.cuda.memory.memory_stats(device=device).get("allocated_bytes.all.peak", 0)
+        p = ctypes.c_void_p()
+        _lib.check(l.vg_malloc(ctypes.byref(p), 3 << 20, None), "vg_malloc")
+        for ns in (fake.cuda, fake.cuda.memory):
+            s = ns.memory_stats()
+            self.assertEqual(list(s), sorted(s))
+            self.assertGreaterEqual(s["allocated_bytes.all.current"], 3 << 20)
+            self.assertEqual(ns.memory_stats("cuda:0"), s)
+            self.assertIn("Allocated memory", ns.memory_summary(device=0, abbreviated=True))
+        self.assertGreaterEqual(max_memory_allocated("cuda"), 3 << 20)
+        _lib.check(l.vg_free(p, None), "vg_free")
+        self.assertGreaterEqual(max_memory_allocated(), 3 << 20)
+        fake.cuda.reset_peak_memory_stats()
+        self.assertEqual(max_memory_allocated(),
+                         fake.cuda.memory_stats()["allocated_bytes.all.current"])
+        fake.cuda.memory.reset_accumulated_memory_stats(0)
+        self.assertEqual(fake.cuda.memory_stats()["allocated_bytes.all.freed"], 0)
+
     def test_errors_are_explained(self):
         import ctypes
         with self.assertRaises(vramguard.VramguardError) as cm:
