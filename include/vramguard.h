@@ -265,6 +265,12 @@ VG_API vg_status_t vg_step(void);
  * vg_free_string(). NULL if vramguard could not initialise. */
 VG_API char *vg_snapshot_json(void);
 
+/* Record the last `max_events` allocator events of each device from now on, for
+ * snapshots' timelines (0: stop recording); what was recorded before is dropped. The
+ * `snapshot_events` option sets it at start; this is PyTorch's
+ * torch.cuda.memory._record_memory_history() for vramguard. */
+VG_API vg_status_t vg_set_event_history(size_t max_events);
+
 /* Write the snapshot to `path` (%p pid, %r rank; NULL: the `snapshot` option's path),
  * replacing the file atomically. */
 VG_API vg_status_t vg_write_snapshot(const char *path);

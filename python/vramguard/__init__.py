@@ -11,6 +11,7 @@ import ctypes
 import json
 import os
 import pickle
+import sys
 
 from . import _lib
 from ._lib import VramguardError
@@ -193,6 +194,25 @@ def _wire_stats(torch, l):
         ns.memory_summary = summary
         ns.reset_peak_memory_stats = reset_peak
         ns.reset_accumulated_memory_stats = reset_accumulated
+    _wire_history(getattr(torch.cuda, "memory", None), l)
+
+
+def _wire_history(mem, l):
+    """PyTorch's memory-history workflow — torch.cuda.memory._record_memory_history(),
+    _snapshot(), _dump_snapshot(), then pytorch.org/memory_viz — raises under a pluggable
+    allocator; it works on vramguard's events instead."""
+    if mem is None:
+        return
+
+    def record_memory_history(enabled="all", context="all", stacks="all",
+                              max_entries=sys.maxsize, *args, **kwargs):
+        on = enabled not in (None, False, "none")
+        _lib.check(l.vg_set_event_history(min(int(max_entries), 1000000) if on else 0),
+                   "_record_memory_history")
+
+    mem._record_memory_history = record_memory_history
+    mem._snapshot = lambda device=None: snapshot()
+    mem._dump_snapshot = lambda filename="dump_snapshot.pickle": dump_snapshot(filename)
 
 
 def enabled():

@@ -70,6 +70,7 @@ def lib():
         l.vg_torch_last_oom.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
         l.vg_error_count.restype = ctypes.c_uint64
         l.vg_reset_peak_stats.argtypes = [ctypes.c_int]
+        l.vg_set_event_history.argtypes = [ctypes.c_size_t]
         l.vg_reset_accumulated_stats.argtypes = [ctypes.c_int]
         _lib = l
     return _lib

@@ -9,6 +9,28 @@
 #include "options.h"
 
 static _Atomic uint64_t g_seq;
+static _Atomic int64_t g_history = -1; /* vg_set_event_history: -1 = the options decide */
+
+/* How many events a heap keeps: vg_set_event_history's figure, else the options'. */
+static int64_t wanted(void) {
+    int64_t want = atomic_load(&g_history);
+    if (want < 0)
+        want = vg__opt.snapshot_events;
+    if (want < 0) /* auto: when snapshots will be written */
+        want = vg__opt.snapshot[0] ? 100000 : 0;
+    return want;
+}
+
+void vg__events_set_history(vg_heap_t *h, int64_t n) {
+    atomic_store(&g_history, n);
+    if (!h)
+        return;
+    vg_events_t *e = &h->events; /* (heap lock held) the next event starts a new ring */
+    free(e->ring);
+    e->ring = NULL;
+    e->cap = 0;
+    e->n = 0;
+}
 
 uint64_t vg__event_seq(void) { return atomic_load_explicit(&g_seq, memory_order_relaxed); }
 
@@ -21,9 +43,7 @@ void vg__event(vg_heap_t *h, vg_event_kind_t kind, uint64_t addr, uint64_t size,
                CUstream stream, uint32_t site) {
     vg_events_t *e = &h->events;
     if (!e->ring) {
-        int64_t want = vg__opt.snapshot_events;
-        if (want < 0) /* auto: when snapshots will be written */
-            want = vg__opt.snapshot[0] ? 100000 : 0;
+        int64_t want = e->cap == UINT64_MAX ? 0 : wanted();
         if (want == 0 || e->cap == UINT64_MAX) {
             e->cap = UINT64_MAX; /* off: decided once */
             return;

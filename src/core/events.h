@@ -42,6 +42,9 @@ struct vg_heap;
 /* Record an event in h (heap lock held). */
 void vg__event(struct vg_heap *h, vg_event_kind_t kind, uint64_t addr, uint64_t size,
                CUstream stream, uint32_t site);
+/* Keep the last n events from now on (0: none; -1: as the options say), in h and in
+ * heaps made later; h's events so far are dropped (heap lock held). */
+void vg__events_set_history(struct vg_heap *h, int64_t n);
 /* The sequence number the next event will get minus one (for error reports). */
 uint64_t vg__event_seq(void);
 const char *vg__event_name(vg_event_kind_t k);

@@ -199,6 +199,27 @@ VG_API char *vg_snapshot_json(void) {
     return vg__snapshot_build("request");
 }
 
+VG_API vg_status_t vg_set_event_history(size_t max_events) {
+    vg_status_t st = vg__ensure_init();
+    if (st != VG_OK)
+        return st;
+    if (max_events > 100000000)
+        return vg__error(VG_ERR_INVALID_ARGUMENT,
+                         "vg_set_event_history(%zu): at most 100000000 events (the "
+                         "snapshot_events option's range)",
+                         max_events);
+    vg__events_set_history(NULL, (int64_t)max_events); /* (heaps made later) */
+    for (int i = 0; i < vg__heap_count(); i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        if (!h)
+            continue;
+        pthread_mutex_lock(&h->lock);
+        vg__events_set_history(h, (int64_t)max_events);
+        pthread_mutex_unlock(&h->lock);
+    }
+    return VG_OK;
+}
+
 static vg_status_t write_snapshot(const char *pattern, const char *reason) {
     char *json = vg__snapshot_build(reason);
     if (!json)

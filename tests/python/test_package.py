@@ -145,6 +145,27 @@ class Bindings(unittest.TestCase):
         fake.cuda.memory.reset_accumulated_memory_stats(0)
         self.assertEqual(fake.cuda.memory_stats()["allocated_bytes.all.freed"], 0)
 
+    def test_pytorch_memory_history_workflow(self):
+        import ctypes
+        import types
+        mem = types.SimpleNamespace()
+        l = _lib.lib()
+        vramguard._wire_history(mem, l)
+        mem._record_memory_history(max_entries=100)
+        p = ctypes.c_void_p()
+        _lib.check(l.vg_malloc(ctypes.byref(p), 1 << 20, None), "vg_malloc")
+        _lib.check(l.vg_free(p, None), "vg_free")
+        trace = mem._snapshot()["device_traces"][0]
+        self.assertEqual([e["action"] for e in trace if e["action"] != "segment_map"][-2:],
+                         ["alloc", "free_completed"])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "s.pickle")
+            mem._dump_snapshot(path)
+            with open(path, "rb") as f:
+                self.assertIn("device_traces", pickle.load(f))
+        mem._record_memory_history(enabled=None)
+        self.assertEqual(mem._snapshot()["device_traces"][0], [])
+
     def test_errors_are_explained(self):
         import ctypes
         with self.assertRaises(vramguard.VramguardError) as cm:

@@ -120,6 +120,37 @@ VG_TEST(snapshot_holds_what_happened) {
     vg_free_string(snap);
 }
 
+/* The events in a snapshot of the current process. */
+static size_t events_now(void) {
+    char *snap = vg_snapshot_json();
+    json_doc_t *d = parse_or_die(snap, strlen(snap));
+    const json_t *dev = json_get(json_root(d), "devices")->kids[0];
+    size_t n = json_get(dev, "events")->n;
+    json_free(d);
+    vg_free_string(snap);
+    return n;
+}
+
+/* Recording can start and stop at run time (PyTorch's _record_memory_history). */
+VG_TEST(event_history_starts_and_stops_at_run_time) {
+    vgt_init("snapshot_events=0");
+    void *p;
+    CHECK_VG(vg_malloc(&p, 4096, NULL));
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_EQ(events_now(), 0);                 /* off at start */
+    CHECK_VG(vg_set_event_history(3));
+    for (int i = 0; i < 4; i++) {
+        CHECK_VG(vg_malloc(&p, 4096, NULL));
+        CHECK_VG(vg_free(p, NULL));
+    }
+    CHECK_EQ(events_now(), 3);                 /* the last three of eight */
+    CHECK_VG(vg_set_event_history(0));
+    CHECK_VG(vg_malloc(&p, 4096, NULL));
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_EQ(events_now(), 0);                 /* stopped, and what was kept dropped */
+    CHECK_EQ(vg_set_event_history((size_t)1 << 40), VG_ERR_INVALID_ARGUMENT);
+}
+
 VG_TEST(snapshot_file_option_and_report_reader) {
     char path[] = "/tmp/vg_snapXXXXXX";
     int fd = mkstemp(path);
