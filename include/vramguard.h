@@ -306,6 +306,10 @@ VG_API void vg_torch_empty_cache(void);
 VG_API void vg_torch_set_memory_fraction(double fraction, int device);
 VG_API void vg_torch_record_stream(void *ptr, void *stream);
 VG_API size_t vg_torch_last_oom(char *out, size_t n);
+/* set_begin_allocate_to_pool (CUDA graph capture): vramguard has no graph pools yet and
+ * warns once that a captured graph's memory is not kept apart. */
+VG_API void vg_torch_begin_allocate_to_pool(int device, uint64_t pool_a, uint64_t pool_b,
+                                            void *filter);
 
 #ifdef __cplusplus
 }

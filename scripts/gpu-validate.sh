@@ -147,6 +147,10 @@ torch.cuda.memory._record_memory_history(max_entries=1000)
 z = torch.zeros(1 << 20, device="cuda"); del z
 torch.cuda.memory._dump_snapshot("/tmp/vg-history.pickle")
 print("history entries", len(torch.cuda.memory._snapshot()["device_traces"][0]))
+g = torch.cuda.CUDAGraph()  # (expect the one-line warning from vramguard: no graph pools yet)
+with torch.cuda.graph(g):
+    w = x * 2
+g.replay(); print("graph replay", w.sum().item())
 print(vramguard.memory_summary()[:600])
 snap = vramguard.snapshot(); print("snapshot segments", len(snap["segments"]))
 vramguard.dump_snapshot("/tmp/vg-snap.pickle")

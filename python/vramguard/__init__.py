@@ -114,6 +114,10 @@ def enable(mode="fast", auto_step=None, **options):
     _lib.check(l.vg_init(options_string(mode, **pytorch_defaults(options)).encode()),
                "vramguard options")
     alloc = torch.cuda.memory.CUDAPluggableAllocator(*_lib.torch_entry())
+    hooks = getattr(alloc, "_allocator", None)
+    if hasattr(hooks, "set_begin_allocate_to_pool"):  # (PyTorch 2.3+: CUDA graph capture)
+        hooks.set_begin_allocate_to_pool(
+            ctypes.cast(l.vg_torch_begin_allocate_to_pool, ctypes.c_void_p).value)
     try:
         torch.cuda.memory.change_current_allocator(alloc)
     except RuntimeError as e:
