@@ -4,11 +4,13 @@
  * the source before the copy completes sends the old bytes, the new ones, or a mix.
  * Guard mode write-protects the source until the copy completes and reports the write
  * (the copy, its stream, where it was enqueued, where the host wrote), then lets the
- * write proceed once the copy is done.
+ * write proceed once the copy is done. With --generic the copy is cuMemcpyAsync with the
+ * host pointer as a unified address (cudaMemcpyAsync with cudaMemcpyDefault).
  */
 #include "common.h"
 
-int main(void) {
+int main(int argc, char **argv) {
+    bool generic = argc > 1 && strcmp(argv[1], "--generic") == 0;
     ex_init();
     const size_t n = 1 << 20;
     float *src;
@@ -20,7 +22,10 @@ int main(void) {
     CK(cuMemAlloc(&d, n));
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     ex_hold_stream(s, 200); /* earlier work keeps the stream busy */
-    CK(cuMemcpyHtoDAsync(d, src, n, s));
+    if (generic)
+        CK(cuMemcpyAsync(d, (CUdeviceptr)(uintptr_t)src, n, s));
+    else
+        CK(cuMemcpyHtoDAsync(d, src, n, s));
     src[1000] = 42.0f; /* the bug: the copy has not happened yet */
     CK(cuStreamSynchronize(s));
     CK(cuMemFree(d));

@@ -237,7 +237,14 @@ VG_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
     if (!vgp_ready())
         return f(dst, src, n, s);
     vg__guard_flush_stream(s);
-    return vgp_check(f(dst, src, n, s), "cuMemcpyAsync");
+    /* With unified addressing either side may be pinned host memory (cudaMemcpyAsync with
+     * cudaMemcpyDefault): each side that is gets the race guard. */
+    uintptr_t from = vgp_race_before((const void *)(uintptr_t)src, n, true, s, "cuMemcpyAsync");
+    uintptr_t to = vgp_race_before((void *)(uintptr_t)dst, n, false, s, "cuMemcpyAsync");
+    CUresult r = f(dst, src, n, s);
+    vgp_race_after(from, r, s);
+    vgp_race_after(to, r, s);
+    return vgp_check(r, "cuMemcpyAsync");
 }
 
 VG_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
@@ -278,7 +285,7 @@ VG_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
     if (!vgp_ready())
         return f(dst, src, n, s);
     vg__guard_flush_stream(s);
-    uintptr_t token = vgp_race_before(src, n, true, s);
+    uintptr_t token = vgp_race_before(src, n, true, s, "cuMemcpyHtoDAsync");
     CUresult r = f(dst, src, n, s);
     vgp_race_after(token, r, s);
     return vgp_check(r, "cuMemcpyHtoDAsync");
@@ -297,7 +304,7 @@ VG_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstr
     if (!vgp_ready())
         return f(dst, src, n, s);
     vg__guard_flush_stream(s);
-    uintptr_t token = vgp_race_before(dst, n, false, s);
+    uintptr_t token = vgp_race_before(dst, n, false, s, "cuMemcpyDtoHAsync");
     CUresult r = f(dst, src, n, s);
     vgp_race_after(token, r, s);
     return vgp_check(r, "cuMemcpyDtoHAsync");

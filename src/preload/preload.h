@@ -51,10 +51,12 @@ CUresult vgp_cu_result(int vg_status);
  * asynchronous, so they are guarded). */
 void vgp_pinned_add(void *p, size_t n);
 void vgp_pinned_remove(void *p);
-/* Before an async copy between host range [h, h + n) and the device on `stream`: if the
- * range is pinned, protect the pages it covers entirely (to_device: read-only; else no
- * access) until the copy completes. Returns a token for vgp_race_after (0: nothing done). */
-uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stream);
+/* Before an async copy between host range [h, h + n) and the device on `stream` (made by
+ * `api`, named in reports): if the range is pinned, protect the pages it covers entirely
+ * (to_device: read-only; else no access) until the copy completes. Returns a token for
+ * vgp_race_after (0: nothing done: not pinned, device memory, or no whole page). */
+uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stream,
+                          const char *api);
 /* After the copy was enqueued (r: its result): arrange the unprotection in stream order. */
 void vgp_race_after(uintptr_t token, CUresult r, CUstream stream);
 bool vgp_race_enabled(void);

@@ -61,6 +61,7 @@ typedef struct rec {
     const void *host;          /* the copy: host side, bytes, direction, stream, where */
     size_t bytes;
     bool to_device;
+    const char *api;           /* the copy's function, for the report */
     CUstream stream;
     uint32_t enqueue_site;
     _Atomic int faulted;       /* set by the signal handler (once) */
@@ -257,7 +258,8 @@ static void install_handler(void) {
  * Around a copy
  * ------------------------------------------------------------------------------------- */
 
-uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stream) {
+uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stream,
+                          const char *api) {
     if (!vgp_race_enabled() || !h || n == 0)
         return 0;
     if (!g_page)
@@ -266,6 +268,11 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
     uintptr_t hi = ((uintptr_t)h + n) & ~(uintptr_t)(g_page - 1);
     if (lo >= hi)
         return 0; /* no page belongs to the buffer alone */
+    pthread_mutex_lock(&g_lock); /* (device memory, as cuMemcpyAsync's often is, stops here) */
+    bool pinned = is_pinned((uintptr_t)h, (uintptr_t)h + n);
+    pthread_mutex_unlock(&g_lock);
+    if (!pinned)
+        return 0;
     vg__stack_bounds_prepare(); /* so the handler can unwind this thread */
     uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
     pthread_mutex_lock(&g_lock);
@@ -290,6 +297,7 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
     r->host = h;
     r->bytes = n;
     r->to_device = to_device;
+    r->api = api;
     r->stream = stream;
     r->enqueue_site = site;
     r->waited_out = false;
@@ -337,12 +345,11 @@ static void report_race(rec_t *r) {
     intptr_t off = (intptr_t)(r->fault_addr - (uintptr_t)r->host);
     char sz[32];
     vg_buf_t d = {0};
-    vg__buf_printf(&d, "the host %s 0x%llx, byte %lld of the %s of cuMemcpy%sAsync (%zu bytes, %s) "
+    vg__buf_printf(&d, "the host %s 0x%llx, byte %lld of the %s of %s (%zu bytes, %s) "
                        "on stream 0x%llx, before the copy had completed\n",
                    r->fault_write ? "wrote to" : "read", (unsigned long long)r->fault_addr,
-                   (long long)off, r->to_device ? "source" : "destination",
-                   r->to_device ? "HtoD" : "DtoH", r->bytes, vg__fmt_bytes(sz, r->bytes),
-                   (unsigned long long)(uintptr_t)r->stream);
+                   (long long)off, r->to_device ? "source" : "destination", r->api, r->bytes,
+                   vg__fmt_bytes(sz, r->bytes), (unsigned long long)(uintptr_t)r->stream);
     vg__buf_printf(&d, "%s\n", r->to_device
                                    ? "the copy may send the new bytes, the old ones, or a mix"
                                    : "the host may see the old bytes, the new ones, or a mix");
