@@ -5,12 +5,13 @@
  * Guard mode write-protects the source until the copy completes and reports the write
  * (the copy, its stream, where it was enqueued, where the host wrote), then lets the
  * write proceed once the copy is done. With --generic the copy is cuMemcpyAsync with the
- * host pointer as a unified address (cudaMemcpyAsync with cudaMemcpyDefault).
+ * host pointer as a unified address (cudaMemcpyAsync with cudaMemcpyDefault); with --2d,
+ * cuMemcpy2DAsync of 256 rows of 4 KiB (cudaMemcpy2DAsync).
  */
 #include "common.h"
 
 int main(int argc, char **argv) {
-    bool generic = argc > 1 && strcmp(argv[1], "--generic") == 0;
+    const char *how = argc > 1 ? argv[1] : "";
     ex_init();
     const size_t n = 1 << 20;
     float *src;
@@ -22,10 +23,23 @@ int main(int argc, char **argv) {
     CK(cuMemAlloc(&d, n));
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     ex_hold_stream(s, 200); /* earlier work keeps the stream busy */
-    if (generic)
+    if (strcmp(how, "--generic") == 0) {
         CK(cuMemcpyAsync(d, (CUdeviceptr)(uintptr_t)src, n, s));
-    else
+    } else if (strcmp(how, "--2d") == 0) {
+        CUDA_MEMCPY2D c;
+        memset(&c, 0, sizeof c);
+        c.srcMemoryType = CU_MEMORYTYPE_HOST;
+        c.srcHost = src;
+        c.srcPitch = 4096;
+        c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        c.dstDevice = d;
+        c.dstPitch = 4096;
+        c.WidthInBytes = 4096;
+        c.Height = n / 4096;
+        CK(cuMemcpy2DAsync(&c, s));
+    } else {
         CK(cuMemcpyHtoDAsync(d, src, n, s));
+    }
     src[1000] = 42.0f; /* the bug: the copy has not happened yet */
     CK(cuStreamSynchronize(s));
     CK(cuMemFree(d));

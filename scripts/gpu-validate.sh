@@ -193,6 +193,12 @@ next | next-guard | next-memcheck | next-stream)
             launch_kernel_ex_runs_like_launch_kernel
         step "s1_overrun --launch-ex vramguard" 60 "$B/vramguard" run --mode=guard -- \
             "$B/examples/s1_overrun" --launch-ex
+        step "conformance copy_2d" 60 "$B/tests/conformance/conformance" \
+            copy_2d_sub_rectangle_round_trip
+        for how in --generic --2d; do
+            step "s3_h2d_race $how vramguard" 60 "$B/vramguard" run --mode=guard -- \
+                "$B/examples/s3_h2d_race" $how
+        done
         guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)
         REPEAT=15 replays
     fi

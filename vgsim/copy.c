@@ -131,6 +131,54 @@ VGSIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t
 }
 
 /* ---------------------------------------------------------------------------------------
+ * 2D copies: one row copy after another on the stream, each with the rules above. Every
+ * row is checked before the first is queued, so a bad copy queues nothing. Arrays are
+ * not simulated.
+ * ------------------------------------------------------------------------------------- */
+
+static const char *side_base(CUmemorytype t, const void *host, CUdeviceptr dev) {
+    return t == CU_MEMORYTYPE_DEVICE ? (const char *)(uintptr_t)dev
+         : t == CU_MEMORYTYPE_UNIFIED ? (const char *)(uintptr_t)dev
+                                      : (const char *)host;
+}
+
+static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, bool async) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (p->srcPitch < p->srcXInBytes + p->WidthInBytes ||
+        p->dstPitch < p->dstXInBytes + p->WidthInBytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->WidthInBytes == 0 || p->Height == 0)
+        return CUDA_SUCCESS;
+    const char *src = side_base(p->srcMemoryType, p->srcHost, p->srcDevice) +
+                      p->srcY * p->srcPitch + p->srcXInBytes;
+    char *dst = (char *)side_base(p->dstMemoryType, p->dstHost, p->dstDevice) +
+                p->dstY * p->dstPitch + p->dstXInBytes;
+    for (size_t y = 0; y < p->Height; y++) {
+        int ss = classify(src + y * p->srcPitch, p->WidthInBytes);
+        int ds = classify(dst + y * p->dstPitch, p->WidthInBytes);
+        if (ss == SIDE_BAD || ds == SIDE_BAD ||
+            (p->srcMemoryType == CU_MEMORYTYPE_DEVICE && ss != SIDE_DEVICE) ||
+            (p->dstMemoryType == CU_MEMORYTYPE_DEVICE && ds != SIDE_DEVICE))
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t y = 0; y < p->Height && r == CUDA_SUCCESS; y++)
+        r = copy_any(dst + y * p->dstPitch, src + y * p->srcPitch, p->WidthInBytes, stream, async);
+    return r;
+}
+
+VGSIM_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *copy) { return copy_2d(copy, NULL, false); }
+
+VGSIM_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *copy, CUstream stream) {
+    return copy_2d(copy, stream, true);
+}
+
+/* ---------------------------------------------------------------------------------------
  * Memsets: never make the host wait for device memory.
  * ------------------------------------------------------------------------------------- */
 

@@ -91,6 +91,9 @@
     X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, OPT,                                         \
       (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream),                    \
       (dst, src, bytes, stream))                                                            \
+    X(cuMemcpy2D, cuMemcpy2D_v2, OPT, (const CUDA_MEMCPY2D *copy), (copy))                  \
+    X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, OPT, (const CUDA_MEMCPY2D *copy, CUstream stream), \
+      (copy, stream))                                                                       \
     X(cuMemsetD8, cuMemsetD8_v2, OPT, (CUdeviceptr dst, unsigned char value, size_t count), \
       (dst, value, count))                                                                  \
     X(cuMemsetD32, cuMemsetD32_v2, OPT, (CUdeviceptr dst, unsigned int value, size_t count), \

@@ -37,6 +37,7 @@
     X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2)                                              \
     X(cuMemcpyAsync, cuMemcpyAsync)                                                         \
     X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2)                                              \
+    X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2)                                                  \
     X(cuMemsetD8, cuMemsetD8_v2)                                                            \
     X(cuMemsetD32, cuMemsetD32_v2)                                                          \
     X(cuMemsetD8Async, cuMemsetD8Async)                                                     \
@@ -68,6 +69,7 @@
     X(cuStreamSynchronize, cuStreamSynchronize, cuStreamSynchronize_ptsz)                   \
     X(cuMemcpyAsync, cuMemcpyAsync, cuMemcpyAsync_ptsz)                                     \
     X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)                   \
+    X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz)                         \
     X(cuEventRecord, cuEventRecord, cuEventRecord_ptsz)                                     \
     X(cuLaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)
 

@@ -314,6 +314,47 @@ VG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, 
     return cuMemcpyDtoHAsync_v2(dst, src, n, s ? s : CU_STREAM_PER_THREAD);
 }
 
+/* A 2D copy's host side as one range, when it is one: a single row, or rows back to back
+ * (pitch == width). The race guard protects whole pages, and for a sub-rectangle those
+ * pages would hold bytes between the rows that are not the copy's, which the program may
+ * touch at will: such copies are not guarded. */
+static void *host_span(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+                       size_t pitch, size_t width, size_t height, size_t *n) {
+    if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_UNIFIED)
+        return NULL;
+    if (height > 1 && pitch != width)
+        return NULL;
+    const char *base = type == CU_MEMORYTYPE_HOST ? host : (const char *)(uintptr_t)dev;
+    *n = width * height;
+    return (char *)base + y * pitch + x;
+}
+
+VG_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream s) {
+    static void *next;
+    CUresult (*f)(const CUDA_MEMCPY2D *, CUstream) =
+        (CUresult(*)(const CUDA_MEMCPY2D *, CUstream))vgp_next("cuMemcpy2DAsync_v2", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready() || !c)
+        return f(c, s);
+    vg__guard_flush_stream(s);
+    size_t ns = 0, nd = 0;
+    void *src = host_span(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY,
+                          c->srcPitch, c->WidthInBytes, c->Height, &ns);
+    void *dst = host_span(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY,
+                          c->dstPitch, c->WidthInBytes, c->Height, &nd);
+    uintptr_t from = src ? vgp_race_before(src, ns, true, s, "cuMemcpy2DAsync") : 0;
+    uintptr_t to = dst ? vgp_race_before(dst, nd, false, s, "cuMemcpy2DAsync") : 0;
+    CUresult r = f(c, s);
+    vgp_race_after(from, r, s);
+    vgp_race_after(to, r, s);
+    return vgp_check(r, "cuMemcpy2DAsync");
+}
+
+VG_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream s) {
+    return cuMemcpy2DAsync_v2(c, s ? s : CU_STREAM_PER_THREAD);
+}
+
 /* Memsets: checked for context-killing errors; the async ones first launch the guard work
  * waiting on their stream (the poison of earlier frees precedes the program's writes). */
 

@@ -322,14 +322,17 @@ example_*)
     clean_program) chk 0 all ;;
     *) fail "no expectation for $ex" ;;
     esac ;;
-race_generic_copy)
+race_other_copies)
     # S3 through cuMemcpyAsync, the host pointer a unified address (cudaMemcpyAsync with
     # cudaMemcpyDefault): the same race, the copy named as the program made it.
+    # The same through cuMemcpy2DAsync (rows back to back).
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
-    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s3_h2d_race" --generic
-    python3 "$HERE/check_report.py" "$TMP/r.json" 1 host_race \
-        "detail~byte 4000 of the source of cuMemcpyAsync (1048576 bytes" detail~s3_h2d_race.c ||
-        { cat "$TMP/err" >&2; fail "report"; } ;;
+    for how in generic:cuMemcpyAsync 2d:cuMemcpy2DAsync; do
+        run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s3_h2d_race" --${how%%:*}
+        python3 "$HERE/check_report.py" "$TMP/r.json" 1 host_race \
+            "detail~byte 4000 of the source of ${how#*:} (1048576 bytes" detail~s3_h2d_race.c ||
+            { cat "$TMP/err" >&2; fail "report (--${how%%:*})"; }
+    done ;;
 interposer_launch_ex)
     # S1 with its kernel launched through cuLaunchKernelEx (cudaLaunchKernelEx, cluster
     # launches): the report names the kernel and the guard work precedes it.

@@ -763,3 +763,57 @@ VG_TEST(launch_kernel_ex_runs_like_launch_kernel) {
     CHECK_CU(cuMemFree(d));
     CHECK_CU(cuStreamDestroy(s));
 }
+
+/* cuMemcpy2D / cuMemcpy2DAsync: a sub-rectangle into a pitched device buffer and back,
+ * rows at their pitches, nothing outside the rectangle touched. */
+VG_TEST(copy_2d_sub_rectangle_round_trip) {
+    setup();
+    enum { W = 100, H = 3, HP = 160, BP = 256 };
+    unsigned char *host, back[(H + 1) * BP];
+    CHECK_CU(cuMemAllocHost((void **)&host, H * HP));
+    for (int i = 0; i < H * HP; i++)
+        host[i] = (unsigned char)(i * 7 + 1);
+    CUdeviceptr d;
+    size_t pitch;
+    CHECK_CU(cuMemAllocPitch(&d, &pitch, 256, H + 1, 4));
+    CHECK_CU(cuMemsetD8(d, 0xEE, pitch * (H + 1)));
+    CHECK_CU(cuCtxSynchronize()); /* (the memset does not order a non-blocking stream) */
+    CUDA_MEMCPY2D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = host;
+    c.srcXInBytes = 8;
+    c.srcPitch = HP;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = d;
+    c.dstXInBytes = 16;
+    c.dstY = 1;
+    c.dstPitch = pitch;
+    c.WidthInBytes = W;
+    c.Height = H;
+    CUstream s;
+    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(cuMemcpy2DAsync(&c, s));
+    CHECK_CU(cuStreamSynchronize(s));
+    memset(back, 0, sizeof back);
+    CUDA_MEMCPY2D b;
+    memset(&b, 0, sizeof b);
+    b.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    b.srcDevice = d;
+    b.srcPitch = pitch;
+    b.dstMemoryType = CU_MEMORYTYPE_HOST;
+    b.dstHost = back;
+    b.dstPitch = BP;
+    b.WidthInBytes = BP;
+    b.Height = H + 1;
+    CHECK_CU(cuMemcpy2D(&b));
+    for (int y = 0; y < H + 1; y++)
+        for (int x = 0; x < BP; x++) {
+            int inside = y >= 1 && x >= 16 && x < 16 + W;
+            unsigned char want = inside ? host[(y - 1) * HP + 8 + (x - 16)] : 0xEE;
+            CHECK_EQ(back[y * BP + x], want);
+        }
+    CHECK_CU(cuStreamDestroy(s));
+    CHECK_CU(cuMemFree(d));
+    CHECK_CU(cuMemFreeHost(host));
+}
