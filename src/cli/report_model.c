@@ -427,8 +427,9 @@ static bool build_timeline(const rp_file_t *f, rp_device_t *d) {
     for (size_t i = 0; i < n && ok; i++) {
         const decoded_t *x = &dec[i];
         if (x->kind == D_LIVE) {
-            uint32_t g = x->group;
-            cur[series_of[g] ? (int)series_of[g] - 1 : rest_at] += x->bytes;
+            int at = series_of[x->group] ? (int)series_of[x->group] - 1 : rest_at;
+            if (at >= 0) /* (a group whose peak is 0, zero-byte allocations: no series) */
+                cur[at] += x->bytes;
         } else if (x->kind == D_OLDER && older_at >= 0) {
             cur[older_at] = cur[older_at] + x->bytes > 0 ? cur[older_at] + x->bytes : 0;
         } else if (x->kind == D_RESERVED) {
