@@ -54,7 +54,7 @@ def main(argv):
     if module and len(rest) < 2:
         sys.stderr.write("vramguard: -m needs a module name\n")
         return 2
-    follow = opts.pop("follow_children", None) not in (None, "0", "off", "false", "no")
+    follow = vramguard._truthy(opts.pop("follow_children", "0"))
     mode = opts.pop("mode", "fast")
     if follow:  # (before enable(): its options are checked there, for the children too)
         import json

@@ -21,17 +21,6 @@ static int64_t wanted(void) {
     return want;
 }
 
-void vg__events_set_history(vg_heap_t *h, int64_t n) {
-    atomic_store(&g_history, n);
-    if (!h)
-        return;
-    vg_events_t *e = &h->events; /* (heap lock held) the next event starts a new ring */
-    free(e->ring);
-    e->ring = NULL;
-    e->cap = 0;
-    e->n = 0;
-}
-
 uint64_t vg__event_seq(void) { return atomic_load_explicit(&g_seq, memory_order_relaxed); }
 
 const char *vg__event_name(vg_event_kind_t k) {
@@ -39,13 +28,25 @@ const char *vg__event_name(vg_event_kind_t k) {
     return (unsigned)k < VG_EV_NKINDS ? names[k] : "?";
 }
 
+void vg__events_keep(int64_t n) { atomic_store(&g_history, n); }
+
+void vg__events_restart(vg_heap_t *h) {
+    vg_events_t *e = &h->events; /* (heap lock held) the next event starts a new ring */
+    free(e->ring);
+    e->ring = NULL;
+    e->cap = 0;
+    e->n = 0;
+}
+
 void vg__event(vg_heap_t *h, vg_event_kind_t kind, uint64_t addr, uint64_t size,
                CUstream stream, uint32_t site) {
     vg_events_t *e = &h->events;
     if (!e->ring) {
-        int64_t want = e->cap == UINT64_MAX ? 0 : wanted();
-        if (want == 0 || e->cap == UINT64_MAX) {
-            e->cap = UINT64_MAX; /* off: decided once */
+        if (e->cap == UINT64_MAX) /* off (until vg__events_restart) */
+            return;
+        int64_t want = wanted();
+        if (want == 0) {
+            e->cap = UINT64_MAX; /* decided once */
             return;
         }
         e->ring = malloc((size_t)want * sizeof *e->ring);

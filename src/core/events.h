@@ -42,9 +42,11 @@ struct vg_heap;
 /* Record an event in h (heap lock held). */
 void vg__event(struct vg_heap *h, vg_event_kind_t kind, uint64_t addr, uint64_t size,
                CUstream stream, uint32_t site);
-/* Keep the last n events from now on (0: none; -1: as the options say), in h and in
- * heaps made later; h's events so far are dropped (heap lock held). */
-void vg__events_set_history(struct vg_heap *h, int64_t n);
+/* How many events each heap keeps from now on (0: none; -1: as the options say). */
+void vg__events_keep(int64_t n);
+/* Drop h's events; its ring is made again, at the size now wanted, at its next event
+ * (heap lock held). */
+void vg__events_restart(struct vg_heap *h);
 /* The sequence number the next event will get minus one (for error reports). */
 uint64_t vg__event_seq(void);
 const char *vg__event_name(vg_event_kind_t k);

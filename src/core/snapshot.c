@@ -208,13 +208,13 @@ VG_API vg_status_t vg_set_event_history(size_t max_events) {
                          "vg_set_event_history(%zu): at most 100000000 events (the "
                          "snapshot_events option's range)",
                          max_events);
-    vg__events_set_history(NULL, (int64_t)max_events); /* (heaps made later) */
+    vg__events_keep((int64_t)max_events);
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
         if (!h)
             continue;
         pthread_mutex_lock(&h->lock);
-        vg__events_set_history(h, (int64_t)max_events);
+        vg__events_restart(h);
         pthread_mutex_unlock(&h->lock);
     }
     return VG_OK;

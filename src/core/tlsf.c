@@ -149,9 +149,8 @@ vg_block_t *vg__tlsf_find_small(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream
     return search(&t->cls[VG_CLASS_SMALL], size, stream, TAKE_ANY);
 }
 
-void vg__tlsf_each_desc_class(vg_tlsf_t *t, int cls, bool (*fn)(vg_block_t *b, void *arg),
-                              void *arg) {
-    vg_tlsf_class_t *c = &t->cls[cls];
+/* Visit one class's blocks from its largest bin down; false once fn said stop. */
+static bool walk(vg_tlsf_class_t *c, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
     for (int fl = VG_TLSF_FL - 1; fl >= 0; fl--) {
         if (!(c->fl_bitmap & (1ull << fl)))
             continue;
@@ -160,29 +159,20 @@ void vg__tlsf_each_desc_class(vg_tlsf_t *t, int cls, bool (*fn)(vg_block_t *b, v
             while (b) {
                 vg_block_t *next = b->fnext; /* fn may remove b */
                 if (!fn(b, arg))
-                    return;
+                    return false;
                 b = next;
             }
         }
     }
+    return true;
 }
 
-typedef struct each_ctx {
-    bool (*fn)(vg_block_t *b, void *arg);
-    void *arg;
-    bool stopped;
-} each_ctx_t;
-
-static bool each_relay(vg_block_t *b, void *arg) {
-    each_ctx_t *e = arg;
-    if (e->fn(b, e->arg))
-        return true;
-    e->stopped = true;
-    return false;
+void vg__tlsf_each_desc_class(vg_tlsf_t *t, int cls, bool (*fn)(vg_block_t *b, void *arg),
+                              void *arg) {
+    walk(&t->cls[cls], fn, arg);
 }
 
 void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
-    each_ctx_t e = {fn, arg, false};
-    for (int cls = 0; cls < VG_CLASSES && !e.stopped; cls++)
-        vg__tlsf_each_desc_class(t, cls, each_relay, &e);
+    for (int cls = 0; cls < VG_CLASSES && walk(&t->cls[cls], fn, arg); cls++)
+        ;
 }
