@@ -17,11 +17,12 @@
 #            tests on the real driver (new kernel ops); guard vs fast replays in the steady state; guard mode beside compute-sanitizer on the same
 #            small training loops; GPT-2 in guard mode under a memory limit; the
 #            record_stream script
-#   peak     why vramguard's peak reserved on GPT-2 (18.97-19.01 GB on the H100) is above
-#            the vgsim replay of its own 20-step trace (18.76 GB): a traced 300-step run
-#            with reserved bytes per step, its trace replayed (with and without device
-#            lag); then peak reserved and step time side by side with PyTorch's
-#            allocator and expandable segments, two rounds, on GPT-2 and ResNet-50
+#   peak     peak reserved and step time side by side with PyTorch's allocator and
+#            expandable segments, two rounds, on GPT-2 and ResNet-50 (the acceptance line,
+#            first, so that it is done if the call runs out of time); then why vramguard's
+#            peak reserved on GPT-2 (18.97-19.01 GB on the H100) was above the vgsim replay
+#            of its own 20-step trace (18.76 GB): a traced 300-step run with reserved bytes
+#            per step, its trace replayed (with and without device lag, in other orders)
 #   convert  PyTorch memory snapshots of the two loops under PyTorch's allocator, turned
 #            into traces by python -m vramguard convert and replayed: the snapshot's
 #            figures beside what PyTorch measured in the same run, and vramguard's beside them
@@ -85,6 +86,19 @@ train_run() { # train_run JSONL NAME SECONDS ARGS...: bench/pytorch_train.py, it
 
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/python VRAMGUARD_LIB=$PWD/$B/libvramguard.so
 export TORCH_EXTENSIONS_DIR=/tmp/vg-torch-ext
+
+peak_summary() { # peak_summary JSONL: one line per training run
+    python3 - "$1" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    rs = r.get("reserved_per_step") or []
+    grew = [i for i in range(1, len(rs)) if rs[i] > rs[i - 1]]
+    print(f"{r['model']:9} {r['alloc']:10} step {r['step_ms_median']:.2f} ms  peak reserved "
+          f"{r['peak_reserved'] / 1e9:.3f} GB  allocated {r['peak_allocated'] / 1e9:.3f} GB  "
+          f"{r.get('counts')}  reserved grew after steps {grew[:20]}")
+PY
+}
 
 case $PART in
 c)
@@ -232,6 +246,14 @@ peak)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     build
     J=$O/peak.jsonl
+    for round in 1 2; do
+        for a in default expandable vramguard; do
+            train_run "$J" "gpt2 $a round $round" 300 --alloc $a --model gpt2 --steps 300 \
+                --reserved-per-step
+            train_run "$J" "resnet50 $a round $round" 300 --alloc $a --model resnet50 --steps 200
+        done
+    done
+    peak_summary "$J"
     train_run "$J" "gpt2 vramguard traced" 300 --alloc vramguard --model gpt2 --steps 300 \
         --reserved-per-step --trace "$O/gpt2_300.csv"
     for lag in 0 800; do
@@ -248,23 +270,7 @@ peak)
         --expandable --perturb=0,1,2,3 "$O/gpt2_300.csv"
     step "replay gpt2 20-step trace" 120 "$B/vramguard" replay --json --repeat=1 \
         bench/traces/gpt2_small_train.csv
-    for round in 1 2; do
-        for a in default expandable vramguard; do
-            train_run "$J" "gpt2 $a round $round" 300 --alloc $a --model gpt2 --steps 300 \
-                --reserved-per-step
-            train_run "$J" "resnet50 $a round $round" 300 --alloc $a --model resnet50 --steps 200
-        done
-    done
-    python3 - "$J" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    rs = r.get("reserved_per_step") or []
-    grew = [i for i in range(1, len(rs)) if rs[i] > rs[i - 1]]
-    print(f"{r['model']:9} {r['alloc']:10} step {r['step_ms_median']:.2f} ms  peak reserved "
-          f"{r['peak_reserved'] / 1e9:.3f} GB  allocated {r['peak_allocated'] / 1e9:.3f} GB  "
-          f"{r.get('counts')}  reserved grew after steps {grew[:20]}")
-PY
+    peak_summary "$J"
     ;;
 convert)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
