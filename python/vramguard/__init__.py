@@ -47,15 +47,22 @@ def options_string(mode=None, **options):
     return ",".join(out)
 
 
-def pytorch_defaults(options, environ=os.environ):
-    """The options enable() passes: the user's, plus leaks="off" unless asked for (here or
-    in VRAMGUARD_OPTIONS). Python frees tensors when it drops them, not at a free() call
-    the program makes, and at exit the model and optimizer are still alive: a list of
-    everything live then is not a list of leaks. Tensors that accumulate are found by
-    growth over vramguard.step() calls instead; leaks="on" brings the list back."""
+def pytorch_defaults(options, environ=os.environ, mode="fast"):
+    """The options enable() passes: the user's, plus, unless asked otherwise (here or in
+    VRAMGUARD_OPTIONS):
+    - leaks="off". Python frees tensors when it drops them, not at a free() call the
+      program makes, and at exit the model and optimizer are still alive: a list of
+      everything live then is not a list of leaks. Tensors that accumulate are found by
+      growth over training steps instead; leaks="on" brings the list back.
+    - python_frames=1 in guard mode: reports name the Python lines that allocated and
+      freed a tensor (model.py:42), not PyTorch's C++ frames. It costs a GIL round trip
+      per allocation, so fast mode leaves it off."""
     out = dict(options)
-    if "leaks" not in out and "leaks=" not in environ.get("VRAMGUARD_OPTIONS", ""):
+    env = environ.get("VRAMGUARD_OPTIONS", "")
+    if "leaks" not in out and "leaks=" not in env:
         out["leaks"] = "off"
+    if mode == "guard" and "python_frames" not in out and "python_frames=" not in env:
+        out["python_frames"] = "1"
     return out
 
 
@@ -111,7 +118,7 @@ def enable(mode="fast", auto_step=None, **options):
         raise VramguardError("vramguard.enable() must run before the first CUDA tensor: this "
                              "process has already allocated CUDA memory with PyTorch's allocator")
     l = _lib.lib()
-    _lib.check(l.vg_init(options_string(mode, **pytorch_defaults(options)).encode()),
+    _lib.check(l.vg_init(options_string(mode, **pytorch_defaults(options, mode=mode)).encode()),
                "vramguard options")
     alloc = torch.cuda.memory.CUDAPluggableAllocator(*_lib.torch_entry())
     hooks = getattr(alloc, "_allocator", None)

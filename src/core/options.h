@@ -43,6 +43,9 @@
       "(0: one range for all)")                                                              \
     X(stack_depth, INT, "12", "0..64",                                                       \
       "host frames captured per allocation site (0 = no backtraces)")                        \
+    X(python_frames, BOOL, "0", "",                                                         \
+      "in a Python program, sites are the Python lines that allocated (model.py:42) rather "  \
+      "than C frames; the PyTorch package turns it on in guard mode")                       \
     X(unwind, ENUM, "fp", "fp|full",                                                         \
       "stack capture: fp (frame pointers, ~1 ns a frame) or full (unwind tables: complete "  \
       "stacks through code without frame pointers, ~1 us an allocation)")                   \

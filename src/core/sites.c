@@ -24,6 +24,7 @@
 
 #include "common.h"
 #include "options.h"
+#include "pyframes.h"
 #include "textmap.h"
 
 #define SLOTS (1u << 17)
@@ -162,6 +163,7 @@ __attribute__((noinline)) int vg__capture_stack(uintptr_t *frames, int max, int 
 
 void vg__sites_init(void) {
     g_full_unwind = vg__opt.unwind == VG_UNWIND_FULL;
+    vg__pyframes_init();
     int index = 0;
     dl_iterate_phdr(find_self, &index);
     if (g_full_unwind) { /* backtrace() loads libgcc_s on first use: do it now */
@@ -238,7 +240,11 @@ uint32_t vg__site_intern(const uintptr_t *frames, int n) {
 
 __attribute__((noinline)) uint32_t vg__site_here(int skip) {
     uintptr_t frames[VG_MAX_FRAMES];
-    int n = vg__capture_stack(frames, (int)vg__opt.stack_depth, skip + 1);
+    int n = 0;
+    if (VG_UNLIKELY(vg__pyframes_on)) /* a Python program: its lines, if this thread runs any */
+        n = vg__pyframes_capture(frames, VG_MIN((int)vg__opt.stack_depth, VG_MAX_FRAMES));
+    if (n == 0)
+        n = vg__capture_stack(frames, (int)vg__opt.stack_depth, skip + 1);
     return vg__site_intern(frames, n);
 }
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "pyframes.h"
 #include "sites.h"
 
 extern char **environ;
@@ -181,6 +182,14 @@ void vg__symbolize_batch(const uintptr_t *addrs, int n) {
     for (int i = 0; done && offs && which && res && i < n; i++) {
         if (done[i] || cache_get(addrs[i]))
             continue;
+        const char *py = vg__pyframe_text(addrs[i]); /* a Python line (pyframes.h) */
+        if (py) {
+            char *t = strdup(py);
+            if (t)
+                cache_put(addrs[i], t);
+            done[i] = true;
+            continue;
+        }
         Dl_info info;
         uintptr_t pc = addrs[i] - 1; /* the call instruction, not the return address */
         if (!dladdr((void *)pc, &info) || !info.dli_fname) {
@@ -198,7 +207,7 @@ void vg__symbolize_batch(const uintptr_t *addrs, int n) {
         const char *module = is_main && main_path[0] ? main_path : info.dli_fname;
         int k = 0;
         for (int j = i; j < n; j++) {
-            if (done[j] || cache_get(addrs[j]))
+            if (done[j] || vg__is_pyframe(addrs[j]) || cache_get(addrs[j]))
                 continue;
             Dl_info dj;
             if (!dladdr((void *)(addrs[j] - 1), &dj) || (uintptr_t)dj.dli_fbase != base)

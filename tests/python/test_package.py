@@ -27,6 +27,12 @@ class Options(unittest.TestCase):
         self.assertEqual(vramguard.pytorch_defaults({"leaks": "on"}, {}), {"leaks": "on"})
         self.assertEqual(vramguard.pytorch_defaults({}, {"VRAMGUARD_OPTIONS": "mode=guard,leaks=on"}),
                          {})
+        # Guard mode names Python lines in its reports, unless told otherwise.
+        self.assertEqual(vramguard.pytorch_defaults({}, {}, mode="guard"),
+                         {"leaks": "off", "python_frames": "1"})
+        self.assertEqual(vramguard.pytorch_defaults({"python_frames": 0}, {}, mode="guard"),
+                         {"leaks": "off", "python_frames": 0})
+        self.assertNotIn("python_frames", vramguard.pytorch_defaults({}, {}, mode="fast"))
 
     def test_bad(self):
         with self.assertRaises(ValueError):
@@ -254,3 +260,52 @@ class Command(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PythonFrames(unittest.TestCase):
+    """python_frames: reports and snapshots name the Python lines (frames_child.py)."""
+
+    def run_child(self, value):
+        import json
+        import subprocess
+        child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frames_child.py")
+        with open(child) as f:
+            lines = {tag: i + 1 for i, text in enumerate(f) for tag in
+                     ("MAKE", "DROP", "FIRST", "AGAIN", "THREAD") if "# " + tag in text}
+        with tempfile.TemporaryDirectory() as tmp:
+            rj, snap = os.path.join(tmp, "r.json"), os.path.join(tmp, "s.pickle")
+            r = subprocess.run([sys.executable, child, value, rj, snap], capture_output=True,
+                               text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(rj) as f, open(snap, "rb") as g:
+                return json.load(f), pickle.load(g), r.stderr, child, lines
+
+    def test_reports_and_snapshots_name_python_lines(self):
+        reports, snap, log, child, at = self.run_child("1")
+        self.assertEqual([r["kind"] for r in reports], ["double_free", "double_free", "leak"])
+        for r in reports[:2]:  # GIL released during the call (as under PyTorch), then held
+            a = r["allocation"]
+            self.assertEqual(a["allocated_at"][0], "Model.make (%s:%d)" % (child, at["MAKE"]))
+            self.assertEqual(a["freed_at"][0], "drop (%s:%d)" % (child, at["DROP"]))
+            self.assertEqual(r["call_at"][0], "drop (%s:%d)" % (child, at["DROP"]))
+        self.assertEqual(reports[0]["allocation"]["allocated_at"][1],
+                         "<module> (%s:%d)" % (child, at["FIRST"]))
+        self.assertEqual(reports[0]["call_at"][1], "<module> (%s:%d)" % (child, at["AGAIN"]))
+        self.assertIn("#1 <module> (%s:%d)" % (child, at["AGAIN"]), log)
+        # Still live at exit (the leak report runs after the interpreter has finished).
+        self.assertEqual(reports[2]["allocated_at"][:2], [
+            "Model.make (%s:%d)" % (child, at["MAKE"]), "<lambda> (%s:%d)" % (child, at["THREAD"])])
+        # The allocation made on a Python thread, in PyTorch's snapshot structure.
+        live = [b for s in snap["segments"] for b in s["blocks"]
+                if b["state"] == "active_allocated" and b["requested_size"] == 12000]
+        self.assertEqual(len(live), 1)
+        frames = live[0]["frames"]
+        self.assertEqual(frames[0], {"name": "Model.make", "filename": child, "line": at["MAKE"]})
+        self.assertEqual(frames[1], {"name": "<lambda>", "filename": child, "line": at["THREAD"]})
+        self.assertTrue(any(f["name"].endswith("_bootstrap") for f in frames[2:]), frames)
+
+    def test_off_gives_c_frames(self):
+        reports, _, _, child, _ = self.run_child("0")
+        self.assertEqual(len(reports), 3)
+        self.assertFalse(any(child in f for r in reports[:2] for f in r["call_at"]))
+        self.assertFalse(any(child in f for f in reports[2]["allocated_at"]))
