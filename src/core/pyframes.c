@@ -13,7 +13,7 @@
  * lock (reports read them from any thread); inserts take a mutex. A code object whose
  * frame was interned is kept alive (one reference), so its address names it for the
  * rest of the process. 65,536 distinct (function, line) pairs at most; past that, frames
- * read "?".
+ * read "?". nn.Module's call machinery is left out of the stacks (is_plumbing).
  *
  * Cost: about 1.3 us for a stack 11 frames deep (bench/python_frames.py), so the option
  * is off by default; the PyTorch package turns it on in guard mode.
@@ -59,6 +59,7 @@ bool vg__pyframes_on;
 typedef struct pyframe {
     const void *code; /* the code object (one reference kept) */
     int line;
+    bool plumbing;    /* left out of stacks: see is_plumbing */
     char text[];      /* "function (file:line)" */
 } pyframe_t;
 
@@ -130,6 +131,17 @@ static void attr_text(void *code, const char *name, char *out, size_t n) {
     py.DecRef(o);
 }
 
+/* nn.Module's __call__ machinery sits between every two modules of a model's stack
+ * (Module._wrapped_call_impl, Module._call_impl): it names nothing the user wrote and
+ * would push the user's own lines past stack_depth, so it is left out. */
+static bool is_plumbing(const char *func, const char *file) {
+    static const char module_py[] = "torch/nn/modules/module.py";
+    size_t n = strlen(file), m = sizeof module_py - 1;
+    size_t f = strlen(func), c = sizeof "_call_impl" - 1;
+    return n >= m && strcmp(file + n - m, module_py) == 0 && f >= c &&
+           strcmp(func + f - c, "_call_impl") == 0;
+}
+
 /* The entry's slot + 1 as the frame's id, inserting it (the GIL is held); 0 when full. */
 static uint32_t intern(void *code, int line) {
     uint32_t i = slot_of(code, line);
@@ -155,6 +167,7 @@ static uint32_t intern(void *code, int line) {
         return 0;
     fresh->code = code;
     fresh->line = line;
+    fresh->plumbing = is_plumbing(func, file);
     snprintf(fresh->text, len, "%s (%s:%d)", func, file, line);
     uint32_t id = 0;
     pthread_mutex_lock(&g_insert);
@@ -195,7 +208,9 @@ int vg__pyframes_capture(uintptr_t *out, int max) {
         uint32_t id = code ? intern(code, py.Frame_GetLineNumber(f)) : 0;
         if (code)
             py.DecRef(code);
-        out[n++] = VG_PYFRAME_TAG | id;
+        pyframe_t *e = id ? atomic_load_explicit(&g_table[id - 1], memory_order_relaxed) : NULL;
+        if (!e || !e->plumbing)
+            out[n++] = VG_PYFRAME_TAG | id;
         void *back = py.Frame_GetBack(f);
         py.DecRef(f);
         f = back;

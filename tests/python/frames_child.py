@@ -3,6 +3,7 @@ PyTorch does (the GIL released around the call: ctypes.CDLL) and with the GIL he
 (ctypes.PyDLL), in guard mode on vgsim, with a double free at each; then a snapshot in
 PyTorch's structure. argv: python_frames value, report JSON path, snapshot pickle path."""
 import ctypes
+import importlib.util
 import os
 import sys
 import threading
@@ -41,4 +42,24 @@ kept = []
 t = threading.Thread(target=lambda: kept.append(m.make(released, 12000)))  # THREAD
 t.start()
 t.join()
+
+# nn.Module's call machinery, as PyTorch's torch/nn/modules/module.py has it: left out.
+plumbing = os.path.join(os.path.dirname(sys.argv[3]), "torch", "nn", "modules", "module.py")
+os.makedirs(os.path.dirname(plumbing))
+with open(plumbing, "w") as f:
+    f.write("class Module:\n"
+            "    def __call__(self, *a):\n        return self._wrapped_call_impl(*a)\n"
+            "    def _wrapped_call_impl(self, *a):\n        return self._call_impl(*a)\n"
+            "    def _call_impl(self, *a):\n        return self.forward(*a)\n")
+spec = importlib.util.spec_from_file_location("fake_torch_module", plumbing)
+fake = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fake)
+
+
+class Net(fake.Module):
+    def forward(self, n):
+        return m.make(released, n)  # FORWARD
+
+
+kept.append(Net()(16000))  # CALL
 vramguard.dump_snapshot(sys.argv[3])

@@ -271,7 +271,7 @@ class PythonFrames(unittest.TestCase):
         child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frames_child.py")
         with open(child) as f:
             lines = {tag: i + 1 for i, text in enumerate(f) for tag in
-                     ("MAKE", "DROP", "FIRST", "AGAIN", "THREAD") if "# " + tag in text}
+                     ("MAKE", "DROP", "FIRST", "AGAIN", "THREAD", "FORWARD", "CALL") if "# " + tag in text}
         with tempfile.TemporaryDirectory() as tmp:
             rj, snap = os.path.join(tmp, "r.json"), os.path.join(tmp, "s.pickle")
             r = subprocess.run([sys.executable, child, value, rj, snap], capture_output=True,
@@ -282,7 +282,7 @@ class PythonFrames(unittest.TestCase):
 
     def test_reports_and_snapshots_name_python_lines(self):
         reports, snap, log, child, at = self.run_child("1")
-        self.assertEqual([r["kind"] for r in reports], ["double_free", "double_free", "leak"])
+        self.assertEqual([r["kind"] for r in reports], ["double_free", "double_free", "leak", "leak"])
         for r in reports[:2]:  # GIL released during the call (as under PyTorch), then held
             a = r["allocation"]
             self.assertEqual(a["allocated_at"][0], "Model.make (%s:%d)" % (child, at["MAKE"]))
@@ -293,7 +293,7 @@ class PythonFrames(unittest.TestCase):
         self.assertEqual(reports[0]["call_at"][1], "<module> (%s:%d)" % (child, at["AGAIN"]))
         self.assertIn("#1 <module> (%s:%d)" % (child, at["AGAIN"]), log)
         # Still live at exit (the leak report runs after the interpreter has finished).
-        self.assertEqual(reports[2]["allocated_at"][:2], [
+        self.assertEqual(reports[3]["allocated_at"][:2], [
             "Model.make (%s:%d)" % (child, at["MAKE"]), "<lambda> (%s:%d)" % (child, at["THREAD"])])
         # The allocation made on a Python thread, in PyTorch's snapshot structure.
         live = [b for s in snap["segments"] for b in s["blocks"]
@@ -303,9 +303,17 @@ class PythonFrames(unittest.TestCase):
         self.assertEqual(frames[0], {"name": "Model.make", "filename": child, "line": at["MAKE"]})
         self.assertEqual(frames[1], {"name": "<lambda>", "filename": child, "line": at["THREAD"]})
         self.assertTrue(any(f["name"].endswith("_bootstrap") for f in frames[2:]), frames)
+        # Through an nn.Module: its __call__ machinery (module.py) is left out.
+        module = [b for s in snap["segments"] for b in s["blocks"]
+                  if b["state"] == "active_allocated" and b["requested_size"] == 16000]
+        self.assertEqual([(f["name"], f["line"]) for f in module[0]["frames"]][:3],
+                         [("Model.make", at["MAKE"]), ("Net.forward", at["FORWARD"]),
+                          ("Module.__call__", 3)])
+        self.assertEqual(module[0]["frames"][3], {"name": "<module>", "filename": child,
+                                                  "line": at["CALL"]})
 
     def test_off_gives_c_frames(self):
         reports, _, _, child, _ = self.run_child("0")
-        self.assertEqual(len(reports), 3)
+        self.assertEqual(len(reports), 3)  # (the two leaks share one C site)
         self.assertFalse(any(child in f for r in reports[:2] for f in r["call_at"]))
-        self.assertFalse(any(child in f for f in reports[2]["allocated_at"]))
+        self.assertFalse(any(child in f for r in reports[2:] for f in r["allocated_at"]))
