@@ -270,8 +270,8 @@ class PythonFrames(unittest.TestCase):
         import subprocess
         child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frames_child.py")
         with open(child) as f:
-            lines = {tag: i + 1 for i, text in enumerate(f) for tag in
-                     ("MAKE", "DROP", "FIRST", "AGAIN", "THREAD", "FORWARD", "CALL") if "# " + tag in text}
+            tags = ("MAKE", "DROP", "FIRST", "AGAIN", "THREAD", "FORWARD", "CALL")
+            lines = {tag: i + 1 for i, text in enumerate(f) for tag in tags if "# " + tag in text}
         with tempfile.TemporaryDirectory() as tmp:
             rj, snap = os.path.join(tmp, "r.json"), os.path.join(tmp, "s.pickle")
             r = subprocess.run([sys.executable, child, value, rj, snap], capture_output=True,
@@ -306,9 +306,14 @@ class PythonFrames(unittest.TestCase):
         # Through an nn.Module: its __call__ machinery (module.py) is left out.
         module = [b for s in snap["segments"] for b in s["blocks"]
                   if b["state"] == "active_allocated" and b["requested_size"] == 16000]
-        self.assertEqual([(f["name"], f["line"]) for f in module[0]["frames"]][:3],
-                         [("Model.make", at["MAKE"]), ("Net.forward", at["FORWARD"]),
-                          ("Module.__call__", 3)])
+        got = [(f["name"], f["line"]) for f in module[0]["frames"]][:3]
+        if sys.version_info < (3, 11):  # (no co_qualname: plain function names)
+            got = [(name.split(".")[-1], line) for name, line in got]
+            self.assertEqual(got, [("make", at["MAKE"]), ("forward", at["FORWARD"]),
+                                   ("__call__", 3)])
+        else:
+            self.assertEqual(got, [("Model.make", at["MAKE"]), ("Net.forward", at["FORWARD"]),
+                                   ("Module.__call__", 3)])
         self.assertEqual(module[0]["frames"][3], {"name": "<module>", "filename": child,
                                                   "line": at["CALL"]})
 
