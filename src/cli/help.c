@@ -32,7 +32,7 @@ static const cli_flag_spec_t replay_flags[] = {
 static const cli_flag_spec_t run_flags[] = {
     {"sim", NULL, "run the program on vgsim: its libcuda.so.1 comes first on the\n"
                   "library path"},
-    {"follow-children", NULL, "inject vramguard into the processes the program starts too"},
+    {"follow-children", NULL, "also guard the programs that a GPU program starts"},
     {0},
 };
 
@@ -65,7 +65,9 @@ const cli_verb_t cli_verbs[] = {
      "run a program with vramguard injected, unmodified",
      "Injects vramguard into a dynamically linked CUDA program (driver API or CUDA\n"
      "runtime) without rebuilding it, e.g. --mode=guard for the checks, --limit=15G for a\n"
-     "smaller GPU, --error_exitcode=N for CI. Exits with the program's own status.",
+     "smaller GPU, --error_exitcode=N for CI. Exits with the program's own status.\n"
+     "Every process is guarded until it first uses the GPU, so a wrapper (a shell script,\n"
+     "a python shim, a launcher) passes vramguard on to the GPU program it starts.",
      run_flags, true},
     {"report", "SNAPSHOT.json [SNAPSHOT.json ...] [flags]",
      "summarise snapshots (snapshot=PATH writes them) and draw them",

@@ -224,6 +224,37 @@ static bool table_consistent(void) {
     return true;
 }
 
+/* Which processes are guarded. The program `vramguard run` starts may be a wrapper — a
+ * shell script, pyenv's `python` shim, a launcher such as torchrun — that never touches
+ * the GPU itself and execs or starts the real program. So the preload stays in the
+ * environment of a process until it first calls the driver through a hook; from then on
+ * (this process is the GPU program) the processes it starts are left alone, unless
+ * follow_children asks for them too.
+ *
+ * The environment is changed while other threads may read it: the variable keeps its
+ * place (setenv of an existing name swaps one pointer; glibc keeps the old string), and
+ * an emptied list stays set, to "", rather than be removed (which would move entries). */
+static void stop_following(void) {
+    const char *follow = getenv("VRAMGUARD_FOLLOW_CHILDREN");
+    const char *pre = getenv("LD_PRELOAD");
+    if ((follow && strcmp(follow, "1") == 0) || !pre || !strstr(pre, "libvramguard_preload.so"))
+        return;
+    char *copy = strdup(pre), *out = calloc(1, strlen(pre) + 1);
+    if (copy && out) {
+        for (char *save = NULL, *tok = strtok_r(copy, ": ", &save); tok;
+             tok = strtok_r(NULL, ": ", &save)) {
+            if (strstr(tok, "libvramguard_preload.so"))
+                continue;
+            if (*out)
+                strcat(out, ":");
+            strcat(out, tok);
+        }
+        setenv("LD_PRELOAD", out, 1);
+    }
+    free(copy);
+    free(out);
+}
+
 /* At exit, before vramguard's own exit work: reports the signal handler left, and the
  * program's memory and SIGSEGV handler as they were. */
 static void at_exit(void) {
@@ -243,6 +274,7 @@ bool vgp_ready(void) {
                             "it): %s\n",
                     vg_last_error());
         s = ok ? 1 : -1;
+        stop_following();
         atomic_store_explicit(&g_state, s, memory_order_release);
         if (ok) {
             vg__guard_launches_seen(); /* guard work may wait for the program's launches */
@@ -254,38 +286,8 @@ bool vgp_ready(void) {
     return s > 0;
 }
 
-/* At load: the driver layer must look symbols up with the real dlsym, and children are
- * followed only when asked (follow_children), so the preload is removed from their
- * environment otherwise. */
-__attribute__((constructor)) static void preload_start(void) {
-    vg__real_dlsym = real_dlsym();
-    const char *follow = getenv("VRAMGUARD_FOLLOW_CHILDREN");
-    if (follow && strcmp(follow, "1") == 0)
-        return;
-    const char *pre = getenv("LD_PRELOAD");
-    if (!pre)
-        return;
-    char *copy = strdup(pre), *out = calloc(1, strlen(pre) + 1);
-    if (!copy || !out) {
-        free(copy);
-        free(out);
-        return;
-    }
-    for (char *save = NULL, *tok = strtok_r(copy, ": ", &save); tok;
-         tok = strtok_r(NULL, ": ", &save)) {
-        if (strstr(tok, "libvramguard_preload.so"))
-            continue;
-        if (*out)
-            strcat(out, ":");
-        strcat(out, tok);
-    }
-    if (*out)
-        setenv("LD_PRELOAD", out, 1);
-    else
-        unsetenv("LD_PRELOAD");
-    free(copy);
-    free(out);
-}
+/* At load: the driver layer must look symbols up with the real dlsym. */
+__attribute__((constructor)) static void preload_start(void) { vg__real_dlsym = real_dlsym(); }
 
 /* ---------------------------------------------------------------------------------------
  * Results

@@ -430,6 +430,19 @@ fork_children)
         [ "$m" = guard ] && want=1
         [ "$n" = "$want" ] || { cat "$TMP/err" >&2; fail "$n summaries in $m mode, expected $want"; }
     done ;;
+run_through_a_wrapper)
+    # The program vramguard runs may be a wrapper (a shell script, pyenv's python shim, a
+    # launcher) that starts the GPU program: every process is guarded until it uses the
+    # GPU itself; after that, the processes it starts only with --follow-children.
+    s8="$EXAMPLES/s8_bad_frees"
+    run 0 "$VG" run --sim --mode=guard -- sh -c "$s8 && $s8"
+    [ "$(grep -c "ERROR SUMMARY: 2 errors" "$TMP/err")" = 2 ] || { cat "$TMP/err" >&2; fail "two guarded s8 runs expected"; }
+    spawn="$BUILD/tests/preload/spawn_after_cuda"
+    run 0 "$VG" run --sim --mode=guard -- "$spawn" "$s8"
+    grep -q "s8: double free rejected" "$TMP/out" || fail "s8 did not run: $(cat "$TMP/out")"
+    ! grep -q "double_free" "$TMP/err" || { cat "$TMP/err" >&2; fail "a GPU program's child was guarded"; }
+    run 0 "$VG" run --sim --mode=guard --follow-children -- "$spawn" "$s8"
+    grep -q "ERROR SUMMARY: 2 errors: 1 double_free" "$TMP/err" || { cat "$TMP/err" >&2; fail "--follow-children did not reach the child"; } ;;
 conformance_under_run)
     # The driver-API conformance suite, run as an unmodified program under vramguard in
     # both modes, still passes: the interposer changes nothing a program can rely on.
