@@ -99,10 +99,22 @@ def _truthy(v):
     return str(v).strip().lower() not in ("0", "off", "false", "no", "")
 
 
-def enable(mode="fast", auto_step=None, **options):
+def _env_mode(environ=os.environ):
+    """The mode VRAMGUARD_OPTIONS sets (the last mode= in it), or None."""
+    mode = None
+    for item in environ.get("VRAMGUARD_OPTIONS", "").split(","):
+        key, eq, value = item.partition("=")
+        if eq and key.strip() == "mode":
+            mode = value.strip()
+    return mode
+
+
+def enable(mode=None, auto_step=None, **options):
     """Route every CUDA tensor allocation of this process through vramguard.
 
-    mode: "fast" (the allocator) or "guard" (redzones, poison, quarantine and checks).
+    mode: "fast" (the allocator) or "guard" (redzones, poison, quarantine and checks);
+    by default the mode of VRAMGUARD_OPTIONS (set by `vramguard run --mode=...`), else
+    "fast".
     auto_step: mark a training step (step()) after each optimizer step, so that memory
     growing every iteration is reported without changing the loop; by default in guard
     mode only (a fast-mode user asked for an allocator, not for reports); off once step()
@@ -118,8 +130,9 @@ def enable(mode="fast", auto_step=None, **options):
         raise VramguardError("vramguard.enable() must run before the first CUDA tensor: this "
                              "process has already allocated CUDA memory with PyTorch's allocator")
     l = _lib.lib()
-    _lib.check(l.vg_init(options_string(mode, **pytorch_defaults(options, mode=mode)).encode()),
-               "vramguard options")
+    effective = mode or _env_mode() or "fast"
+    _lib.check(l.vg_init(options_string(mode, **pytorch_defaults(options, mode=effective))
+                         .encode()), "vramguard options")
     alloc = torch.cuda.memory.CUDAPluggableAllocator(*_lib.torch_entry())
     hooks = getattr(alloc, "_allocator", None)
     if hasattr(hooks, "set_begin_allocate_to_pool"):  # (PyTorch 2.3+: CUDA graph capture)
@@ -134,7 +147,7 @@ def enable(mode="fast", auto_step=None, **options):
     hook = getattr(getattr(torch.optim, "optimizer", None), "register_optimizer_step_post_hook",
                    None)
     if auto_step is None:
-        auto_step = mode == "guard"
+        auto_step = effective == "guard"
     if _truthy(auto_step) and hook is not None:
         hook(_auto_step)
     _enabled = True

@@ -55,7 +55,7 @@ def main(argv):
         sys.stderr.write("vramguard: -m needs a module name\n")
         return 2
     follow = vramguard._truthy(opts.pop("follow_children", "0"))
-    mode = opts.pop("mode", "fast")
+    mode = opts.pop("mode", None)  # (None: VRAMGUARD_OPTIONS's, else fast)
     if follow:  # (before enable(): its options are checked there, for the children too)
         import json
         import os

@@ -27,8 +27,27 @@ def _candidates():
         yield found
 
 
+def _preloaded(maps="/proc/self/maps"):
+    """libvramguard_preload.so when `vramguard run` injected it into this process, else
+    None. The package then uses that library (it has the whole API): a second copy of
+    vramguard in the process would keep its own heap, reports and summary."""
+    try:
+        with open(maps) as f:
+            for line in f:
+                p = line.rstrip("\n").split(None, 5)[-1]
+                if p.endswith("/libvramguard_preload.so"):
+                    return p
+    except OSError:
+        pass
+    return None
+
+
 def path():
-    """The libvramguard.so that will be loaded (PyTorch's allocator loads it by path)."""
+    """The libvramguard.so that will be loaded (PyTorch's allocator loads it by path), or
+    the libvramguard_preload.so already in the process (_preloaded)."""
+    pre = _preloaded()
+    if pre:
+        return pre
     for p in _candidates():
         if os.path.exists(p) or not os.path.isabs(p):
             return p

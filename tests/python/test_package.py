@@ -198,6 +198,22 @@ class AutoStep(unittest.TestCase):
         self.assertTrue(vramguard._truthy(True))
 
 
+class Library(unittest.TestCase):
+    def test_the_injected_library_is_preferred(self):
+        with tempfile.NamedTemporaryFile("w", delete=False) as f:
+            f.write("7f00-7f10 r-xp 00000000 08:01 42   /opt/vg/lib/libvramguard_preload.so\n"
+                    "7f20-7f30 r-xp 00000000 08:01 43   /usr/lib/libc.so.6\n")
+        try:
+            self.assertEqual(_lib._preloaded(f.name), "/opt/vg/lib/libvramguard_preload.so")
+        finally:
+            os.unlink(f.name)
+        self.assertIsNone(_lib._preloaded("/nonexistent/maps"))
+
+    def test_mode_from_the_environment(self):
+        self.assertEqual(vramguard._env_mode({"VRAMGUARD_OPTIONS": "limit=1G,mode=guard"}), "guard")
+        self.assertIsNone(vramguard._env_mode({}))
+
+
 class FollowChildren(unittest.TestCase):
     """The sitecustomize that `run --follow-children` puts on the children's path."""
 
@@ -265,7 +281,7 @@ if __name__ == "__main__":
 class PythonFrames(unittest.TestCase):
     """python_frames: reports and snapshots name the Python lines (frames_child.py)."""
 
-    def run_child(self, value):
+    def run_child(self, value, under_run=False):
         import json
         import subprocess
         child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "frames_child.py")
@@ -274,8 +290,10 @@ class PythonFrames(unittest.TestCase):
             lines = {tag: i + 1 for i, text in enumerate(f) for tag in tags if "# " + tag in text}
         with tempfile.TemporaryDirectory() as tmp:
             rj, snap = os.path.join(tmp, "r.json"), os.path.join(tmp, "s.pickle")
-            r = subprocess.run([sys.executable, child, value, rj, snap], capture_output=True,
-                               text=True, timeout=120)
+            cmd = [sys.executable, child, value, rj, snap]
+            if under_run:  # (the package then uses the injected library: one vramguard)
+                cmd = [os.environ["VG"], "run", "--sim", "--mode=guard", "--"] + cmd
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
             self.assertEqual(r.returncode, 0, r.stderr)
             with open(rj) as f, open(snap, "rb") as g:
                 return json.load(f), pickle.load(g), r.stderr, child, lines
@@ -312,6 +330,12 @@ class PythonFrames(unittest.TestCase):
                           ("Module.__call__", 3)])
         self.assertEqual(module[0]["frames"][3], {"name": "<module>", "filename": child,
                                                   "line": at["CALL"]})
+
+    def test_under_vramguard_run_one_vramguard_serves_the_process(self):
+        reports, _, log, child, at = self.run_child("1", under_run=True)
+        self.assertEqual(log.count("ERROR SUMMARY"), 1, log)
+        self.assertIn("ERROR SUMMARY: 4 errors: 2 double_free, 2 leak", log)
+        self.assertEqual(reports[0]["call_at"][0], "drop (%s:%d)" % (child, at["DROP"]))
 
     def test_off_gives_c_frames(self):
         reports, _, _, child, _ = self.run_child("0")
