@@ -145,6 +145,12 @@ pytorch)
                 "examples/pytorch/$s.py" $fixed
         done
     done
+    # Both at once (2026-11-23): the package uses the injected library, so the tensor-level
+    # report should also name the kernels launched since the last clean check; one summary.
+    for s in oob_custom_kernel missing_record_stream; do
+        step "$s vramguard run + python -m vramguard run" 180 "$B/vramguard" run --mode=guard \
+            -- python3 -m vramguard run "examples/pytorch/$s.py"
+    done
     for fixed in "" --fixed; do
         step "oob_custom_kernel $fixed compute-sanitizer" 300 compute-sanitizer --tool memcheck \
             python3 examples/pytorch/oob_custom_kernel.py $fixed
