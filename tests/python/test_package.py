@@ -198,6 +198,42 @@ class AutoStep(unittest.TestCase):
         self.assertTrue(vramguard._truthy(True))
 
 
+class Combined(unittest.TestCase):
+    """vramguard run and the package in one process (combined_child.py): the package's
+    allocation, the program's kernel launch, one report naming both lines and the kernel."""
+
+    @unittest.skipIf(sys.version_info < (3, 11), "a multi-line call's line differs before 3.11")
+    def test_the_report_names_the_kernel_and_the_python_lines(self):
+        import json
+        import subprocess
+        here = os.path.dirname(os.path.abspath(__file__))
+        child = os.path.join(here, "combined_child.py")
+        ptx = os.path.join(here, "..", "..", "examples", "kernels.ptx")
+        with open(child) as f:
+            at = {tag: i + 1 for i, text in enumerate(f) for tag in ("ALLOC", "LAUNCH", "BUG")
+                  if "# " + tag in text}
+        with tempfile.TemporaryDirectory() as tmp:
+            rj = os.path.join(tmp, "r.json")
+            r = subprocess.run([os.environ["VG"], "run", "--sim", "--mode=guard",
+                                "--report_json=" + rj, "--", sys.executable, child, ptx],
+                               capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("filled", r.stdout)
+            with open(rj) as f:
+                reports = json.load(f)
+        self.assertEqual(r.stderr.count("ERROR SUMMARY"), 1, r.stderr)
+        self.assertEqual([x["kind"] for x in reports], ["out_of_bounds_after"], r.stderr)
+        oob = reports[0]
+        self.assertEqual((oob["allocation"]["size"], oob["damage"]["first_offset"],
+                          oob["damage"]["bytes"]), (4000, 4000, 16), oob)
+        self.assertEqual(oob["allocation"]["allocated_at"][:2], [
+            "tensor (%s:%d)" % (child, at["ALLOC"]), "<module> (%s:%d)" % (child, at["BUG"] - 1)])
+        kernels = oob["kernels_since_last_clean_check"]
+        self.assertEqual([k["name"] for k in kernels], ["ex_fill"], oob)
+        self.assertEqual(kernels[0]["launched_at"][:2], [  # (a call's line is where it starts)
+            "fill_rows (%s:%d)" % (child, at["LAUNCH"] - 1), "<module> (%s:%d)" % (child, at["BUG"])])
+
+
 class Library(unittest.TestCase):
     def test_the_injected_library_is_preferred(self):
         with tempfile.NamedTemporaryFile("w", delete=False) as f:

@@ -1,0 +1,66 @@
+"""Child of test_package.Combined, run under `vramguard run --sim --mode=guard`: the
+package allocates (as PyTorch's pluggable allocator does) and the program launches a
+kernel through the driver (as PyTorch does), and the kernel writes 16 bytes past the end
+of a 4000-byte tensor (scenario S1). With one vramguard serving both, the report names
+the Python lines of the allocation and of the launch, and the kernel. argv: the
+repository's examples/kernels.ptx."""
+import ctypes
+import sys
+
+from vramguard import _lib
+
+lib = _lib.lib()  # (the library vramguard run injected)
+_lib.check(lib.vg_init(b"python_frames=1"), "vg_init")
+cu = ctypes.CDLL("libcuda.so.1")  # (vgsim, through vramguard run --sim)
+
+
+class Launch(ctypes.Structure):  # vgsim_launch_t: a kernel's host implementation gets it
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared_mem", ctypes.c_uint), ("nparams", ctypes.c_int),
+                ("params", ctypes.c_void_p * 32)]
+
+
+@ctypes.CFUNCTYPE(None, ctypes.POINTER(Launch))
+def fill(launch):  # ex_fill(float *x, float v, unsigned long long n) on the host
+    p = launch.contents.params
+    x = ctypes.c_void_p.from_address(p[0]).value
+    v = ctypes.c_float.from_address(p[1])
+    n = ctypes.c_ulonglong.from_address(p[2]).value
+    ctypes.memmove(x, (ctypes.c_float * n)(*([v.value] * n)), 4 * n)
+
+
+def check(r, what):
+    if r != 0:
+        sys.exit("%s failed: %d" % (what, r))
+
+
+check(cu.cuInit(0), "cuInit")
+dev, ctx, mod, fn = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+check(cu.cuDeviceGet(ctypes.byref(dev), 0), "cuDeviceGet")
+check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+cu.vgsim_register_kernel(b"ex_fill", fill)  # (vgsim: kernels run on the host)
+with open(sys.argv[1], "rb") as f:
+    check(cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(f.read() + b"\0")), "load")
+check(cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"ex_fill"), "cuModuleGetFunction")
+
+
+def tensor(nbytes):
+    p = ctypes.c_void_p()
+    _lib.check(lib.vg_malloc(ctypes.byref(p), nbytes, None), "vg_malloc")  # ALLOC
+    return p
+
+
+def fill_rows(t, n):
+    x, v, count = ctypes.c_void_p(t.value), ctypes.c_float(1.0), ctypes.c_ulonglong(n)
+    params = (ctypes.c_void_p * 3)(ctypes.addressof(x), ctypes.addressof(v),
+                                   ctypes.addressof(count))
+    check(cu.cuLaunchKernel(fn, (n + 255) // 256, 1, 1, 256, 1, 1, 0, None, params, None),
+          "cuLaunchKernel")  # LAUNCH
+
+
+t = tensor(4 * 250 * 4)  # a 4x250 float tensor
+fill_rows(t, 4 * 251)    # the bug: as if it had 251 columns  # BUG
+check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+lib.vg_free(t, None)
+print("filled")
