@@ -162,6 +162,86 @@ static int launches_since(uint64_t since, int max, launch_t *out) {
     return n;
 }
 
+/* Of the launches after `since`, those given a pointer into [lo, hi] (an allocation, its
+ * end included): the likely writers of damage found there, however many other kernels
+ * ran since (a training step runs thousands). The last `max`, oldest first, with the
+ * argument that pointed there. Returns how many were found in all. */
+static int launches_touching(uint64_t since, uint64_t lo, uint64_t hi, int max, launch_t *out,
+                             int *arg) {
+    launch_t *ls = calloc(LAUNCHES, sizeof *ls);
+    if (!ls)
+        return 0;
+    int n = launches_since(since, LAUNCHES, ls), found = 0;
+    for (int i = 0; i < n; i++) {
+        for (int a = 0; a < ls[i].nptrs; a++) {
+            if (ls[i].ptrs[a] >= lo && ls[i].ptrs[a] <= hi) {
+                int k = found++ % max; /* (a ring: the last max are kept) */
+                out[k] = ls[i];
+                arg[k] = a;
+                break;
+            }
+        }
+    }
+    free(ls);
+    if (found > max) { /* oldest first */
+        launch_t tmp[max];
+        int targ[max];
+        for (int i = 0; i < max; i++) {
+            tmp[i] = out[(found + i) % max];
+            targ[i] = arg[(found + i) % max];
+        }
+        memcpy(out, tmp, sizeof tmp);
+        memcpy(arg, targ, sizeof targ);
+    }
+    return found;
+}
+
+enum { TOUCHING = 4 };
+
+static void launches_touching_describe(vg_buf_t *b, uint64_t since, uint64_t user,
+                                       uint64_t size, const char *indent) {
+    if (vg__launch_seq() - since <= 1)
+        return; /* (one kernel ran: the list above names it already) */
+    launch_t ls[TOUCHING];
+    int arg[TOUCHING];
+    int found = launches_touching(since, user, user + size, TOUCHING, ls, arg);
+    if (found == 0)
+        return;
+    vg__buf_printf(b, "%sof those, given a pointer into this allocation (the likely writer%s):\n",
+                   indent, found == 1 ? "" : "s");
+    if (found > TOUCHING)
+        vg__buf_printf(b, "%s  ... %d earlier, then:\n", indent, found - TOUCHING);
+    for (int i = 0; i < VG_MIN(found, TOUCHING); i++) {
+        char st[48];
+        stream_text(st, ls[i].stream);
+        vg__buf_printf(b, "%s  %s on %s, argument %d = the allocation + %llu", indent, ls[i].name,
+                       st, arg[i], (unsigned long long)(ls[i].ptrs[arg[i]] - user));
+        vg_site_t *s = vg__site(ls[i].site);
+        if (s && s->nframes) {
+            vg__symbolize_batch(s->frames, 1);
+            vg__buf_printf(b, ", launched at %s", vg__symbolize(s->frames[0]));
+        }
+        vg__buf_putc(b, '\n');
+    }
+}
+
+static void launches_touching_json(vg_buf_t *b, uint64_t since, uint64_t user, uint64_t size) {
+    launch_t ls[TOUCHING];
+    int arg[TOUCHING];
+    int found = launches_touching(since, user, user + size, TOUCHING, ls, arg);
+    vg__buf_putc(b, '[');
+    for (int i = 0; i < VG_MIN(found, TOUCHING); i++) {
+        vg__buf_printf(b, "%s{\"seq\":%llu,\"name\":", i ? "," : "", (unsigned long long)ls[i].seq);
+        vg__buf_json_str(b, ls[i].name);
+        vg__buf_printf(b, ",\"stream\":\"0x%llx\",\"argument\":%d,\"offset\":%llu,\"launched_at\":",
+                       (unsigned long long)(uintptr_t)ls[i].stream, arg[i],
+                       (unsigned long long)(ls[i].ptrs[arg[i]] - user));
+        site_json(b, ls[i].site);
+        vg__buf_putc(b, '}');
+    }
+    vg__buf_putc(b, ']');
+}
+
 void vg__launches_describe(vg_buf_t *b, uint64_t since, int max, const char *indent) {
     launch_t *ls = calloc((size_t)max, sizeof *ls);
     if (!ls)
@@ -354,6 +434,8 @@ static void json_report(vg_buf_t *j, const vg_report_t *r) {
     if (r->clean_seq != UINT64_MAX && r->has_block) {
         vg__buf_printf(j, ",\"kernels_since_last_clean_check\":");
         vg__launches_json(j, r->clean_seq, 16, false); /* (heap locks may be held) */
+        vg__buf_printf(j, ",\"kernels_given_this_allocation\":");
+        launches_touching_json(j, r->clean_seq, r->user, r->size);
     }
     if (r->kind == VG_REPORT_CUDA_ERROR) {
         vg__buf_printf(j, ",\"last_kernels\":");
@@ -411,6 +493,7 @@ void vg__report(const vg_report_t *r) {
     if (r->has_block && r->has_damage && r->clean_seq != UINT64_MAX) {
         vg__buf_printf(&b, PREFIX "  kernels launched since its last clean check:\n");
         vg__launches_describe(&b, r->clean_seq, 8, PREFIX "    ");
+        launches_touching_describe(&b, r->clean_seq, r->user, r->size, PREFIX "  ");
     }
     if (r->detail[0]) {
         for (const char *l = r->detail; *l;) {

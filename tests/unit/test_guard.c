@@ -451,6 +451,30 @@ VG_TEST(kernels_since_the_last_clean_check_are_named) {
     CHECK_CONTAINS(g_out, "scale_kernel on the default stream");
 }
 
+VG_TEST(the_kernels_given_the_damaged_allocation_are_named) {
+    /* A training step runs thousands of kernels between checks: the one given a pointer
+     * into the damaged tensor is named even when it is far from the last ones. */
+    guard_init("");
+    void *t, *other;
+    CHECK_VG(vg_malloc(&t, 4000, NULL));
+    CHECK_VG(vg_malloc(&other, 4096, NULL));
+    CHECK_VG(vg_check());
+    const void *mine[] = {other, (char *)t + 512};
+    vg_kernel_launched_args("custom_fill", NULL, mine, 2);
+    const void *theirs[] = {other};
+    for (int i = 0; i < 100; i++)
+        vg_kernel_launched_args("elementwise_kernel", NULL, theirs, 1);
+    poke((char *)t + 4000, 16, 0x4b);
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kernels_given_this_allocation\":[{\"seq\":");
+    CHECK_CONTAINS(j, "\"name\":\"custom_fill\",\"stream\":\"0x0\",\"argument\":1,\"offset\":512,");
+    vg_free_string(j);
+    CHECK_CONTAINS(g_out, "... 93 earlier launches, then:"); /* (custom_fill is not among them) */
+    CHECK_CONTAINS(g_out, "of those, given a pointer into this allocation (the likely writer):\n");
+    CHECK_CONTAINS(g_out, "custom_fill on the default stream, argument 1 = the allocation + 512");
+}
+
 VG_TEST(growth_over_steps_is_reported_once) {
     guard_init("growth_steps=4");
     void *kept[16];
