@@ -248,7 +248,10 @@ void vg__launches_describe(vg_buf_t *b, uint64_t since, int max, const char *ind
         return;
     int n = launches_since(since, max, ls);
     uint64_t total = vg__launch_seq() - since;
-    if (n == 0)
+    if (n == 0 && vg__launch_seq() == 0) /* (PyTorch's pluggable allocator alone, say) */
+        vg__buf_printf(b, "%s(none seen: vramguard sees kernel launches only under `vramguard "
+                       "run` or through vg_kernel_launched)\n", indent);
+    else if (n == 0)
         vg__buf_printf(b, "%s(none recorded)\n", indent);
     if (total > (uint64_t)n)
         vg__buf_printf(b, "%s... %llu earlier launch%s, then:\n", indent,

@@ -451,6 +451,17 @@ VG_TEST(kernels_since_the_last_clean_check_are_named) {
     CHECK_CONTAINS(g_out, "scale_kernel on the default stream");
 }
 
+VG_TEST(a_report_says_when_no_launch_can_be_seen) {
+    /* As under PyTorch's pluggable allocator alone: nothing tells vramguard of launches. */
+    guard_init("");
+    void *t;
+    CHECK_VG(vg_malloc(&t, 4000, NULL));
+    poke((char *)t + 4000, 16, 0x4b);
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    CHECK_CONTAINS(g_out, "kernels launched since its last clean check:\n==vramguard==     (none "
+                          "seen: vramguard sees kernel launches only under `vramguard run`");
+}
+
 VG_TEST(the_kernels_given_the_damaged_allocation_are_named) {
     /* A training step runs thousands of kernels between checks: the one given a pointer
      * into the damaged tensor is named even when it is far from the last ones. */
