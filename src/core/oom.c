@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "oom.h"
+#include "pyframes.h"
 #include "sites.h"
 
 typedef struct site_rank {
@@ -117,6 +118,9 @@ void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream s
                            "contexts may hold it)");
     vg__buf_printf(&b, "\n  top holders by allocation site:\n");
     vg__sites_top(&b, 5, "    ");
+    if (vg__pyframes_missed())
+        vg__buf_printf(&b, "  (C frames: with python_frames=1, as in guard mode, the sites are "
+                           "the Python lines that allocated)\n");
     vg__error(VG_ERR_OUT_OF_MEMORY, "%s", b.data ? b.data : "out of memory");
     vg__buf_free(&b);
 }

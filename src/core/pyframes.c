@@ -91,10 +91,10 @@ static void *lookup(const char *name) {
 }
 
 void vg__pyframes_init(void) {
+#define PY(field, name) *(void **)&py.field = lookup(name)
+    PY(IsInitialized, "Py_IsInitialized"); /* (also for vg__pyframes_missed) */
     if (!vg__opt.python_frames || !vg__opt.stack_depth)
         return;
-#define PY(field, name) *(void **)&py.field = lookup(name)
-    PY(IsInitialized, "Py_IsInitialized");
     PY(IsFinalizing, "Py_IsFinalizing"); /* 3.13 */
     if (!py.IsFinalizing)
         PY(IsFinalizing, "_Py_IsFinalizing"); /* 3.7 to 3.12 */
@@ -290,6 +290,11 @@ int vg__pyframes_capture(uintptr_t *out, int max) {
         py.DecRef(f);
     py.GILState_Release(gil);
     return n;
+}
+
+bool vg__pyframes_missed(void) { /* (no lookup here: callers may hold a heap lock) */
+    return !vg__opt.python_frames && vg__opt.stack_depth && py.IsInitialized &&
+           py.IsInitialized();
 }
 
 const char *vg__pyframe_text(uintptr_t f) {

@@ -34,6 +34,10 @@ void vg__pyframes_init(void);
  * does), so call it with no vramguard lock held. */
 int vg__pyframes_capture(uintptr_t *out, int max);
 
+/* Whether this process runs Python while python_frames is off: its sites are then
+ * C frames that name no line of the program (said where sites are shown). */
+bool vg__pyframes_missed(void);
+
 /* "function (file:line)" for a tagged frame, or NULL if f is not one vramguard made. */
 const char *vg__pyframe_text(uintptr_t f);
 

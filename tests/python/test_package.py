@@ -373,6 +373,31 @@ class PythonFrames(unittest.TestCase):
         self.assertIn("ERROR SUMMARY: 4 errors: 2 double_free, 2 leak", log)
         self.assertEqual(reports[0]["call_at"][0], "drop (%s:%d)" % (child, at["DROP"]))
 
+    def test_an_out_of_memory_explanation_names_the_holders_lines_or_says_how(self):
+        import subprocess
+        script = (
+            "import ctypes, os, sys\n"
+            "from vramguard import _lib\n"
+            "l = _lib.lib()\n"
+            "opts = 'driver=%s,limit=64M,python_frames=%s' % (os.environ['VGSIM_LIB'], sys.argv[1])\n"
+            "_lib.check(l.vg_init(opts.encode()), 'vg_init')\n"
+            "def hold(n):\n"
+            "    p = ctypes.c_void_p()\n"
+            "    return l.vg_malloc(ctypes.byref(p), n, None)\n"
+            "assert hold(48 << 20) == 0\n"
+            "assert hold(32 << 20) != 0\n"
+            "print(l.vg_last_error().decode())\n")
+        out = {}
+        for value in ("0", "1"):
+            r = subprocess.run([sys.executable, "-c", script, value], capture_output=True,
+                               text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out[value] = r.stdout
+        self.assertIn("top holders by allocation site", out["0"])
+        self.assertIn("(C frames: with python_frames=1", out["0"])
+        self.assertIn("hold (<string>:", out["1"])
+        self.assertNotIn("(C frames", out["1"])
+
     def test_off_gives_c_frames(self):
         reports, _, _, child, _ = self.run_child("0")
         self.assertEqual(len(reports), 3)  # (the two leaks share one C site)
