@@ -1,6 +1,6 @@
 """Cost of python_frames: allocation and free pairs through libvramguard.so from Python
 (ctypes, the GIL released around each call as PyTorch's bindings do), fast mode on vgsim,
-from a call 8 Python frames deep; python_frames=0 and =1 in alternating child processes.
+from a call 11 Python frames deep; python_frames=0 and =1 in alternating child processes.
 
     VRAMGUARD_LIB=build/libvramguard.so VGSIM_LIB=build/vgsim/libcuda.so.1 \\
         python3 bench/python_frames.py [PAIRS] [ROUNDS]"""

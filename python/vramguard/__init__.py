@@ -58,11 +58,21 @@ def pytorch_defaults(options, environ=os.environ, mode="fast"):
       freed a tensor (model.py:42), not PyTorch's C++ frames. It costs a GIL round trip
       per allocation, so fast mode leaves it off."""
     out = dict(options)
-    env = environ.get("VRAMGUARD_OPTIONS", "")
-    if "leaks" not in out and "leaks=" not in env:
+    env = _env_options(environ)
+    if "leaks" not in out and "leaks" not in env:
         out["leaks"] = "off"
-    if mode == "guard" and "python_frames" not in out and "python_frames=" not in env:
+    if mode == "guard" and "python_frames" not in out and "python_frames" not in env:
         out["python_frames"] = "1"
+    return out
+
+
+def _env_options(environ=os.environ):
+    """VRAMGUARD_OPTIONS as a dict (a key given twice: its last value)."""
+    out = {}
+    for item in environ.get("VRAMGUARD_OPTIONS", "").split(","):
+        key, eq, value = item.partition("=")
+        if eq:
+            out[key.strip()] = value.strip()
     return out
 
 
@@ -99,16 +109,6 @@ def _truthy(v):
     return str(v).strip().lower() not in ("0", "off", "false", "no", "")
 
 
-def _env_mode(environ=os.environ):
-    """The mode VRAMGUARD_OPTIONS sets (the last mode= in it), or None."""
-    mode = None
-    for item in environ.get("VRAMGUARD_OPTIONS", "").split(","):
-        key, eq, value = item.partition("=")
-        if eq and key.strip() == "mode":
-            mode = value.strip()
-    return mode
-
-
 def enable(mode=None, auto_step=None, **options):
     """Route every CUDA tensor allocation of this process through vramguard.
 
@@ -130,7 +130,7 @@ def enable(mode=None, auto_step=None, **options):
         raise VramguardError("vramguard.enable() must run before the first CUDA tensor: this "
                              "process has already allocated CUDA memory with PyTorch's allocator")
     l = _lib.lib()
-    effective = mode or _env_mode() or "fast"
+    effective = mode or _env_options().get("mode") or "fast"
     _lib.check(l.vg_init(options_string(mode, **pytorch_defaults(options, mode=effective))
                          .encode()), "vramguard options")
     alloc = torch.cuda.memory.CUDAPluggableAllocator(*_lib.torch_entry())

@@ -63,28 +63,87 @@ bool vg__pyframes_on;
 
 #define SLOTS (1u << 16)
 
-typedef struct pyframe {
-    const void *code; /* the code object (one reference kept) */
-    int line;
-    bool plumbing;    /* left out of stacks: see is_plumbing */
-    char text[];      /* "function (file:line)" */
-} pyframe_t;
+/* Both tables below are insert-only and open-addressed over (code object, number) keys,
+ * their entries published with release stores; an entry starts with its key. */
+typedef struct pykey {
+    const void *code;
+    int n;
+} pykey_t;
 
-static _Atomic(pyframe_t *) g_table[SLOTS];
-static unsigned g_used;
-static pthread_mutex_t g_insert = PTHREAD_MUTEX_INITIALIZER;
+typedef struct table {
+    _Atomic(pykey_t *) slot[SLOTS];
+    unsigned used;
+} table_t;
+
+/* (code object, line) -> "function (file:line)"; a frame's id is its slot + 1. The code
+ * object is kept alive (one reference), so its address names it for good. */
+typedef struct pyframe {
+    pykey_t key;   /* code, line */
+    bool plumbing; /* left out of stacks: see is_plumbing */
+    char text[];   /* "function (file:line)" */
+} pyframe_t;
 
 /* (code object, instruction) -> the id of its line: working out a line from the line
  * table is most of a capture's cost, and a loop allocates at the same instructions over
- * and over. Only pinned code objects (interned above) are entered. */
+ * and over. Only code objects pinned by the table of lines are entered. */
 typedef struct pc_entry {
-    const void *code;
-    int lasti;
+    pykey_t key; /* code, instruction offset */
     uint32_t id;
 } pc_entry_t;
 
-static _Atomic(pc_entry_t *) g_pcs[SLOTS];
-static unsigned g_pcs_used;
+static table_t g_lines, g_pcs;
+static pthread_mutex_t g_insert = PTHREAD_MUTEX_INITIALIZER;
+
+static uint32_t slot_of(const void *code, int n) {
+    uint64_t h = ((uint64_t)(uintptr_t)code ^ ((uint64_t)(unsigned)n << 40)) *
+                 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 48) & (SLOTS - 1);
+}
+
+/* The slot holding (code, n), or -1. */
+static int table_find(table_t *t, const void *code, int n) {
+    uint32_t i = slot_of(code, n);
+    for (uint32_t probe = 0; probe < SLOTS; probe++, i = (i + 1) & (SLOTS - 1)) {
+        pykey_t *e = atomic_load_explicit(&t->slot[i], memory_order_acquire);
+        if (!e)
+            return -1;
+        if (e->code == code && e->n == n)
+            return (int)i;
+    }
+    return -1;
+}
+
+/* Publish `fresh` (ownership passes) unless its key is there already (a racing insert on
+ * a Python without a GIL; then fresh is freed). The slot, or -1 when the table is full;
+ * *added says whether fresh went in. */
+static int table_put(table_t *t, pykey_t *fresh, bool *added) {
+    int at = -1;
+    *added = false;
+    pthread_mutex_lock(&g_insert);
+    if (t->used < SLOTS / 4 * 3) {
+        uint32_t i = slot_of(fresh->code, fresh->n);
+        for (;; i = (i + 1) & (SLOTS - 1)) {
+            pykey_t *e = atomic_load_explicit(&t->slot[i], memory_order_acquire);
+            if (!e) {
+                atomic_store_explicit(&t->slot[i], fresh, memory_order_release);
+                t->used++;
+                *added = true;
+                break;
+            }
+            if (e->code == fresh->code && e->n == fresh->n)
+                break;
+        }
+        at = (int)i;
+    }
+    pthread_mutex_unlock(&g_insert);
+    if (!*added)
+        free(fresh);
+    return at;
+}
+
+static pyframe_t *line_entry(uint32_t id) {
+    return (pyframe_t *)atomic_load_explicit(&g_lines.slot[id - 1], memory_order_acquire);
+}
 
 static void *lookup(const char *name) {
     return vg__real_dlsym ? vg__real_dlsym(RTLD_DEFAULT, name) : dlsym(RTLD_DEFAULT, name);
@@ -128,12 +187,6 @@ void vg__pyframes_init(void) {
     vg__pyframes_on = py.IsInitialized() != 0;
 }
 
-static uint32_t slot_of(const void *code, int line) {
-    uint64_t h = ((uint64_t)(uintptr_t)code ^ ((uint64_t)(unsigned)line << 40)) *
-                 0x9E3779B97F4A7C15ull;
-    return (uint32_t)(h >> 48) & (SLOTS - 1);
-}
-
 static void clear_error(void) { /* (Py_DecRef takes NULL) */
     void *t, *v, *tb;
     py.Err_Fetch(&t, &v, &tb);
@@ -165,16 +218,11 @@ static bool is_plumbing(const char *func, const char *file) {
            strcmp(func + f - c, "_call_impl") == 0;
 }
 
-/* The entry's slot + 1 as the frame's id, inserting it (the GIL is held); 0 when full. */
+/* The frame id of (code, line), interning it (the GIL is held); 0 when the table is full. */
 static uint32_t intern(void *code, int line) {
-    uint32_t i = slot_of(code, line);
-    for (uint32_t probe = 0; probe < SLOTS; probe++, i = (i + 1) & (SLOTS - 1)) {
-        pyframe_t *e = atomic_load_explicit(&g_table[i], memory_order_acquire);
-        if (!e)
-            break;
-        if (e->code == code && e->line == line)
-            return i + 1;
-    }
+    int at = table_find(&g_lines, code, line);
+    if (at >= 0)
+        return (uint32_t)at + 1;
     /* New: its names, read with any pending exception of the thread set aside. */
     char func[256], file[1024];
     void *et, *ev, *tb;
@@ -188,71 +236,14 @@ static uint32_t intern(void *code, int line) {
     pyframe_t *fresh = malloc(sizeof *fresh + len);
     if (!fresh)
         return 0;
-    fresh->code = code;
-    fresh->line = line;
+    fresh->key = (pykey_t){code, line};
     fresh->plumbing = is_plumbing(func, file);
     snprintf(fresh->text, len, "%s (%s:%d)", func, file, line);
-    uint32_t id = 0;
-    pthread_mutex_lock(&g_insert);
-    if (g_used < SLOTS / 4 * 3) {
-        i = slot_of(code, line);
-        for (;;) {
-            pyframe_t *e = atomic_load_explicit(&g_table[i], memory_order_acquire);
-            if (!e) {
-                atomic_store_explicit(&g_table[i], fresh, memory_order_release);
-                g_used++;
-                py.IncRef(code);
-                fresh = NULL;
-                id = i + 1;
-                break;
-            }
-            if (e->code == code && e->line == line) { /* another thread (no GIL build) */
-                id = i + 1;
-                break;
-            }
-            i = (i + 1) & (SLOTS - 1);
-        }
-    }
-    pthread_mutex_unlock(&g_insert);
-    free(fresh);
-    return id;
-}
-
-static uint32_t pc_slot(const void *code, int lasti) { return slot_of(code, lasti ^ 0x5bd1e995); }
-
-static uint32_t pc_lookup(const void *code, int lasti) {
-    uint32_t i = pc_slot(code, lasti);
-    for (uint32_t probe = 0; probe < SLOTS; probe++, i = (i + 1) & (SLOTS - 1)) {
-        pc_entry_t *e = atomic_load_explicit(&g_pcs[i], memory_order_acquire);
-        if (!e)
-            return 0;
-        if (e->code == code && e->lasti == lasti)
-            return e->id;
-    }
-    return 0;
-}
-
-static void pc_remember(const void *code, int lasti, uint32_t id) {
-    pc_entry_t *fresh = malloc(sizeof *fresh);
-    if (!fresh)
-        return;
-    *fresh = (pc_entry_t){code, lasti, id};
-    pthread_mutex_lock(&g_insert);
-    uint32_t i = pc_slot(code, lasti);
-    while (g_pcs_used < SLOTS / 4 * 3) {
-        pc_entry_t *e = atomic_load_explicit(&g_pcs[i], memory_order_acquire);
-        if (!e) {
-            atomic_store_explicit(&g_pcs[i], fresh, memory_order_release);
-            g_pcs_used++;
-            fresh = NULL;
-            break;
-        }
-        if (e->code == code && e->lasti == lasti)
-            break;
-        i = (i + 1) & (SLOTS - 1);
-    }
-    pthread_mutex_unlock(&g_insert);
-    free(fresh);
+    bool added;
+    at = table_put(&g_lines, &fresh->key, &added);
+    if (added)
+        py.IncRef(code);
+    return at >= 0 ? (uint32_t)at + 1 : 0;
 }
 
 /* The id of frame f's line (the GIL is held). */
@@ -260,9 +251,16 @@ static uint32_t frame_id(void *f, void *code) {
     int lasti = py.Frame_GetLasti ? py.Frame_GetLasti(f) : -1;
     if (lasti < 0)
         return intern(code, py.Frame_GetLineNumber(f));
-    uint32_t id = pc_lookup(code, lasti);
-    if (!id && (id = intern(code, py.Code_Addr2Line(code, lasti))) != 0)
-        pc_remember(code, lasti, id);
+    int at = table_find(&g_pcs, code, lasti);
+    if (at >= 0)
+        return ((pc_entry_t *)atomic_load_explicit(&g_pcs.slot[at], memory_order_acquire))->id;
+    uint32_t id = intern(code, py.Code_Addr2Line(code, lasti));
+    pc_entry_t *fresh = id ? malloc(sizeof *fresh) : NULL;
+    if (fresh) {
+        *fresh = (pc_entry_t){{code, lasti}, id};
+        bool added;
+        table_put(&g_pcs, &fresh->key, &added);
+    }
     return id;
 }
 
@@ -279,7 +277,7 @@ int vg__pyframes_capture(uintptr_t *out, int max) {
         uint32_t id = code ? frame_id(f, code) : 0;
         if (code)
             py.DecRef(code);
-        pyframe_t *e = id ? atomic_load_explicit(&g_table[id - 1], memory_order_relaxed) : NULL;
+        pyframe_t *e = id ? line_entry(id) : NULL;
         if (!e || !e->plumbing)
             out[n++] = VG_PYFRAME_TAG | id;
         void *back = py.Frame_GetBack(f);
@@ -303,6 +301,6 @@ const char *vg__pyframe_text(uintptr_t f) {
     uint32_t id = (uint32_t)(f & 0xffffffffu);
     if (id == 0 || id > SLOTS)
         return "? (a Python frame past vramguard's table)";
-    pyframe_t *e = atomic_load_explicit(&g_table[id - 1], memory_order_acquire);
+    pyframe_t *e = line_entry(id);
     return e ? e->text : "?";
 }

@@ -172,27 +172,22 @@ static int launches_touching(uint64_t since, uint64_t lo, uint64_t hi, int max, 
     if (!ls)
         return 0;
     int n = launches_since(since, LAUNCHES, ls), found = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = n - 1; i >= 0; i--) { /* newest first, kept from the end of out[] */
         for (int a = 0; a < ls[i].nptrs; a++) {
             if (ls[i].ptrs[a] >= lo && ls[i].ptrs[a] <= hi) {
-                int k = found++ % max; /* (a ring: the last max are kept) */
-                out[k] = ls[i];
-                arg[k] = a;
+                if (found < max) {
+                    out[max - 1 - found] = ls[i];
+                    arg[max - 1 - found] = a;
+                }
+                found++;
                 break;
             }
         }
     }
     free(ls);
-    if (found > max) { /* oldest first */
-        launch_t tmp[max];
-        int targ[max];
-        for (int i = 0; i < max; i++) {
-            tmp[i] = out[(found + i) % max];
-            targ[i] = arg[(found + i) % max];
-        }
-        memcpy(out, tmp, sizeof tmp);
-        memcpy(arg, targ, sizeof targ);
-    }
+    int kept = VG_MIN(found, max);
+    memmove(out, out + max - kept, (size_t)kept * sizeof *out);
+    memmove(arg, arg + max - kept, (size_t)kept * sizeof *arg);
     return found;
 }
 

@@ -246,8 +246,9 @@ class Library(unittest.TestCase):
         self.assertIsNone(_lib._preloaded("/nonexistent/maps"))
 
     def test_mode_from_the_environment(self):
-        self.assertEqual(vramguard._env_mode({"VRAMGUARD_OPTIONS": "limit=1G,mode=guard"}), "guard")
-        self.assertIsNone(vramguard._env_mode({}))
+        self.assertEqual(vramguard._env_options({"VRAMGUARD_OPTIONS": "mode=fast,limit=1G,mode=guard"}),
+                         {"mode": "guard", "limit": "1G"})
+        self.assertEqual(vramguard._env_options({}), {})
 
 
 class FollowChildren(unittest.TestCase):
