@@ -237,9 +237,12 @@ VGSIM_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
     CUresult r = sim_ctx_check(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    if (!sim_stream_resolve(c, stream))
+    sim_stream_t *s = sim_stream_resolve(c, stream);
+    if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
-    return cuMemAlloc_v2(dptr, bytesize);
+    if (atomic_load(&s->capture))
+        return CUDA_ERROR_NOT_SUPPORTED; /* graph memory nodes are not modelled (graph.c) */
+    return sim_mem_alloc(c, dptr, bytesize);
 }
 
 VGSIM_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {

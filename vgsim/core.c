@@ -430,6 +430,8 @@ VGSIM_API CUresult cuCtxSynchronize(void) {
     CUresult r = sim_ctx_check(&c);
     if (r != CUDA_SUCCESS)
         return r;
+    if ((r = sim_capture_sync_check(c, NULL)) != CUDA_SUCCESS)
+        return r;
     return sim_ctx_synchronize(c);
 }
 
@@ -454,6 +456,8 @@ VGSIM_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
         return cuCtxSynchronize();
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = sim_capture_sync_check((sim_ctx_t *)ctx, NULL)) != CUDA_SUCCESS)
         return r;
     return sim_ctx_synchronize((sim_ctx_t *)ctx);
 }

@@ -146,6 +146,7 @@ typedef struct sim_op {
         struct { void *dst; uint32_t value; unsigned elem; size_t count; } set;
         struct { vgsim_kernel_fn fn; vgsim_launch_t launch; const char *name;
                  unsigned char *storage; /* heap copy of the arguments if too big */
+                 size_t nstorage;        /* bytes of arguments */
                  unsigned char inline_args[4096] __attribute__((aligned(16))); } kernel;
         struct { CUhostFn fn; void *data; } host;
         struct { sim_event_t *event; } record;
@@ -177,6 +178,11 @@ struct sim_stream {
     _Atomic int waiters;
     _Atomic uint64_t wake_at;  /* the lowest sequence number a waiter waits for */
     _Atomic int unwoken;       /* ops queued since the worker fell asleep */
+    /* Stream capture (graph.c), under g_capture_lock: the capture this stream takes part
+     * in, the ops it captured, and whether the capture's origin has waited for the last. */
+    _Atomic(struct sim_capture *) capture;
+    uint64_t cap_ops;
+    bool cap_joined;
 };
 
 #define SIM_STREAM_MAGIC 0x5354524du
@@ -189,6 +195,9 @@ struct sim_event {
     uint64_t seq;
     uint64_t time_ns;        /* when the record completed */
     bool timed;              /* time_ns belongs to the last record */
+    uint64_t cap_id;         /* last recorded in this capture sequence (0: not captured) */
+    sim_stream_t *cap_stream;/* ... on this stream, after its cap_pos'th captured op */
+    uint64_t cap_pos;
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -235,6 +244,7 @@ bool sim_is_pinned(const void *p, size_t n);
 void sim_host_copy(void *dst, const void *src, size_t n);
 CUresult sim_memory_init_device(sim_device_t *d);
 CUresult sim_free_device_ptr(CUdeviceptr p);
+CUresult sim_mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize); /* cuMemAlloc's work */
 
 /* stream.c */
 sim_stream_t *sim_stream_resolve(sim_ctx_t *ctx, CUstream s); /* NULL/legacy/ptds/handle */
@@ -249,6 +259,26 @@ void sim_wait_seq(sim_stream_t *s, uint64_t seq);
 void sim_kick(sim_stream_t *s); /* wake the worker if it sleeps on queued work */
 CUresult sim_ctx_synchronize(sim_ctx_t *ctx);
 bool sim_valid_stream(sim_ctx_t *ctx, sim_stream_t *s);
+
+/* graph.c: stream capture. sim_capture_op takes an op enqueued on a capturing stream
+ * (returns false if the stream is not capturing); the other two apply CUDA's rules to a
+ * synchronisation of one stream (NULL: the whole context) and to a "potentially unsafe"
+ * call (cuMemAlloc, VMM, ...), invalidating the captures they break. */
+#define SIM_UNSAFE_DURING_CAPTURE()                                                         \
+    do {                                                                                    \
+        CUresult unsafe_ = sim_capture_unsafe_check();                                      \
+        if (unsafe_ != CUDA_SUCCESS)                                                        \
+            return unsafe_;                                                                 \
+    } while (0)
+bool sim_capture_op(sim_stream_t *s, sim_op_t *op, CUresult *r);
+CUresult sim_capture_sync_check(sim_ctx_t *ctx, sim_stream_t *s);
+CUresult sim_capture_unsafe_check(void);
+/* An event recorded in a capture: CUDA_ERROR_CAPTURED_EVENT, else CUDA_SUCCESS. */
+CUresult sim_capture_event_check(sim_event_t *e);
+/* cuStreamWaitEvent of a captured event: joins or forks captures (true: handled). */
+bool sim_capture_wait(sim_stream_t *s, sim_event_t *e, CUresult *r);
+void sim_op_destroy(sim_op_t *op); /* (stream.c) */
+sim_op_t *sim_op_clone(const sim_op_t *op);
 
 /* module.c */
 void sim_register_builtin_kernels(void);

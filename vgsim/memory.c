@@ -296,18 +296,24 @@ static CUresult mem_alloc(sim_device_t *d, size_t size, CUdeviceptr *out) {
     return CUDA_SUCCESS;
 }
 
-VGSIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-    sim_ctx_t *c;
-    CUresult r = sim_ctx_check(&c);
-    if (r != CUDA_SUCCESS)
-        return r;
+CUresult sim_mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize) {
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
     return mem_alloc(c->dev, bytesize, dptr);
 }
 
+VGSIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    SIM_UNSAFE_DURING_CAPTURE();
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    return sim_mem_alloc(c, dptr, bytesize);
+}
+
 VGSIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
                                       size_t height, unsigned int elemsize) {
+    SIM_UNSAFE_DURING_CAPTURE();
     sim_ctx_t *c;
     CUresult r = sim_ctx_check(&c);
     if (r != CUDA_SUCCESS)
@@ -342,6 +348,7 @@ CUresult sim_free_device_ptr(CUdeviceptr p) {
 }
 
 VGSIM_API CUresult cuMemFree_v2(CUdeviceptr dptr) {
+    SIM_UNSAFE_DURING_CAPTURE();
     sim_ctx_t *c;
     CUresult r = sim_ctx_check(&c);
     if (r != CUDA_SUCCESS)
@@ -473,6 +480,7 @@ VGSIM_API CUresult cuMemGetAllocationGranularity(size_t *granularity,
 
 VGSIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
                                        CUdeviceptr addr, unsigned long long flags) {
+    SIM_UNSAFE_DURING_CAPTURE();
     CUresult r = vmm_check();
     if (r != CUDA_SUCCESS)
         return r;
@@ -511,6 +519,7 @@ VGSIM_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t ali
 }
 
 VGSIM_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+    SIM_UNSAFE_DURING_CAPTURE();
     CUresult r = vmm_check();
     if (r != CUDA_SUCCESS)
         return r;
@@ -536,6 +545,7 @@ VGSIM_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 
 VGSIM_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                                const CUmemAllocationProp *prop, unsigned long long flags) {
+    SIM_UNSAFE_DURING_CAPTURE();
     CUresult r = vmm_check();
     if (r != CUDA_SUCCESS)
         return r;
@@ -569,6 +579,7 @@ static void handle_maybe_free(sim_handle_t *h) { /* lock held */
 }
 
 VGSIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+    SIM_UNSAFE_DURING_CAPTURE();
     CUresult r = vmm_check();
     if (r != CUDA_SUCCESS)
         return r;
@@ -588,6 +599,7 @@ VGSIM_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 
 VGSIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                             CUmemGenericAllocationHandle handle, unsigned long long flags) {
+    SIM_UNSAFE_DURING_CAPTURE();
     CUresult r = vmm_check();
     if (r != CUDA_SUCCESS)
         return r;
@@ -630,6 +642,7 @@ VGSIM_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
 }
 
 VGSIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+    SIM_UNSAFE_DURING_CAPTURE();
     CUresult r = vmm_check();
     if (r != CUDA_SUCCESS)
         return r;
@@ -667,6 +680,7 @@ VGSIM_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 
 VGSIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
                                   size_t count) {
+    SIM_UNSAFE_DURING_CAPTURE();
     CUresult r = vmm_check();
     if (r != CUDA_SUCCESS)
         return r;

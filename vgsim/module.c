@@ -309,6 +309,7 @@ VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
     op->u.kernel.fn = impl;
     op->u.kernel.name = fn->name;
     op->u.kernel.storage = storage;
+    op->u.kernel.nstorage = total;
     return sim_enqueue(s, op);
 }
 

@@ -76,7 +76,7 @@ static void op_release(sim_op_t *op) {
     op->ndeps = 0;
 }
 
-static void op_free(sim_op_t *op) {
+void sim_op_destroy(sim_op_t *op) {
     op_release(op);
     free(op);
 }
@@ -368,6 +368,7 @@ static void push_op(sim_stream_t *s, sim_op_t *op) {
         e->stream = s;
         e->seq = op->seq;
         e->timed = false;
+        e->cap_id = 0; /* (recorded outside any capture) */
         pthread_mutex_unlock(&e->lock);
     }
     sim_op_t *top = atomic_load(&s->incoming);
@@ -389,6 +390,9 @@ static void push_op(sim_stream_t *s, sim_op_t *op) {
 CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op) {
     sim_ctx_t *ctx = s->ctx;
     bool ok = true;
+    CUresult captured;
+    if (atomic_load_explicit(&s->capture, memory_order_acquire) && sim_capture_op(s, op, &captured))
+        return captured; /* kept for the graph, not run */
     if (s->legacy && atomic_load(&ctx->nblocking) > 0) {
         pthread_mutex_lock(&ctx->lock);
         for (size_t i = 0; i < ctx->nstreams && ok; i++) {
@@ -401,7 +405,7 @@ CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op) {
         ok = op_add_dep(op, ctx->legacy, atomic_load(&ctx->legacy->enqueued));
     }
     if (!ok) {
-        op_free(op);
+        sim_op_destroy(op);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     push_op(s, op);
@@ -525,6 +529,8 @@ VGSIM_API CUresult cuStreamQuery(CUstream stream) {
     CUresult r = resolve(stream, &c, &s);
     if (r != CUDA_SUCCESS)
         return r;
+    if (atomic_load(&s->capture))
+        return sim_capture_sync_check(c, s);
     if (atomic_load(&s->completed) >= atomic_load(&s->enqueued))
         return CUDA_SUCCESS;
     sim_kick(s);
@@ -537,6 +543,8 @@ VGSIM_API CUresult cuStreamSynchronize(CUstream stream) {
     CUresult r = resolve(stream, &c, &s);
     if (r != CUDA_SUCCESS)
         return r;
+    if (atomic_load(&s->capture))
+        return sim_capture_sync_check(c, s);
     if (s->legacy) { /* a marker on the legacy stream also waits for blocking streams */
         sim_op_t *op = sim_op_get(s, OP_NOP);
         if (!op)
@@ -580,6 +588,8 @@ VGSIM_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned in
         return CUDA_ERROR_INVALID_HANDLE;
     if (flags != 0)
         return CUDA_ERROR_INVALID_VALUE;
+    if (sim_capture_wait(s, e, &r))
+        return r;
     pthread_mutex_lock(&e->lock);
     sim_stream_t *es = e->stream;
     uint64_t seq = e->seq;
@@ -674,6 +684,8 @@ VGSIM_API CUresult cuEventQuery(CUevent event) {
     sim_event_t *e = (sim_event_t *)event;
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
+    if ((r = sim_capture_event_check(e)) != CUDA_SUCCESS)
+        return r;
     pthread_mutex_lock(&e->lock);
     sim_stream_t *s = e->stream;
     uint64_t seq = e->seq;
@@ -692,6 +704,8 @@ VGSIM_API CUresult cuEventSynchronize(CUevent event) {
     sim_event_t *e = (sim_event_t *)event;
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
+    if ((r = sim_capture_event_check(e)) != CUDA_SUCCESS)
+        return r;
     pthread_mutex_lock(&e->lock);
     sim_stream_t *s = e->stream;
     uint64_t seq = e->seq;

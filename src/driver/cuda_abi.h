@@ -57,6 +57,17 @@ extern "C" {
     X(CUDA_ERROR_NOT_SUPPORTED, 801, "operation not supported")                             \
     X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900,                                           \
       "operation not permitted when stream is capturing")                                   \
+    X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 901,                                           \
+      "operation failed due to a previous error during capture")                            \
+    X(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED, 903, "capture was not initiated in this stream") \
+    X(CUDA_ERROR_STREAM_CAPTURE_UNJOINED, 904,                                              \
+      "capturing stream has unjoined work")                                                 \
+    X(CUDA_ERROR_STREAM_CAPTURE_ISOLATION, 905,                                             \
+      "dependency created on uncaptured work in another stream")                            \
+    X(CUDA_ERROR_CAPTURED_EVENT, 907,                                                       \
+      "operation not permitted on an event last recorded in a capturing stream")           \
+    X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, 908,                                          \
+      "attempt to terminate a thread-local capture sequence from another thread")          \
     X(CUDA_ERROR_UNKNOWN, 999, "unknown error")
 
 typedef enum cudaError_enum {
@@ -80,6 +91,8 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef void (*CUhostFn)(void *userData);
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
 
 #define CU_STREAM_LEGACY ((CUstream)0x1)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
@@ -91,6 +104,18 @@ typedef enum CUstream_flags_enum {
     CU_STREAM_DEFAULT = 0x0,
     CU_STREAM_NON_BLOCKING = 0x1
 } CUstream_flags;
+
+typedef enum CUstreamCaptureStatus_enum {
+    CU_STREAM_CAPTURE_STATUS_NONE = 0,
+    CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+    CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2
+} CUstreamCaptureStatus;
+
+typedef enum CUstreamCaptureMode_enum {
+    CU_STREAM_CAPTURE_MODE_GLOBAL = 0,
+    CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,
+    CU_STREAM_CAPTURE_MODE_RELAXED = 2
+} CUstreamCaptureMode;
 
 typedef enum CUevent_flags_enum {
     CU_EVENT_DEFAULT = 0x0,

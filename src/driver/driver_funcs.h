@@ -123,6 +123,20 @@
     X(cuEventDestroy, cuEventDestroy_v2, REQ, (CUevent event), (event))                     \
     X(cuLaunchHostFunc, cuLaunchHostFunc, OPT, (CUstream stream, CUhostFn fn, void *data),  \
       (stream, fn, data))                                                                   \
+    /* --- stream capture and graphs --- */                                                 \
+    X(cuStreamBeginCapture, cuStreamBeginCapture_v2, OPT,                                   \
+      (CUstream stream, CUstreamCaptureMode mode), (stream, mode))                          \
+    X(cuStreamEndCapture, cuStreamEndCapture, OPT, (CUstream stream, CUgraph *graph),       \
+      (stream, graph))                                                                      \
+    X(cuStreamIsCapturing, cuStreamIsCapturing, OPT,                                        \
+      (CUstream stream, CUstreamCaptureStatus *status), (stream, status))                   \
+    X(cuThreadExchangeStreamCaptureMode, cuThreadExchangeStreamCaptureMode, OPT,            \
+      (CUstreamCaptureMode *mode), (mode))                                                  \
+    X(cuGraphInstantiate, cuGraphInstantiateWithFlags, OPT,                                 \
+      (CUgraphExec *exec, CUgraph graph, unsigned long long flags), (exec, graph, flags))   \
+    X(cuGraphLaunch, cuGraphLaunch, OPT, (CUgraphExec exec, CUstream stream), (exec, stream)) \
+    X(cuGraphExecDestroy, cuGraphExecDestroy, OPT, (CUgraphExec exec), (exec))              \
+    X(cuGraphDestroy, cuGraphDestroy, OPT, (CUgraph graph), (graph))                        \
     /* --- modules and kernels --- */                                                       \
     X(cuModuleLoadData, cuModuleLoadData, OPT, (CUmodule *module, const void *image),       \
       (module, image))                                                                      \

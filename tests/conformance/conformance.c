@@ -817,3 +817,181 @@ VG_TEST(copy_2d_sub_rectangle_round_trip) {
     CHECK_CU(cuMemFree(d));
     CHECK_CU(cuMemFreeHost(host));
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Stream capture and graphs (what vramguard must not break in a program's captures)
+ * ------------------------------------------------------------------------------------- */
+
+static void expect_u32(CUdeviceptr d, size_t n, unsigned want, int line) {
+    unsigned *h = malloc(n * sizeof *h);
+    if (!h)
+        vgt_fail(__FILE__, line, "out of host memory");
+    if (cuMemcpyDtoH(h, d, n * sizeof *h) != CUDA_SUCCESS)
+        vgt_fail(__FILE__, line, "cuMemcpyDtoH failed");
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != want)
+            vgt_fail(__FILE__, line, "word %zu is %u, expected %u", i, h[i], want);
+    free(h);
+}
+
+VG_TEST(captured_work_runs_only_when_the_graph_is_launched) {
+    setup();
+    const size_t n = 4096;
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, n * 4));
+    CHECK_CU(cuMemsetD32(d, 0, n));
+    CUstream s;
+    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CHECK_CU(cuStreamIsCapturing(s, &st));
+    CHECK_EQ(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CHECK_CU_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_ILLEGAL_STATE);
+    CHECK_CU(launch_add(s, d, 1, n));
+    CHECK_CU(launch_add(s, d, 2, n));
+    CUgraph g = NULL;
+    CHECK_CU(cuStreamEndCapture(s, &g));
+    CHECK(g != NULL);
+    CHECK_CU(cuStreamIsCapturing(s, &st));
+    CHECK_EQ(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    CHECK_CU(cuCtxSynchronize());
+    expect_u32(d, n, 0, __LINE__); /* captured, not run */
+    CUgraphExec x;
+    CHECK_CU(cuGraphInstantiate(&x, g, 0));
+    CHECK_CU(cuGraphLaunch(x, s));
+    CHECK_CU(cuGraphLaunch(x, s));
+    CHECK_CU(cuStreamSynchronize(s));
+    expect_u32(d, n, 6, __LINE__); /* two replays of +1 +2 */
+    CHECK_CU(cuGraphExecDestroy(x));
+    CHECK_CU(cuGraphDestroy(g));
+    CHECK_CU(cuStreamDestroy(s));
+    CHECK_CU(cuMemFree(d));
+}
+
+VG_TEST(synchronizing_a_capturing_stream_invalidates_the_capture) {
+    setup();
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, 4096));
+    CUstream s;
+    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_CU(launch_add(s, d, 1, 1024));
+    CHECK_CU_EQ(cuStreamSynchronize(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CHECK_CU(cuStreamIsCapturing(s, &st));
+    CHECK_EQ(st, CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+    CUgraph g = (CUgraph)1;
+    CHECK_CU_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CHECK(g == NULL);
+    /* The same for a query of the stream. */
+    CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_CU_EQ(cuStreamQuery(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK_CU_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CHECK_CU(cuStreamDestroy(s));
+    CHECK_CU(cuMemFree(d));
+}
+
+VG_TEST(cumemalloc_during_a_global_capture_needs_relaxed_mode) {
+    setup();
+    CUstream s;
+    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr d = 0;
+    CUgraph g = NULL;
+    CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_CU_EQ(cuMemAlloc(&d, 1 << 20), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK_CU_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    /* What PyTorch's allocator does: the calling thread switches to relaxed mode. */
+    CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CHECK_CU(cuThreadExchangeStreamCaptureMode(&mode));
+    CHECK_EQ(mode, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CHECK_CU(cuMemAlloc(&d, 1 << 20));
+    CHECK_CU(cuThreadExchangeStreamCaptureMode(&mode));
+    CHECK_EQ(mode, CU_STREAM_CAPTURE_MODE_RELAXED);
+    CHECK_CU(launch_fill(s, d, 3, (1 << 20) / 4));
+    CHECK_CU(cuStreamEndCapture(s, &g));
+    CUgraphExec x;
+    CHECK_CU(cuGraphInstantiate(&x, g, 0));
+    CHECK_CU(cuGraphLaunch(x, s));
+    CHECK_CU(cuStreamSynchronize(s));
+    expect_u32(d, (1 << 20) / 4, 3, __LINE__);
+    CHECK_CU(cuGraphExecDestroy(x));
+    CHECK_CU(cuGraphDestroy(g));
+    CHECK_CU(cuMemFree(d));
+    CHECK_CU(cuStreamDestroy(s));
+}
+
+/* vramguard's heap maps pages with the VMM calls: whether a global capture forbids them
+ * too decides whether it must switch to relaxed mode around them (it does either way). */
+VG_TEST(vmm_calls_during_a_global_capture_need_relaxed_mode) {
+    setup();
+    CUmemAllocationProp prop;
+    vmm_prop(&prop);
+    size_t gran = 0;
+    CHECK_CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUstream s;
+    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUgraph g = NULL;
+    CUmemGenericAllocationHandle h = 0;
+    CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_CU_EQ(cuMemCreate(&h, gran, &prop, 0), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK_CU_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CHECK_CU(cuThreadExchangeStreamCaptureMode(&mode));
+    CHECK_CU(cuMemCreate(&h, gran, &prop, 0));
+    CHECK_CU(cuMemRelease(h));
+    CHECK_CU(cuThreadExchangeStreamCaptureMode(&mode));
+    CHECK_CU(cuStreamEndCapture(s, &g));
+    CHECK_CU(cuGraphDestroy(g));
+    CHECK_CU(cuStreamDestroy(s));
+}
+
+VG_TEST(events_fork_and_join_captures) {
+    setup();
+    const size_t n = 1024;
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, n * 4));
+    CHECK_CU(cuMemsetD32(d, 0, n));
+    CHECK_CU(cuCtxSynchronize()); /* (the streams below do not wait for the legacy one) */
+    CUstream s, t;
+    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(cuStreamCreate(&t, CU_STREAM_NON_BLOCKING));
+    CUevent fork, join;
+    CHECK_CU(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+    CHECK_CU(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+    CUgraph g = NULL;
+    /* Forked and never joined: the capture cannot end. */
+    CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_CU(cuEventRecord(fork, s));
+    CHECK_CU_EQ(cuEventQuery(fork), CUDA_ERROR_CAPTURED_EVENT);
+    CHECK_CU(cuStreamWaitEvent(t, fork, 0));
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    CHECK_CU(cuStreamIsCapturing(t, &st));
+    CHECK_EQ(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    CHECK_CU(launch_add(t, d, 1, n));
+    CHECK_CU_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+    CHECK_CU(cuStreamIsCapturing(t, &st));
+    CHECK_EQ(st, CU_STREAM_CAPTURE_STATUS_NONE);
+    /* Forked and joined. */
+    CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_CU(launch_add(s, d, 1, n));
+    CHECK_CU(cuEventRecord(fork, s));
+    CHECK_CU(cuStreamWaitEvent(t, fork, 0));
+    CHECK_CU(launch_add(t, d, 10, n));
+    CHECK_CU(cuEventRecord(join, t));
+    CHECK_CU(cuStreamWaitEvent(s, join, 0));
+    CHECK_CU(cuStreamEndCapture(s, &g));
+    CUgraphExec x;
+    CHECK_CU(cuGraphInstantiate(&x, g, 0));
+    CHECK_CU(cuGraphLaunch(x, s));
+    CHECK_CU(cuStreamSynchronize(s));
+    expect_u32(d, n, 11, __LINE__);
+    CHECK_CU(cuGraphExecDestroy(x));
+    CHECK_CU(cuGraphDestroy(g));
+    CHECK_CU(cuEventDestroy(fork));
+    CHECK_CU(cuEventDestroy(join));
+    CHECK_CU(cuStreamDestroy(s));
+    CHECK_CU(cuStreamDestroy(t));
+    CHECK_CU(cuMemFree(d));
+}
