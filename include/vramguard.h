@@ -146,6 +146,24 @@ VG_API vg_status_t vg_stream_synchronized(void *stream);
  * block freed on it serve any stream. */
 VG_API vg_status_t vg_forget_stream(void *stream);
 
+/* CUDA graphs (docs/decisions.md A7). A graph replays its kernels on the addresses they
+ * had when it was captured, so the memory a capture allocates must stay the graph's until
+ * the graph is destroyed, even after the capture frees it. Call vg_graph_pool_begin
+ * before capturing and vg_graph_pool_end after cuStreamEndCapture: in between, requests
+ * on `device` that `filter(stream, arg)` accepts (NULL: requests on a stream being
+ * captured) come from graph pool `pool` (any number other than 0; captures may share a
+ * pool, as PyTorch's graph_pool_handle does, if their graphs replay in capture order).
+ * A pool's memory, freed, serves only the pool's later captures. vg_graph_pool_release,
+ * once per vg_graph_pool_begin, after the graph is destroyed: the last one waits for the
+ * device and returns the pool's free memory to the cache. vramguard's own driver calls
+ * run in relaxed capture mode meanwhile (as PyTorch's allocator's do), so a capture in
+ * the default global mode may allocate. */
+typedef int (*vg_graph_filter_fn)(void *stream, void *arg);
+VG_API vg_status_t vg_graph_pool_begin(int device, uint64_t pool, vg_graph_filter_fn filter,
+                                       void *arg);
+VG_API vg_status_t vg_graph_pool_end(int device, uint64_t pool);
+VG_API vg_status_t vg_graph_pool_release(int device, uint64_t pool);
+
 /* Return cached, unused device memory to the driver (every device). Waits for the
  * streams whose freed blocks it releases. */
 VG_API vg_status_t vg_empty_cache(void);

@@ -133,11 +133,9 @@ def enable(mode=None, auto_step=None, **options):
     effective = mode or _env_options().get("mode") or "fast"
     _lib.check(l.vg_init(options_string(mode, **pytorch_defaults(options, mode=effective))
                          .encode()), "vramguard options")
-    alloc = torch.cuda.memory.CUDAPluggableAllocator(*_lib.torch_entry())
-    hooks = getattr(alloc, "_allocator", None)
-    if hasattr(hooks, "set_begin_allocate_to_pool"):  # (PyTorch 2.3+: CUDA graph capture)
-        hooks.set_begin_allocate_to_pool(
-            ctypes.cast(l.vg_torch_begin_allocate_to_pool, ctypes.c_void_p).value)
+    entry = _lib.torch_entry()
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(*entry)
+    _wire_graph_hooks(getattr(alloc, "_allocator", None), l, entry[0])
     try:
         torch.cuda.memory.change_current_allocator(alloc)
     except RuntimeError as e:
@@ -151,6 +149,20 @@ def enable(mode=None, auto_step=None, **options):
     if _truthy(auto_step) and hook is not None:
         hook(_auto_step)
     _enabled = True
+
+
+def _wire_graph_hooks(hooks, l, entry_lib):
+    """CUDA graphs (PyTorch 2.3+): memory a capture takes stays the graph's (a private pool)
+    until PyTorch releases the pool; docs/decisions.md A7."""
+    if not hasattr(hooks, "set_begin_allocate_to_pool"):
+        return
+    addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value
+    begin = l.vg_torch_begin_allocate_to_pool  # (routes requests on any capturing stream)
+    if entry_lib != _lib.path():  # libvramguard_torch.so keeps PyTorch's own filter
+        begin = ctypes.CDLL(entry_lib).vg_torch_begin_allocate_to_pool_filtered
+    hooks.set_begin_allocate_to_pool(addr(begin))
+    hooks.set_end_allocate_to_pool_fn(addr(l.vg_torch_end_allocate_to_pool))
+    hooks.set_release_pool(addr(l.vg_torch_release_pool))
 
 
 def _wire_hooks(torch, l):

@@ -9,7 +9,8 @@ import re
 _FRAME = re.compile(r"^(?P<name>.*?) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
 
 _STATE = {"allocated": "active_allocated", "quarantined": "active_pending_free",
-          "deferred": "active_pending_free", "free": "inactive"}
+          "deferred": "active_pending_free", "free": "inactive",
+          "pooled": "inactive"}  # (kept by a CUDA graph's pool, as in PyTorch's private pools)
 _ACTION = {"alloc": "alloc", "free": "free_completed", "map": "segment_map",
            "unmap": "segment_unmap", "oom": "oom"}
 

@@ -54,7 +54,9 @@ static void segments_json(FILE *o, const rp_file_t *f, const rp_device_t *d) {
             const json_t *b = blocks->kids[k];
             const char *st = json_str(b, "state", "?");
             char label[600] = "";
-            if (strcmp(st, "free") != 0) {
+            if (strcmp(st, "pooled") == 0) {
+                snprintf(label, sizeof label, "freed, kept for a CUDA graph");
+            } else if (strcmp(st, "free") != 0) {
                 char where[480];
                 site_text(f, json_int(b, "site", 0), where, sizeof where);
                 snprintf(label, sizeof label, "#%lld, %lld bytes requested at %s%s%s",

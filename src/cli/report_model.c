@@ -74,7 +74,8 @@ static void check_segment(checker_t *c, const json_t *seg, const char *path) {
     need(c, seg, path, "vmm", J_BOOL);
     need(c, seg, path, "unmapped", J_ARR);
     const json_t *blocks = need(c, seg, path, "blocks", J_ARR);
-    static const char *const states[] = {"free", "allocated", "deferred", "quarantined", NULL};
+    static const char *const states[] = {"free",        "allocated", "deferred",
+                                         "quarantined", "pooled",    NULL};
     for (size_t i = 0; blocks && i < blocks->n && !c->failed; i++) {
         const json_t *b = blocks->kids[i];
         snprintf(p, sizeof p, "%s.blocks[%zu]", path, i);
@@ -87,7 +88,7 @@ static void check_segment(checker_t *c, const json_t *seg, const char *path) {
         const json_t *st = need(c, b, p, "state", J_STR);
         if (st && !one_of(st->str, states))
             bad(c, p, "unknown state '%s'", st->str);
-        if (st && strcmp(st->str, "free") != 0) {
+        if (st && strcmp(st->str, "free") != 0 && strcmp(st->str, "pooled") != 0) {
             need(c, b, p, "address", J_STR);
             need(c, b, p, "requested", J_NUM);
             need(c, b, p, "site", J_NUM);

@@ -413,14 +413,17 @@ VG_API vg_status_t vg_check(void) {
         vg_heap_t *h = vg__heap_at(i);
         pthread_mutex_lock(&h->lock);
         vg__guard_flush_all(h);
-        bool pushed = vg__heap_ctx_enter(h);
-        CUresult r = vg__cuCtxSynchronize(); /* a complete picture: every kernel has run */
-        vg__heap_ctx_leave(pushed);
+        CUresult r = CUDA_SUCCESS;
+        if (h->nroutes == 0) { /* (a capture under way forbids waiting for the context) */
+            bool pushed = vg__heap_ctx_enter(h);
+            r = vg__cuCtxSynchronize(); /* a complete picture: every kernel has run */
+            vg__heap_ctx_leave(pushed);
+        }
         if (r != CUDA_SUCCESS) { /* S9: the context died; say which kernels ran last */
             pthread_mutex_unlock(&h->lock);
             vg__report_cuda_error(r, "cuCtxSynchronize (in vg_check)");
             pthread_mutex_lock(&h->lock);
-        } else {
+        } else if (h->nroutes == 0) {
             vg__heap_all_synced(h);
         }
         vg__guard_check_all(h, "by the check at vg_check()");

@@ -103,6 +103,7 @@ typedef struct vg_guard {
     bool dead;                  /* the context failed: no more launches */
     bool warned_launch;         /* a failed launch was logged */
     uint64_t fills_launched, fills_skipped; /* redzone fills at allocation */
+    uint64_t unguarded;         /* allocations and frees of CUDA graph captures (A7) */
     uint64_t launches;          /* of the checker kernels, all kinds */
     uint64_t exits;             /* quarantine exit batches */
 } vg_guard_t;
@@ -320,9 +321,12 @@ static void add_pending(pending_t *p, vg_guard_desc_t d, uint64_t now) {
     p->added++;
 }
 
-/* Launch everything pending on stream s (context current). */
+/* Launch everything pending on stream s (context current). Not while s is captured into
+ * a graph: the launch would become part of the program's graph (A7); it waits. */
 static void flush_stream(vg_heap_t *h, vg_stream_t *s) {
     pending_t *p = s->guard_pending;
+    if (p && p->n > 0 && vg__stream_capturing(s->handle))
+        return;
     while (p && p->n > 0) {
         vg_guard_batch_t batch = {0};
         take_pending(s, &batch, VG_GUARD_BATCH);
@@ -360,7 +364,7 @@ static bool wait_for(vg_guard_t *g, CUstream s);
 void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     vg_guard_t *g = h->guard;
     vg_stream_t *from = b->stream;
-    if (!g || !from || from == s || g->dead)
+    if (!g || !from || from == s || g->dead || (b->flags & VG_BF_UNGUARDED))
         return;
     bool pushed = vg__heap_ctx_enter(h);
     flush_stream(h, from);
@@ -398,6 +402,11 @@ static bool defer_fill(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
 vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     vg_guard_t *g = h->guard;
     b->clean_seq = vg__launch_seq();
+    if (b->gpool || vg__stream_capturing(stream)) { /* a graph's: no kernel may join it */
+        b->flags |= VG_BF_UNGUARDED;
+        g->unguarded++;
+        return VG_OK;
+    }
     bool defer = deferring();
     if (b->flags & VG_BF_READY) { /* its redzones already hold the canary */
         g->fills_skipped++;
@@ -557,6 +566,8 @@ static bool descs_reserve(desc_buf_t *b, size_t n) {
 /* Append the descriptors that check block b (live or quarantined). */
 static size_t block_checks(const vg_block_t *b, vg_guard_desc_t *d) {
     size_t n = 0;
+    if (b->flags & VG_BF_UNGUARDED)
+        return 0;
     if (!(b->flags & REP_LEFT))
         d[n++] = desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
                       VG_RANGE_LEFT);
@@ -577,6 +588,8 @@ static size_t block_checks(const vg_block_t *b, vg_guard_desc_t *d) {
  * will not, wait for it here); false if neither worked: what the guard stream runs next
  * may then see that work undone, and must not be trusted. */
 static bool wait_for(vg_guard_t *g, CUstream s) {
+    if (vg__stream_capturing(s))
+        return false; /* the guard stream would join the capture (A7) */
     if (vg__cuEventRecord(g->event, s) == CUDA_SUCCESS &&
         vg__cuStreamWaitEvent(g->stream, g->event, 0) == CUDA_SUCCESS)
         return true;
@@ -733,17 +746,19 @@ static void evict(vg_heap_t *h, uint64_t target) {
     size_t first = g->q_head, nb = 0; /* the leaving blocks: the ring's oldest nb */
     for (uint64_t left = g->q_bytes; left > target && nb < g->q_count; nb++) {
         vg_block_t *b = g->q[(first + nb) & (g->q_cap - 1)];
-        left -= b->size;
         vg_stream_t *s = exit_stream(h, b);
+        int k = 0;
+        while (k < nx && xs[k].s != s)
+            k++;
+        if (k == nx && s && vg__stream_capturing(s->handle))
+            break; /* its exit check cannot run now (A7): it stays, with those after it */
+        left -= b->size;
         if (s) { /* reusable by other streams only once its check has run: the epoch is
                   * the one after the launches below (epochs end only at event records) */
             b->stream = s;
             b->epoch = s->epoch;
             s->last_free_epoch = s->epoch;
         }
-        int k = 0;
-        while (k < nx && xs[k].s != s)
-            k++;
         if (k == nx) {
             if (nx == (int)VG_ARRAY_LEN(xs)) { /* (many streams: make room) */
                 ok &= exit_launch(h, &xs[0]);
@@ -829,8 +844,12 @@ static bool fold_into_fill(pending_t *p, vg_block_t *b) {
 
 bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     vg_guard_t *g = h->guard;
-    if (!g)
+    if (!g || (b->flags & VG_BF_UNGUARDED))
         return false;
+    if (vg__stream_capturing(stream)) { /* its checks would join the program's graph */
+        g->unguarded++;
+        return false;
+    }
     vg_stream_t *s = vg__heap_stream(h, stream);
     pending_t *p = s ? pending_of(s) : NULL;
     if (!p || !q_reserve(g))
@@ -924,6 +943,16 @@ void vg__guard_heap_shutdown(vg_heap_t *h) {
     if (!g)
         return;
     vg__guard_check_all(h, "at exit");
+    if (g->unguarded == 1)
+        vg__log("guard mode: one allocation or free made while a CUDA graph was captured on "
+                "device %d was not checked: its checks would have become part of the "
+                "program's graph",
+                h->device);
+    else if (g->unguarded)
+        vg__log("guard mode: %llu allocations and frees made while a CUDA graph was captured "
+                "on device %d were not checked: their checks would have become part of the "
+                "program's graph",
+                (unsigned long long)g->unguarded, h->device);
     if (secure_getenv("VG_DEBUG_GUARD"))
         vg__log("guard: %llu redzone fills needed, %llu skipped (layout already filled); "
                 "%llu launches; %llu quarantine exits",

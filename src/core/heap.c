@@ -51,8 +51,38 @@ vg_heap_t *vg__heap_at(int i) { return i < atomic_load(&g_nheaps) ? g_heaps[i] :
  * Contexts
  * ------------------------------------------------------------------------------------- */
 
+/* While a CUDA graph capture routes requests into a pool, vramguard's own driver calls
+ * (mapping pages, events) run in relaxed capture mode, as PyTorch's allocator runs its
+ * cudaMalloc: a global-mode capture would otherwise fail on them (conformance
+ * cumemalloc_during_a_global_capture_needs_relaxed_mode). Outermost enter/leave only. */
+_Atomic int vg__gpool_routes_open;
+static __thread int t_enter_depth;
+static __thread bool t_relaxed;
+static __thread CUstreamCaptureMode t_mode_before;
+
+static void relax_enter(void) {
+    if (t_enter_depth++ > 0 || !atomic_load_explicit(&vg__gpool_routes_open, memory_order_relaxed))
+        return;
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    /* (These bookkeeping calls go straight to the driver, outside fault injection.) */
+    if (vg__drv_has(cuThreadExchangeStreamCaptureMode) &&
+        vg__drv.cuThreadExchangeStreamCaptureMode(&m) == CUDA_SUCCESS) {
+        t_mode_before = m;
+        t_relaxed = true;
+    }
+}
+
+static void relax_leave(void) {
+    if (--t_enter_depth > 0 || !t_relaxed)
+        return;
+    CUstreamCaptureMode m = t_mode_before;
+    vg__drv.cuThreadExchangeStreamCaptureMode(&m);
+    t_relaxed = false;
+}
+
 /* Make the heap's context current for driver calls; returns whether it pushed. */
 bool vg__heap_ctx_enter(vg_heap_t *h) {
+    relax_enter();
     CUcontext cur = NULL;
     if (vg__cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == h->ctx)
         return false;
@@ -64,6 +94,17 @@ void vg__heap_ctx_leave(bool pushed) {
         CUcontext popped;
         vg__cuCtxPopCurrent(&popped);
     }
+    relax_leave();
+}
+
+/* Is the stream being captured into a graph? Work queued on it now would become part of
+ * the program's graph, and waiting for it would break the capture. */
+bool vg__stream_capturing(CUstream stream) {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!vg__drv_has(cuStreamIsCapturing) || stream == NULL || stream == CU_STREAM_LEGACY)
+        return false;
+    return vg__drv.cuStreamIsCapturing(stream, &st) == CUDA_SUCCESS &&
+           st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
 /* A LIMIT option's bytes on a device with `total` bytes. */
@@ -313,6 +354,9 @@ static bool refresh_streams(vg_heap_t *h, bool wait) {
             continue;
         if (s->handle == CU_STREAM_PER_THREAD && s->key != stream_key(CU_STREAM_PER_THREAD))
             continue; /* another thread's per-thread stream: only its thread may record */
+        if (vg__stream_capturing(s->handle))
+            continue; /* its frees complete after the capture (an event now would be the
+                         graph's, and could not be queried) */
         if (!s->event && vg__cuEventCreate(&s->event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
             s->event = NULL;
             continue;
@@ -379,24 +423,33 @@ static void absorb(vg_heap_t *h, vg_block_t *a, vg_block_t *b, vg_stream_t *s, u
     vg__block_put(h, b);
 }
 
+/* The index a free or pooled block belongs in. */
+static vg_tlsf_t *index_of(vg_heap_t *h, const vg_block_t *b) {
+    return b->gpool ? b->gpool->index : &h->index;
+}
+
+/* Can free (or pooled) block n merge with b? Same state, same pool, compatible tags. */
+static bool mergeable(const vg_block_t *a, const vg_block_t *b, vg_stream_t **s, uint64_t *e) {
+    return a->state == b->state && a->gpool == b->gpool && merged_tag(a, b, s, e);
+}
+
 vg_block_t *vg__block_coalesce(vg_heap_t *h, vg_block_t *b) {
     vg_stream_t *s;
     uint64_t e;
+    vg_tlsf_t *idx = index_of(h, b);
     if (vg__block_complete(b)) { /* normalise: a complete block serves any stream */
         b->stream = NULL;
         b->epoch = 0;
     }
     /* Keep going: a neighbour that has completed since it was freed may now merge, and
      * the merged block may then reach another one. */
-    for (vg_block_t *p = b->prev; p && p->state == VG_BLOCK_FREE && merged_tag(p, b, &s, &e);
-         p = b->prev) {
-        vg__tlsf_remove(&h->index, p);
+    for (vg_block_t *p = b->prev; p && mergeable(p, b, &s, &e); p = b->prev) {
+        vg__tlsf_remove(idx, p);
         absorb(h, p, b, s, e);
         b = p;
     }
-    for (vg_block_t *n = b->next; n && n->state == VG_BLOCK_FREE && merged_tag(b, n, &s, &e);
-         n = b->next) {
-        vg__tlsf_remove(&h->index, n);
+    for (vg_block_t *n = b->next; n && mergeable(b, n, &s, &e); n = b->next) {
+        vg__tlsf_remove(idx, n);
         absorb(h, b, n, s, e);
     }
     return b;
@@ -434,10 +487,11 @@ static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requeste
     b->flags = 0;
     b->id = ++h->next_id;
     if (!vg__ptrmap_put(&h->live, b->user, b)) {
-        b->state = VG_BLOCK_FREE;
+        b->state = b->gpool ? VG_BLOCK_POOLED : VG_BLOCK_FREE;
         b->stream = NULL;
         b->mapped = 1;
-        vg__tlsf_insert(&h->index, vg__block_coalesce(h, b));
+        vg_block_t *f = vg__block_coalesce(h, b);
+        vg__tlsf_insert(index_of(h, f), f);
         return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
     }
     int pool = vg__pool_of(b->size);
@@ -474,14 +528,16 @@ static void pattern_drop_front(vg_block_t *b, uint64_t n) {
 static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t requested,
                          uint64_t uoff, vg_stream_t *s) {
     bool ready = redzones_ready(b->size, b->pat_head, b->pat_tail, uoff, requested, size);
-    vg__tlsf_remove(&h->index, b);
+    vg_tlsf_t *idx = index_of(h, b);
+    vg__tlsf_remove(idx, b);
     if (b->size - size >= VG_ALIGN) {
         vg_block_t *r = vg__block_new(h);
         if (r) { /* without a struct to split with, hand out the whole block */
             r->addr = b->addr + size;
             r->size = b->size - size;
             r->seg = b->seg;
-            r->state = VG_BLOCK_FREE;
+            r->state = b->state; /* (free, or pooled in the same pool) */
+            r->gpool = b->gpool;
             r->stream = b->stream;
             r->epoch = b->epoch;
             r->mapped = b->mapped;
@@ -495,7 +551,7 @@ static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t re
                 b->next->prev = r;
             b->next = r;
             b->size = size;
-            vg__tlsf_insert(&h->index, r);
+            vg__tlsf_insert(idx, r);
         }
     }
     vg_status_t st = make_allocated(h, b, requested, uoff, s);
@@ -672,6 +728,11 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
         vg__oom_explain(h, requested, rounded, stream);
         return VG_ERR_OUT_OF_MEMORY;
     }
+    if (VG_UNLIKELY(h->nroutes > 0)) { /* a CUDA graph is being captured */
+        vg_gpool_t *pool = vg__gpool_route(h, stream);
+        if (pool)
+            return vg__heap_alloc_pool(h, pool, rounded, requested, uoff, s, out);
+    }
     vg_block_t *b = find_block(h, rounded, s);
     if (VG_LIKELY(b && b->mapped)) {
         vg_block_t *p = down_neighbour(b, rounded, s);
@@ -684,6 +745,31 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
         }
     }
     return alloc_slow(h, rounded, requested, uoff, s, b, out);
+}
+
+/* A request of a graph being captured: from its pool's freed blocks if one fits (usable by
+ * s: freed on s, or complete), else from general memory, which then joins the pool. */
+vg_status_t vg__heap_alloc_pool(vg_heap_t *h, vg_gpool_t *p, uint64_t size, uint64_t requested,
+                                uint64_t uoff, vg_stream_t *s, vg_block_t **out) {
+    vg_block_t *b = vg__tlsf_find(p->index, size, s);
+    if (!b)
+        b = vg__tlsf_find_small(p->index, size, s);
+    if (b) {
+        vg_status_t st = carve(h, b, size, requested, uoff, s);
+        if (st == VG_OK)
+            *out = b;
+        return st;
+    }
+    vg_block_t *g = find_block(h, size, s);
+    vg_status_t st = g && g->mapped && !down_neighbour(g, size, s)
+                         ? carve(h, g, size, requested, uoff, s)
+                         : alloc_slow(h, size, requested, uoff, s, g, &g);
+    if (st != VG_OK)
+        return st;
+    g->gpool = p;
+    p->bytes += g->size;
+    *out = g;
+    return VG_OK;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -733,6 +819,31 @@ static void process_deferred(vg_heap_t *h) {
     }
 }
 
+/* A block of a graph pool was freed (stamped): the pool keeps it, for later requests of
+ * the pool's captures only. */
+void vg__heap_free_pooled(vg_heap_t *h, vg_block_t *b) {
+    int pool = vg__pool_of(b->size);
+    vg__stat_pool(h->stats.active, pool, -1);
+    vg__stat_pool(h->stats.active_bytes, pool, -(int64_t)b->size);
+    vg__ptrmap_del(&h->live, b->user);
+    b->state = VG_BLOCK_POOLED;
+    b->nuses = 0;
+    b->flags = 0;
+    b->pat_head = b->pat_tail = 0;
+    vg_block_t *f = vg__block_coalesce(h, b);
+    vg__tlsf_insert(b->gpool->index, f);
+}
+
+void vg__heap_unpool(vg_heap_t *h, vg_block_t *b) {
+    vg__tlsf_remove(b->gpool->index, b);
+    b->gpool = NULL;
+    b->state = VG_BLOCK_FREE;
+    b->stream = NULL; /* (the caller waited for the device) */
+    b->epoch = 0;
+    b->mapped = 1;
+    vg__tlsf_insert(&h->index, vg__block_coalesce(h, b));
+}
+
 void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.allocation, pool, -1);
@@ -741,6 +852,13 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     vg_stream_t *s = vg__heap_stream(h, stream);
     if (!s)
         s = b->stream; /* no memory for a new stream record: the allocation's stream */
+    if (b->gpool) { /* a graph's memory: it stays in the pool, whatever streams used it */
+        b->stream = s;
+        b->epoch = s->epoch;
+        s->last_free_epoch = s->epoch;
+        vg__heap_free_pooled(h, b);
+        return;
+    }
     vg__guard_before_free(h, b, s);
     b->stream = s;
     b->epoch = s->epoch;

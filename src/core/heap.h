@@ -44,12 +44,14 @@ typedef struct vg_stream vg_stream_t;
 typedef struct vg_segment vg_segment_t;
 typedef struct vg_block vg_block_t;
 typedef struct vg_heap vg_heap_t;
+typedef struct vg_gpool vg_gpool_t;
 
 enum {
     VG_BLOCK_FREE = 0,
     VG_BLOCK_ALLOCATED = 1,
     VG_BLOCK_DEFERRED = 2,    /* freed; waiting for recorded streams */
     VG_BLOCK_QUARANTINED = 3, /* guard mode: freed, poisoned, not reusable yet */
+    VG_BLOCK_POOLED = 4,      /* freed, kept by its CUDA graph pool (graphpool.c, A7) */
 };
 
 struct vg_block {
@@ -77,6 +79,8 @@ struct vg_block {
     uint64_t use_epochs[VG_MAX_USES];/* DEFERRED: epoch each use stream must complete */
     uint64_t pat_head, pat_tail;/* FREE (guard): its first and last bytes known to hold
                                    the guard pattern (a redzone there needs no fill) */
+    vg_gpool_t *gpool;          /* the CUDA graph pool owning it (ALLOCATED or POOLED), or
+                                   NULL: general memory */
 };
 
 enum {
@@ -84,7 +88,32 @@ enum {
     /* 2, 4, 8, 16, 64: guard.c's own */
     VG_BF_READY = 32,        /* ALLOCATED (guard): carved where its redzones already hold
                                 the canary (pat_head/pat_tail of the free block) */
+    VG_BF_UNGUARDED = 128,   /* ALLOCATED (guard): made for a CUDA graph's capture, so no
+                                guard work (a kernel queued on a capturing stream would
+                                become part of the program's graph): never checked */
 };
+
+/* CUDA graph pools (docs/decisions.md A7, graphpool.c). While a graph is captured, the
+ * requests it makes are routed to its pool; the memory stays the pool's, freed or not,
+ * until the pool is released (the graph may replay and write it at any time). */
+typedef int (*vg_gpool_filter_fn)(void *stream, void *arg); /* route this stream's request? */
+
+struct vg_gpool {
+    uint64_t id[2];             /* PyTorch's MempoolId_t, or {0, id} from the C API */
+    int uses;                   /* captures begun into it and not released */
+    bool release_pending;       /* released while a capture ran: done when none runs */
+    struct vg_tlsf *index;      /* its free (POOLED) blocks */
+    uint64_t bytes;             /* bytes of its blocks, allocated or pooled */
+    vg_gpool_t *next;
+};
+
+typedef struct vg_gpool_route {
+    vg_gpool_t *pool;
+    vg_gpool_filter_fn filter;  /* NULL: requests on a capturing stream */
+    void *arg;
+    void (*drop)(void *arg);    /* frees arg when the route ends, or NULL */
+} vg_gpool_route_t;
+#define VG_GPOOL_ROUTES 8
 
 /* Slots (docs/decisions.md A5): a large request that needed new memory keeps its address
  * range; the range's ends are boundaries free blocks do not merge across. */
@@ -185,6 +214,9 @@ struct vg_heap {
     void *guard;                /* guard mode's state (guard.c), or NULL */
     uint64_t nhistory;          /* frees recorded so far */
     vg_events_t events;         /* the last allocator events, for snapshots */
+    vg_gpool_t *gpools;         /* CUDA graph pools (graphpool.c) */
+    vg_gpool_route_t routes[VG_GPOOL_ROUTES]; /* captures under way: where requests go */
+    int nroutes;
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -237,6 +269,36 @@ uint64_t vg__heap_largest_free_block(vg_heap_t *h);
 vg_stream_t *vg__heap_stream(vg_heap_t *h, CUstream handle);
 /* The same, without creating it: NULL if the heap never met the stream. */
 vg_stream_t *vg__heap_stream_find(vg_heap_t *h, CUstream handle);
+
+/* Is the stream being captured into a CUDA graph (heap.c)? */
+bool vg__stream_capturing(CUstream stream);
+
+/* graphpool.c */
+/* The pool a request on `stream` goes to, or NULL (heap lock held; nroutes > 0). */
+vg_gpool_t *vg__gpool_route(vg_heap_t *h, CUstream stream);
+/* A capture begins/ends routing requests into pool id (heap lock held). */
+vg_status_t vg__gpool_begin(vg_heap_t *h, const uint64_t id[2], vg_gpool_filter_fn filter,
+                            void *arg, void (*drop)(void *));
+void vg__gpool_end(vg_heap_t *h, const uint64_t id[2]);
+/* The graphs using pool id are gone: its memory returns to the heap (heap lock held). */
+void vg__gpool_release(vg_heap_t *h, const uint64_t id[2]);
+/* The API's work (device < 0: the current context's), also for PyTorch's hooks; drop(arg)
+ * is called when the route ends, or at once if it could not begin. */
+vg_status_t vg__graph_pool_begin(int device, const uint64_t id[2], vg_gpool_filter_fn filter,
+                                 void *arg, void (*drop)(void *));
+vg_status_t vg__graph_pool_end(int device, const uint64_t id[2], bool release);
+/* Bytes kept by pools: free ones (POOLED) and all of them. */
+void vg__gpool_totals(const vg_heap_t *h, uint64_t *pooled, uint64_t *owned);
+/* Captures are routing requests into some pool, in any heap: vramguard's driver calls
+ * then run in relaxed capture mode (heap.c). */
+extern _Atomic int vg__gpool_routes_open;
+
+/* heap.c, for graphpool.c */
+vg_status_t vg__heap_alloc_pool(vg_heap_t *h, vg_gpool_t *p, uint64_t size, uint64_t requested,
+                                uint64_t uoff, vg_stream_t *s, vg_block_t **out);
+void vg__heap_free_pooled(vg_heap_t *h, vg_block_t *b);
+/* A pooled block returns to general memory, complete (its pool is released). */
+void vg__heap_unpool(vg_heap_t *h, vg_block_t *b);
 
 /* tlsf.c */
 void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b);

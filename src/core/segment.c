@@ -102,7 +102,9 @@ static vg_status_t reserve_range(vg_heap_t *h, uint64_t at_least, bool small,
                                  h->page);
     for (int tries = 0; tries < 4; tries++) {
         CUdeviceptr va = 0;
+        bool pushed = vg__heap_ctx_enter(h); /* (the first small request may come here) */
         CUresult r = vg__cuMemAddressReserve(&va, want, h->page, 0, 0);
+        vg__heap_ctx_leave(pushed);
         if (r == CUDA_SUCCESS) {
             vg_segment_t *seg = segment_add(h, va, want, true, small);
             if (!seg) {

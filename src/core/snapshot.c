@@ -30,6 +30,7 @@ static const char *state_name(int s) {
     case VG_BLOCK_ALLOCATED: return "allocated";
     case VG_BLOCK_DEFERRED: return "deferred";
     case VG_BLOCK_QUARANTINED: return "quarantined";
+    case VG_BLOCK_POOLED: return "pooled";
     default: return "?";
     }
 }
@@ -57,7 +58,7 @@ static void segment_json(vg_buf_t *b, const vg_heap_t *h, const vg_segment_t *se
                        (unsigned long long)(k->addr - seg->base), (unsigned long long)k->size,
                        state_name(k->state));
         first = false;
-        if (k->state != VG_BLOCK_FREE) {
+        if (k->state != VG_BLOCK_FREE && k->state != VG_BLOCK_POOLED) { /* (those hold none) */
             vg__buf_printf(b, ",\"address\":\"0x%llx\",\"requested\":%llu,\"id\":%llu,"
                               "\"site\":%u,\"stream\":\"0x%llx\"",
                            (unsigned long long)k->user, (unsigned long long)k->requested,

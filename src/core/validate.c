@@ -32,6 +32,46 @@ static bool check_index_block(vg_block_t *b, void *arg) {
     return true;
 }
 
+static bool count_pooled(vg_block_t *b, void *arg) {
+    index_check_t *c = arg;
+    if (b->state != VG_BLOCK_POOLED || b->seg->small != (c->cls == VG_CLASS_SMALL)) {
+        c->bad = b;
+        return false;
+    }
+    c->n++;
+    c->bytes += b->size;
+    return true;
+}
+
+/* Each graph pool's index holds exactly its pooled blocks; its byte count covers them and
+ * its live blocks. O(pools x blocks). */
+static vg_status_t check_pools(vg_heap_t *h) {
+    for (vg_gpool_t *p = h->gpools; p; p = p->next) {
+        uint64_t n = 0, bytes = 0, owned = 0;
+        for (vg_segment_t *seg = h->segments; seg; seg = seg->next)
+            for (vg_block_t *b = seg->first; b; b = b->next)
+                if (b->gpool == p) {
+                    owned += b->size;
+                    if (b->state == VG_BLOCK_POOLED)
+                        n++, bytes += b->size;
+                }
+        index_check_t ic = {0};
+        for (ic.cls = 0; ic.cls < VG_CLASSES && !ic.bad; ic.cls++)
+            vg__tlsf_each_desc_class(p->index, ic.cls, count_pooled, &ic);
+        if (ic.bad || ic.n != n || ic.bytes != bytes || p->index->bytes != bytes)
+            FAIL("graph pool %llu/%llu: its index holds %llu blocks / %llu bytes, its pooled "
+                 "blocks are %llu / %llu",
+                 h->device, (unsigned long long)p->id[0], (unsigned long long)p->id[1],
+                 (unsigned long long)ic.n, (unsigned long long)ic.bytes,
+                 (unsigned long long)n, (unsigned long long)bytes);
+        if (owned != p->bytes)
+            FAIL("graph pool %llu/%llu owns %llu bytes of blocks but counts %llu", h->device,
+                 (unsigned long long)p->id[0], (unsigned long long)p->id[1],
+                 (unsigned long long)owned, (unsigned long long)p->bytes);
+    }
+    return VG_OK;
+}
+
 vg_status_t vg__heap_validate(vg_heap_t *h) {
     uint64_t nfree = 0, free_bytes = 0, nalloc = 0, alloc_bytes = 0, requested = 0;
     uint64_t reserved = h->nspare * h->page, active_extra = 0, nquar = 0;
@@ -68,6 +108,9 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
             bool must_be_mapped = b->state != VG_BLOCK_FREE || b->mapped;
             if (must_be_mapped && !vg__segment_range_mapped(seg, b->addr, b->size))
                 FAIL("block %#llx (state %d) has unmapped pages", h->device,
+                     (unsigned long long)b->addr, b->state);
+            if (b->gpool && b->state != VG_BLOCK_POOLED && b->state != VG_BLOCK_ALLOCATED)
+                FAIL("block %#llx (state %d) belongs to a graph pool", h->device,
                      (unsigned long long)b->addr, b->state);
             switch (b->state) {
             case VG_BLOCK_FREE:
@@ -109,6 +152,11 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
             case VG_BLOCK_DEFERRED:
                 active_extra += b->size;
                 break;
+            case VG_BLOCK_POOLED: /* freed, kept by its graph pool (and in its index) */
+                if (!b->gpool)
+                    FAIL("pooled block %#llx belongs to no pool", h->device,
+                         (unsigned long long)b->addr);
+                break;
             default:
                 FAIL("block %#llx has state %d", h->device, (unsigned long long)b->addr, b->state);
             }
@@ -131,6 +179,9 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
         FAIL("free index holds %llu blocks / %llu bytes, segments %llu / %llu", h->device,
              (unsigned long long)ic.n, (unsigned long long)ic.bytes,
              (unsigned long long)nfree, (unsigned long long)free_bytes);
+    vg_status_t st = check_pools(h);
+    if (st != VG_OK)
+        return st;
     if (h->live.n != nalloc + nquar)
         FAIL("live map holds %zu pointers, segments %llu allocated and %llu quarantined blocks",
              h->device, h->live.n, (unsigned long long)nalloc, (unsigned long long)nquar);

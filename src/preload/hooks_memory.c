@@ -6,11 +6,13 @@
  * the race guard, which wraps asynchronous copies from and to it.
  */
 #define _GNU_SOURCE
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "../core/common.h"
 #include "../core/options.h"
 #include "../core/guard.h"
+#include "../core/heap.h"
 #include "../core/report.h"
 #include "hooks.h"
 #include "preload.h"
@@ -69,8 +71,11 @@ VG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
     return alloc_result(st);
 }
 
+/* In a stream being captured, cuMemAllocAsync and cuMemFreeAsync make the graph's memory
+ * nodes, which the graph allocates and frees at every replay: the driver's, not vramguard's
+ * (docs/decisions.md A7). */
 VG_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    if (!vgp_ready())
+    if (!vgp_ready() || vg__stream_capturing(hStream))
         NEXT(cuMemAllocAsync, dptr, bytesize, hStream);
     if (vgp_sticky())
         return vgp_sticky();
@@ -94,6 +99,14 @@ static CUresult free_hook(CUdeviceptr dptr, CUstream stream, bool async) {
     if (dptr == 0)
         return CUDA_SUCCESS;
     if (vg__is_ours(dptr)) {
+        if (async && vg__stream_capturing(stream)) { /* the graph frees it at each replay */
+            static atomic_flag said = ATOMIC_FLAG_INIT;
+            if (!atomic_flag_test_and_set(&said))
+                vg__log("a CUDA graph capture frees %p, allocated before the capture: "
+                        "vramguard keeps that memory until the program ends (reported once)",
+                        (void *)(uintptr_t)dptr);
+            return CUDA_SUCCESS;
+        }
         vg_status_t st = vg_free((void *)(uintptr_t)dptr, stream);
         if (st != VG_OK && !vg__guard_on()) /* (guard mode reported it in full) */
             vg__log("%s", vg_last_error());

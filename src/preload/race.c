@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "../core/common.h"
+#include "../core/heap.h"
 #include "../core/options.h"
 #include "../core/report.h"
 #include "../core/sites.h"
@@ -273,6 +274,8 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
     pthread_mutex_unlock(&g_lock);
     if (!pinned)
         return 0;
+    if (vg__stream_capturing(stream))
+        return 0; /* captured into a graph: the copy runs at each replay, not now (A7) */
     vg__stack_bounds_prepare(); /* so the handler can unwind this thread */
     uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
     pthread_mutex_lock(&g_lock);

@@ -5,14 +5,13 @@
  *     void *alloc(size_t size, int device, cudaStream_t stream)
  *     void free(void *ptr, size_t size, int device, cudaStream_t stream)
  * The optional hooks have PyTorch's signatures too (set_init_fn, set_reset_fn for
- * empty_cache, set_memory_fraction_fn, set_record_stream_fn, set_begin_allocate_to_pool);
+ * empty_cache, set_memory_fraction_fn, set_record_stream_fn, and the CUDA graph hooks);
  * the Python package wires the ones PyTorch's Python API does not reach through ctypes.
  *
  * PyTorch turns a NULL from alloc into its out-of-memory error; the explanation is kept
  * (vg_torch_last_oom) so the package can raise torch.cuda.OutOfMemoryError with it.
  */
 #define _GNU_SOURCE
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include <pthread.h>
 
 #include "../core/common.h"
+#include "../core/heap.h"
 #include "../core/init.h"
 #include "vramguard.h"
 
@@ -66,25 +66,41 @@ VG_API void vg_torch_record_stream(void *ptr, void *stream) {
         vg_record_stream(ptr, stream);
 }
 
-/* PyTorch's CUDA graph capture begins (set_begin_allocate_to_pool, PyTorch 2.3+; called
- * as void(int device, MempoolId_t pool, std::function<bool(cudaStream_t)> filter): the
- * pair of ids arrives as two 64-bit integers, the function object by address, destroyed
- * by the caller). PyTorch's own allocator keeps the memory a graph uses in a private pool
- * for as long as the graph may replay; vramguard has no such pools yet, so memory freed
- * after capture could be handed to other tensors while the graph still writes it. Say so,
- * once, rather than let it pass silently. */
+/* PyTorch's CUDA graph hooks (PyTorch 2.3+; docs/decisions.md A7). PyTorch calls them
+ * through function pointers of C++ types: begin as void(int device, MempoolId_t pool,
+ * std::function<bool(cudaStream_t)> filter), the others as void(int, MempoolId_t). The
+ * pool id, a pair of 64-bit integers, arrives in two registers, and the function object by
+ * address (destroyed by the caller when begin returns). libvramguard_torch.so's begin
+ * keeps a copy of the filter (C++); this C one, for builds without a C++ compiler, routes
+ * the requests made on any stream being captured instead. */
 VG_API void vg_torch_begin_allocate_to_pool(int device, uint64_t pool_a, uint64_t pool_b,
                                             void *filter) {
-    (void)pool_a, (void)pool_b, (void)filter;
-    static atomic_flag said = ATOMIC_FLAG_INIT;
-    if (vg__ensure_init() != VG_OK || atomic_flag_test_and_set(&said))
-        return;
-    vg__log("WARNING: a CUDA graph is being captured on device %d, and vramguard does not keep "
-            "a graph's memory apart yet: memory the graph uses may be given to other tensors "
-            "while it can still replay, and its results then overwrite them. Run this program "
-            "without vramguard, or without CUDA graphs (torch.cuda.graph, torch.compile's "
-            "\"reduce-overhead\" mode).",
-            device);
+    (void)filter;
+    const uint64_t id[2] = {pool_a, pool_b};
+    if (vg__graph_pool_begin(device, id, NULL, NULL, NULL) != VG_OK)
+        vg__log("CUDA graph capture on device %d: %s; its memory is not kept apart from "
+                "other tensors",
+                device, vg_last_error());
+}
+
+/* The same with the filter already made C-callable (libvramguard_torch.so). */
+VG_API void vg_torch_pool_begin(int device, uint64_t pool_a, uint64_t pool_b,
+                                vg_gpool_filter_fn filter, void *arg, void (*drop)(void *)) {
+    const uint64_t id[2] = {pool_a, pool_b};
+    if (vg__graph_pool_begin(device, id, filter, arg, drop) != VG_OK)
+        vg__log("CUDA graph capture on device %d: %s; its memory is not kept apart from "
+                "other tensors",
+                device, vg_last_error());
+}
+
+VG_API void vg_torch_end_allocate_to_pool(int device, uint64_t pool_a, uint64_t pool_b) {
+    const uint64_t id[2] = {pool_a, pool_b};
+    vg__graph_pool_end(device, id, false);
+}
+
+VG_API void vg_torch_release_pool(int device, uint64_t pool_a, uint64_t pool_b) {
+    const uint64_t id[2] = {pool_a, pool_b};
+    vg__graph_pool_end(device, id, true);
 }
 
 VG_API size_t vg_torch_last_oom(char *out, size_t n) {

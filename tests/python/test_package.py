@@ -172,6 +172,27 @@ class Bindings(unittest.TestCase):
         mem._record_memory_history(enabled=None)
         self.assertEqual(mem._snapshot()["device_traces"][0], [])
 
+    def test_the_cuda_graph_hooks_are_given_to_pytorch(self):
+        """enable() hands PyTorch's allocator the three graph hooks (A7): begin from
+        libvramguard_torch.so (it keeps PyTorch's filter) where it exists, end and release."""
+        import ctypes
+        import types
+        given = {}
+        hooks = types.SimpleNamespace(**{
+            name: (lambda n: lambda addr: given.__setitem__(n, addr))(name)
+            for name in ("set_begin_allocate_to_pool", "set_end_allocate_to_pool_fn",
+                         "set_release_pool")})
+        l = _lib.lib()
+        addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value
+        entry = _lib.torch_entry()[0]
+        vramguard._wire_graph_hooks(hooks, l, entry)
+        begin = (ctypes.CDLL(entry).vg_torch_begin_allocate_to_pool_filtered
+                 if entry != _lib.path() else l.vg_torch_begin_allocate_to_pool)
+        self.assertEqual(given, {"set_begin_allocate_to_pool": addr(begin),
+                                 "set_end_allocate_to_pool_fn": addr(l.vg_torch_end_allocate_to_pool),
+                                 "set_release_pool": addr(l.vg_torch_release_pool)})
+        vramguard._wire_graph_hooks(types.SimpleNamespace(), l, entry)  # PyTorch < 2.3: none
+
     def test_errors_are_explained(self):
         import ctypes
         with self.assertRaises(vramguard.VramguardError) as cm:
