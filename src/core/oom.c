@@ -74,6 +74,8 @@ void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream s
     uint64_t allocated = (uint64_t)st->allocated_bytes[VG_POOL_ALL].current;
     uint64_t cached = reserved > allocated ? reserved - allocated : 0;
     uint64_t servable = size == UINT64_MAX ? 0 : vg__heap_largest_servable(h);
+    uint64_t pooled, graphs;
+    vg__gpool_totals(h, &pooled, &graphs);
 
     vg__buf_printf(&b, "out of memory: cannot allocate %s (%llu bytes) on device %d",
                    vg__fmt_bytes(s1, requested), (unsigned long long)requested, h->device);
@@ -92,6 +94,10 @@ void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream s
                    (long long)st->allocation[VG_POOL_ALL].current,
                    st->allocation[VG_POOL_ALL].current == 1 ? "" : "s",
                    vg__fmt_bytes(s3, cached));
+    if (graphs)
+        vg__buf_printf(&b, "  of that, CUDA graphs keep %s (%s of it freed by their captures, "
+                           "reusable only by them while the graphs exist)\n",
+                       vg__fmt_bytes(s1, graphs), vg__fmt_bytes(s2, pooled));
     vg__buf_printf(&b, "  the largest block that could be served now: %s\n",
                    vg__fmt_bytes(s4, servable));
 
@@ -106,6 +112,11 @@ void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream s
         vg__buf_printf(&b, "serving it would take vramguard over its limit (%s already "
                            "allocated)",
                        vg__fmt_bytes(s1, allocated));
+    else if (cached >= size && cached - pooled < size)
+        vg__buf_printf(&b, "%s is cached and free, but %s of it is kept for CUDA graphs, which "
+                           "may replay into it: destroy the graphs no longer needed (PyTorch: "
+                           "reset() them or drop every reference)",
+                       vg__fmt_bytes(s1, cached), vg__fmt_bytes(s2, pooled));
     else if (cached >= size && servable < size)
         vg__buf_printf(&b, "%s is cached and free, but in pieces: the largest is %s (memory is "
                            "fragmented; vmm=on joins free pages where the driver allows)",

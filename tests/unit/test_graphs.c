@@ -184,3 +184,28 @@ VG_TEST(a_capture_may_grow_the_heap_and_keeps_its_mode) {
     CHECK_VG(vg_graph_pool_begin(-1, 0, NULL, NULL) == VG_ERR_INVALID_ARGUMENT ? VG_OK
                                                                              : VG_ERR_INTERNAL);
 }
+
+/* Memory kept for graphs is not free for others: an out-of-memory explanation says how
+ * much the graphs keep and what to do. */
+VG_TEST(an_out_of_memory_explanation_counts_the_graphs_memory) {
+    vgt_init("limit=8M");
+    CUstream s = vgt_stream();
+    void *tmp, *x = NULL;
+    CHECK_VG(vg_graph_pool_begin(-1, 21, NULL, NULL));
+    CHECK_CU(vg__cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_VG(vg_malloc(&tmp, 6 * MIB, s));
+    CHECK_VG(vg_free(tmp, s));
+    CUgraph g = NULL;
+    CHECK_CU(vg__cuStreamEndCapture(s, &g));
+    CHECK_VG(vg_graph_pool_end(-1, 21));
+    CHECK_EQ(vg_malloc(&x, 4 * MIB, s), VG_ERR_OUT_OF_MEMORY);
+    const char *why = vg_last_error();
+    CHECK_MSG(strstr(why, "CUDA graphs keep 6.00 MiB") &&
+                  strstr(why, "of it is kept for CUDA graphs, which may replay into it"),
+              "explanation: %s", why);
+    CHECK_CU(vg__cuGraphDestroy(g));
+    CHECK_VG(vg_graph_pool_release(-1, 21));
+    CHECK_VG(vg_malloc(&x, 4 * MIB, s)); /* released: the memory serves the request */
+    CHECK_VG(vg_free(x, s));
+    CHECK_VALID();
+}
