@@ -145,6 +145,11 @@ pytorch)
                 "examples/pytorch/$s.py" $fixed
         done
     done
+    # CUDA graphs (2026-11-23, A7): a captured training step in fast mode too, and the same
+    # under vramguard run (the preload must leave the capture alone).
+    step "cuda_graph_step fast" 180 python3 -m vramguard run --mode=fast examples/pytorch/cuda_graph_step.py
+    step "cuda_graph_step vramguard run" 180 "$B/vramguard" run --mode=guard -- python3 \
+        examples/pytorch/cuda_graph_step.py
     # Both at once (2026-11-23): the package uses the injected library, so the tensor-level
     # report should also name the kernels launched since the last clean check; one summary.
     for s in oob_custom_kernel missing_record_stream; do
@@ -167,10 +172,10 @@ torch.cuda.memory._record_memory_history(max_entries=1000)
 z = torch.zeros(1 << 20, device="cuda"); del z
 torch.cuda.memory._dump_snapshot("/tmp/vg-history.pickle")
 print("history entries", len(torch.cuda.memory._snapshot()["device_traces"][0]))
-g = torch.cuda.CUDAGraph()  # (expect the one-line warning from vramguard: no graph pools yet)
+g = torch.cuda.CUDAGraph()  # (a graph pool since 2026-11-23: no warning)
 with torch.cuda.graph(g):
     w = x * 2
-g.replay(); print("graph replay", w.sum().item())
+g.replay(); print("graph replay", w.sum().item(), "expected", (x * 2).sum().item())
 print(vramguard.memory_summary()[:600])
 snap = vramguard.snapshot(); print("snapshot segments", len(snap["segments"]))
 vramguard.dump_snapshot("/tmp/vg-snap.pickle")

@@ -209,3 +209,40 @@ VG_TEST(an_out_of_memory_explanation_counts_the_graphs_memory) {
     CHECK_VG(vg_free(x, s));
     CHECK_VALID();
 }
+
+/* A release while another capture runs waits for that capture to end (waiting for the
+ * context then would break it); at most VG_GPOOL_ROUTES captures route at once. */
+VG_TEST(a_release_during_another_capture_waits_for_it) {
+    vgt_init("");
+    CUstream s = vgt_stream(), t = vgt_stream();
+    void *tmp, *x;
+    CUgraphExec done = capture_temporary(s, 31, &tmp, 9);
+    CHECK_CU(vg__cuGraphExecDestroy(done));
+    CHECK_VG(vg_graph_pool_begin(-1, 32, NULL, NULL));
+    CHECK_CU(vg__cuStreamBeginCapture(t, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_VG(vg_graph_pool_release(-1, 31)); /* pending: t is being captured */
+    CHECK_VG(vg_malloc(&x, MIB, s));
+    CHECK(x != tmp);
+    CHECK_VG(vg_free(x, s));
+    CUgraph g = NULL;
+    CHECK_CU(vg__cuStreamEndCapture(t, &g)); /* (no synchronisation broke it) */
+    CHECK_VG(vg_graph_pool_end(-1, 32)); /* ... and now pool 31 is released */
+    CHECK_VALID();
+    void *a, *b;
+    CHECK_VG(vg_malloc(&a, MIB, s));
+    CHECK_VG(vg_malloc(&b, MIB, s));
+    CHECK(a == tmp || b == tmp);
+    CHECK_VG(vg_free(a, s));
+    CHECK_VG(vg_free(b, s));
+    CHECK_CU(vg__cuGraphDestroy(g));
+    CHECK_VG(vg_graph_pool_release(-1, 32));
+    for (uint64_t i = 1; i <= 8; i++)
+        CHECK_VG(vg_graph_pool_begin(-1, 100 + i, NULL, NULL));
+    CHECK_EQ(vg_graph_pool_begin(-1, 200, NULL, NULL), VG_ERR_NOT_SUPPORTED);
+    CHECK(strstr(vg_last_error(), "more than 8 CUDA graph captures at once"));
+    for (uint64_t i = 1; i <= 8; i++) {
+        CHECK_VG(vg_graph_pool_end(-1, 100 + i));
+        CHECK_VG(vg_graph_pool_release(-1, 100 + i));
+    }
+    CHECK_VALID();
+}
