@@ -67,6 +67,7 @@ vg_status_t vg__gpool_begin(vg_heap_t *h, const uint64_t id[2], vg_gpool_filter_
     }
     p->uses++;
     p->release_pending = false;
+    vg__captures_seen_set();
     h->routes[h->nroutes++] = (vg_gpool_route_t){p, filter, arg, drop};
     atomic_fetch_add(&vg__gpool_routes_open, 1);
     return VG_OK;

@@ -98,10 +98,20 @@ void vg__heap_ctx_leave(bool pushed) {
 }
 
 /* Is the stream being captured into a graph? Work queued on it now would become part of
- * the program's graph, and waiting for it would break the capture. */
+ * the program's graph, and waiting for it would break the capture. Asked of the driver
+ * only once a capture was seen to begin (the interposer's hook, a graph pool), so a
+ * program that never captures pays nothing. */
+static _Atomic bool g_captures_seen;
+
+void vg__captures_seen_set(void) {
+    if (!atomic_load_explicit(&g_captures_seen, memory_order_relaxed))
+        atomic_store(&g_captures_seen, true);
+}
+
 bool vg__stream_capturing(CUstream stream) {
     CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (!vg__drv_has(cuStreamIsCapturing) || stream == NULL || stream == CU_STREAM_LEGACY)
+    if (!atomic_load_explicit(&g_captures_seen, memory_order_relaxed) ||
+        !vg__drv_has(cuStreamIsCapturing) || stream == NULL || stream == CU_STREAM_LEGACY)
         return false;
     return vg__drv.cuStreamIsCapturing(stream, &st) == CUDA_SUCCESS &&
            st != CU_STREAM_CAPTURE_STATUS_NONE;

@@ -270,8 +270,10 @@ vg_stream_t *vg__heap_stream(vg_heap_t *h, CUstream handle);
 /* The same, without creating it: NULL if the heap never met the stream. */
 vg_stream_t *vg__heap_stream_find(vg_heap_t *h, CUstream handle);
 
-/* Is the stream being captured into a CUDA graph (heap.c)? */
+/* Is the stream being captured into a CUDA graph (heap.c)? Always false until
+ * vg__captures_seen_set: a capture began (the interposer's hook) or a graph pool did. */
 bool vg__stream_capturing(CUstream stream);
+void vg__captures_seen_set(void);
 
 /* graphpool.c */
 /* The pool a request on `stream` goes to, or NULL (heap lock held; nroutes > 0). */

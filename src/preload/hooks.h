@@ -52,6 +52,7 @@
     X(cuCtxDestroy, cuCtxDestroy_v2)                                                        \
     X(cuEventRecord, cuEventRecord)                                                         \
     X(cuLaunchHostFunc, cuLaunchHostFunc)                                                   \
+    X(cuStreamBeginCapture, cuStreamBeginCapture_v2)                                        \
     /* entry points */                                                                      \
     X(cuGetProcAddress, cuGetProcAddress_v2)
 
@@ -71,7 +72,8 @@
     X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)                   \
     X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz)                         \
     X(cuEventRecord, cuEventRecord, cuEventRecord_ptsz)                                     \
-    X(cuLaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)
+    X(cuLaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)                            \
+    X(cuStreamBeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)
 
 /* Prototypes of every hook, from the driver table (so a hook with the wrong signature
  * does not compile). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "../core/common.h"
+#include "../core/heap.h"
 #include "../core/options.h"
 #include "../core/report.h"
 #include "../core/sites.h"
@@ -252,4 +253,21 @@ VG_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
     if (vgp_ready())
         vg__context_destroying(ctx);
     return real(ctx);
+}
+
+/* A CUDA graph capture begins: from now on vramguard asks whether a stream is being
+ * captured before it queues guard work on it or waits for it (docs/decisions.md A7), and
+ * the guard work already waiting on this stream runs first, outside the graph. */
+VG_API CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
+    __typeof__(&cuStreamBeginCapture_v2) real = NEXT_FN(cuStreamBeginCapture_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    vg__captures_seen_set();
+    if (vgp_ready())
+        vg__guard_flush_stream(stream);
+    return real(stream, mode);
+}
+
+VG_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode) {
+    return cuStreamBeginCapture_v2(stream ? stream : CU_STREAM_PER_THREAD, mode);
 }

@@ -995,3 +995,34 @@ VG_TEST(events_fork_and_join_captures) {
     CHECK_CU(cuStreamDestroy(t));
     CHECK_CU(cuMemFree(d));
 }
+
+/* A stream that allocated, worked and freed before its capture (as a training loop's
+ * stream does before torch.cuda.graph): the capture and its replays are unaffected by
+ * what was queued before. Under `vramguard run --mode=guard` the checks of the earlier
+ * free must stay out of the graph. */
+VG_TEST(a_stream_used_before_its_capture) {
+    setup();
+    const size_t n = 1 << 16;
+    CUstream s;
+    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr a, b;
+    CHECK_CU(cuMemAllocAsync(&a, n * 4, s));
+    CHECK_CU(cuMemAlloc(&b, n * 4));
+    CHECK_CU(launch_fill(s, a, 1, n));
+    CHECK_CU(launch_fill(s, b, 0, n));
+    CHECK_CU(cuMemFreeAsync(a, s));
+    CHECK_CU(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_CU(launch_add(s, b, 5, n));
+    CUgraph g = NULL;
+    CHECK_CU(cuStreamEndCapture(s, &g));
+    CUgraphExec x;
+    CHECK_CU(cuGraphInstantiate(&x, g, 0));
+    for (int i = 0; i < 3; i++)
+        CHECK_CU(cuGraphLaunch(x, s));
+    CHECK_CU(cuStreamSynchronize(s));
+    expect_u32(b, n, 15, __LINE__);
+    CHECK_CU(cuGraphExecDestroy(x));
+    CHECK_CU(cuGraphDestroy(g));
+    CHECK_CU(cuMemFree(b));
+    CHECK_CU(cuStreamDestroy(s));
+}
