@@ -414,7 +414,8 @@ VG_API vg_status_t vg_check(void) {
         pthread_mutex_lock(&h->lock);
         vg__guard_flush_all(h);
         CUresult r = CUDA_SUCCESS;
-        if (h->nroutes == 0) { /* (a capture under way forbids waiting for the context) */
+        bool capturing = vg__heap_capturing(h); /* (then nothing may wait for the context) */
+        if (!capturing) {
             bool pushed = vg__heap_ctx_enter(h);
             r = vg__cuCtxSynchronize(); /* a complete picture: every kernel has run */
             vg__heap_ctx_leave(pushed);
@@ -423,7 +424,7 @@ VG_API vg_status_t vg_check(void) {
             pthread_mutex_unlock(&h->lock);
             vg__report_cuda_error(r, "cuCtxSynchronize (in vg_check)");
             pthread_mutex_lock(&h->lock);
-        } else if (h->nroutes == 0) {
+        } else if (!capturing) {
             vg__heap_all_synced(h);
         }
         vg__guard_check_all(h, "by the check at vg_check()");

@@ -87,7 +87,7 @@ void vg__gpool_end(vg_heap_t *h, const uint64_t id[2]) {
             r.drop(r.arg);
         break;
     }
-    if (h->nroutes > 0)
+    if (vg__heap_capturing(h))
         return;
     for (vg_gpool_t *p = h->gpools, *next; p; p = next) { /* releases that had to wait */
         next = p->next;
@@ -100,7 +100,7 @@ void vg__gpool_release(vg_heap_t *h, const uint64_t id[2]) {
     vg_gpool_t *p = find(h, id);
     if (!p || --p->uses > 0)
         return;
-    if (h->nroutes > 0) { /* waiting for the device now would break the capture */
+    if (vg__heap_capturing(h)) { /* waiting for the device now would break the capture */
         p->release_pending = true;
         return;
     }

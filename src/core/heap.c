@@ -117,6 +117,15 @@ bool vg__stream_capturing(CUstream stream) {
            st != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
+bool vg__heap_capturing(vg_heap_t *h) {
+    if (h->nroutes > 0)
+        return true;
+    for (vg_stream_t *s = h->streams; s; s = s->next)
+        if (!s->forgotten && vg__stream_capturing(s->handle))
+            return true;
+    return false;
+}
+
 /* A LIMIT option's bytes on a device with `total` bytes. */
 static uint64_t bytes_for(vg_limit_t l, uint64_t total) {
     if (l.fraction > 0)
@@ -438,7 +447,7 @@ static vg_tlsf_t *index_of(vg_heap_t *h, const vg_block_t *b) {
     return b->gpool ? b->gpool->index : &h->index;
 }
 
-/* Can free (or pooled) block n merge with b? Same state, same pool, compatible tags. */
+/* May neighbours a and b, both free or both pooled, merge? Same state, same pool, tags. */
 static bool mergeable(const vg_block_t *a, const vg_block_t *b, vg_stream_t **s, uint64_t *e) {
     return a->state == b->state && a->gpool == b->gpool && merged_tag(a, b, s, e);
 }
