@@ -239,18 +239,10 @@ bool sim_capture_wait(sim_stream_t *s, sim_event_t *e, CUresult *r) {
  * Capture API
  * ------------------------------------------------------------------------------------- */
 
-static CUresult resolve(CUstream h, sim_ctx_t **pc, sim_stream_t **ps) {
-    CUresult r = sim_ctx_check(pc);
-    if (r != CUDA_SUCCESS)
-        return r;
-    *ps = sim_stream_resolve(*pc, h);
-    return *ps ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
 VGSIM_API CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
     sim_ctx_t *ctx;
     sim_stream_t *s;
-    CUresult r = resolve(stream, &ctx, &s);
+    CUresult r = sim_resolve(stream, &ctx, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if ((unsigned)mode > CU_STREAM_CAPTURE_MODE_RELAXED)
@@ -283,7 +275,7 @@ VGSIM_API CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode 
 VGSIM_API CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
     sim_ctx_t *ctx;
     sim_stream_t *s;
-    CUresult r = resolve(stream, &ctx, &s);
+    CUresult r = sim_resolve(stream, &ctx, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (!graph)
@@ -340,7 +332,7 @@ VGSIM_API CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
 VGSIM_API CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus *status) {
     sim_ctx_t *ctx;
     sim_stream_t *s;
-    CUresult r = resolve(stream, &ctx, &s);
+    CUresult r = sim_resolve(stream, &ctx, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (!status)
@@ -391,7 +383,7 @@ VGSIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
 VGSIM_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
     sim_ctx_t *ctx;
     sim_stream_t *s;
-    CUresult r = resolve(stream, &ctx, &s);
+    CUresult r = sim_resolve(stream, &ctx, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (!exec)

@@ -248,6 +248,8 @@ CUresult sim_mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize); /* cuM
 
 /* stream.c */
 sim_stream_t *sim_stream_resolve(sim_ctx_t *ctx, CUstream s); /* NULL/legacy/ptds/handle */
+/* The current live context and the stream a handle names, or the error. */
+CUresult sim_resolve(CUstream h, sim_ctx_t **pc, sim_stream_t **ps);
 /* flags: CU_STREAM_*, plus SIM_STREAM_LEGACY for a context's legacy default stream. */
 #define SIM_STREAM_LEGACY 0x80000000u
 CUresult sim_stream_create(sim_ctx_t *ctx, unsigned flags, int priority, sim_stream_t **out);

@@ -515,7 +515,7 @@ VGSIM_API CUresult cuStreamDestroy_v2(CUstream stream) {
     return CUDA_SUCCESS;
 }
 
-static CUresult resolve(CUstream h, sim_ctx_t **pc, sim_stream_t **ps) {
+CUresult sim_resolve(CUstream h, sim_ctx_t **pc, sim_stream_t **ps) {
     CUresult r = sim_ctx_check(pc);
     if (r != CUDA_SUCCESS)
         return r;
@@ -526,7 +526,7 @@ static CUresult resolve(CUstream h, sim_ctx_t **pc, sim_stream_t **ps) {
 VGSIM_API CUresult cuStreamQuery(CUstream stream) {
     sim_ctx_t *c;
     sim_stream_t *s;
-    CUresult r = resolve(stream, &c, &s);
+    CUresult r = sim_resolve(stream, &c, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (atomic_load(&s->capture))
@@ -540,7 +540,7 @@ VGSIM_API CUresult cuStreamQuery(CUstream stream) {
 VGSIM_API CUresult cuStreamSynchronize(CUstream stream) {
     sim_ctx_t *c;
     sim_stream_t *s;
-    CUresult r = resolve(stream, &c, &s);
+    CUresult r = sim_resolve(stream, &c, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (atomic_load(&s->capture))
@@ -580,7 +580,7 @@ CUresult sim_ctx_synchronize(sim_ctx_t *ctx) {
 VGSIM_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
     sim_ctx_t *c;
     sim_stream_t *s;
-    CUresult r = resolve(stream, &c, &s);
+    CUresult r = sim_resolve(stream, &c, &s);
     if (r != CUDA_SUCCESS)
         return r;
     sim_event_t *e = (sim_event_t *)event;
@@ -607,7 +607,7 @@ VGSIM_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned in
 VGSIM_API CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data) {
     sim_ctx_t *c;
     sim_stream_t *s;
-    CUresult r = resolve(stream, &c, &s);
+    CUresult r = sim_resolve(stream, &c, &s);
     if (r != CUDA_SUCCESS)
         return r;
     if (!fn)
@@ -663,7 +663,7 @@ VGSIM_API CUresult cuEventDestroy_v2(CUevent event) {
 VGSIM_API CUresult cuEventRecord(CUevent event, CUstream stream) {
     sim_ctx_t *c;
     sim_stream_t *s;
-    CUresult r = resolve(stream, &c, &s);
+    CUresult r = sim_resolve(stream, &c, &s);
     if (r != CUDA_SUCCESS)
         return r;
     sim_event_t *e = (sim_event_t *)event;

@@ -18,23 +18,13 @@
 typedef struct index_check {
     uint64_t n, bytes;
     int cls;          /* the class being walked */
-    vg_block_t *bad;  /* a block that is not free, or in the other class's bins */
+    uint8_t state;    /* the state its blocks must have: free (the heap's), pooled (a pool's) */
+    vg_block_t *bad;  /* a block of another state, or in the other class's bins */
 } index_check_t;
 
 static bool check_index_block(vg_block_t *b, void *arg) {
     index_check_t *c = arg;
-    if (b->state != VG_BLOCK_FREE || b->seg->small != (c->cls == VG_CLASS_SMALL)) {
-        c->bad = b;
-        return false;
-    }
-    c->n++;
-    c->bytes += b->size;
-    return true;
-}
-
-static bool count_pooled(vg_block_t *b, void *arg) {
-    index_check_t *c = arg;
-    if (b->state != VG_BLOCK_POOLED || b->seg->small != (c->cls == VG_CLASS_SMALL)) {
+    if (b->state != c->state || b->seg->small != (c->cls == VG_CLASS_SMALL)) {
         c->bad = b;
         return false;
     }
@@ -55,9 +45,9 @@ static vg_status_t check_pools(vg_heap_t *h) {
                     if (b->state == VG_BLOCK_POOLED)
                         n++, bytes += b->size;
                 }
-        index_check_t ic = {0};
+        index_check_t ic = {.state = VG_BLOCK_POOLED};
         for (ic.cls = 0; ic.cls < VG_CLASSES && !ic.bad; ic.cls++)
-            vg__tlsf_each_desc_class(p->index, ic.cls, count_pooled, &ic);
+            vg__tlsf_each_desc_class(p->index, ic.cls, check_index_block, &ic);
         if (ic.bad || ic.n != n || ic.bytes != bytes || p->index->bytes != bytes)
             FAIL("graph pool %llu/%llu: its index holds %llu blocks / %llu bytes, its pooled "
                  "blocks are %llu / %llu",
@@ -165,7 +155,7 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
             FAIL("blocks of segment %#llx end at %#llx, not at its end", h->device,
                  (unsigned long long)seg->base, (unsigned long long)at);
     }
-    index_check_t ic = {0};
+    index_check_t ic = {.state = VG_BLOCK_FREE};
     for (ic.cls = 0; ic.cls < VG_CLASSES && !ic.bad; ic.cls++)
         vg__tlsf_each_desc_class(&h->index, ic.cls, check_index_block, &ic);
     if (ic.bad)
