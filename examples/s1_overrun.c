@@ -3,21 +3,45 @@
  * A 4x250 float tensor (4000 bytes) is filled by a kernel told it has 4x251 elements:
  * the last 16 bytes land after the end. On a GPU this silently corrupts whatever lies
  * next; `vramguard run --mode=guard` reports the allocation, the 16 bytes and the kernel.
- * With --launch-ex the kernel is launched through cuLaunchKernelEx (cudaLaunchKernelEx).
+ * With --launch-ex the kernel is launched through cuLaunchKernelEx (cudaLaunchKernelEx);
+ * with --graph it is captured into a CUDA graph, which is launched twice.
  */
 #include "common.h"
 
 int main(int argc, char **argv) {
     bool launch_ex = argc > 1 && strcmp(argv[1], "--launch-ex") == 0;
+    bool graph = argc > 1 && strcmp(argv[1], "--graph") == 0;
     ex_t e = ex_init();
     const unsigned long long rows = 4, cols = 250;
     CUdeviceptr t;
     CK(cuMemAlloc(&t, rows * cols * sizeof(float)));
     /* the bug: one column too many */
-    if (launch_ex)
+    if (launch_ex) {
         CK(ex_fill_ex(&e, t, 1.0f, rows * (cols + 1), NULL));
-    else
+    } else if (graph) {
+        CUstream s;
+        CUgraph g;
+        CUgraphExec x;
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(ex_fill(&e, t, 1.0f, rows * (cols + 1), s));
+        CK(cuStreamEndCapture(s, &g));
+        CK(cuGraphInstantiate(&x, g, 0));
+        for (int i = 0; i < 2; i++)
+            CK(cuGraphLaunch(x, s));
+        CK(cuStreamSynchronize(s));
+        CK(cuGraphExecDestroy(x));
+        CK(cuGraphDestroy(g));
+        CK(cuStreamDestroy(s));
+    } else if (argc > 1 && strcmp(argv[1], "--stream") == 0) {
+        CUstream s;
+        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CK(ex_fill(&e, t, 1.0f, rows * (cols + 1), s));
+        CK(cuStreamSynchronize(s));
+        CK(cuStreamDestroy(s));
+    } else {
         CK(ex_fill(&e, t, 1.0f, rows * (cols + 1), NULL));
+    }
     CK(cuCtxSynchronize());
     CK(cuMemFree(t));
     printf("s1: filled a %llux%llu tensor\n", rows, cols);

@@ -399,6 +399,26 @@ static bool defer_fill(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     return true;
 }
 
+/* The program's synchronous cuMemAlloc, cuMemAllocPitch and cuMemFree (the interposer
+ * says so around them): any stream may use the memory as soon as the call returns, not
+ * only the legacy stream's later work. So their guard work is not queued on the legacy
+ * stream (G3) but launched at once, and the call waits for it (cuMemFree waits for the
+ * device anyway). Queued, a kernel on another stream could overrun the allocation before
+ * its fill ran, and the fill would erase the evidence. */
+static VG_TLS_FAST bool t_sync_call;
+
+void vg__guard_sync_call(bool on) { t_sync_call = on; }
+
+static void sync_call_done(vg_heap_t *h, vg_stream_t *s) {
+    if (!t_sync_call || vg__heap_capturing(h)) /* (a capture forbids waiting) */
+        return;
+    bool pushed = vg__heap_ctx_enter(h);
+    if (s)
+        flush_stream(h, s);
+    vg__cuCtxSynchronize();
+    vg__heap_ctx_leave(pushed);
+}
+
 vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     vg_guard_t *g = h->guard;
     b->clean_seq = vg__launch_seq();
@@ -407,10 +427,12 @@ vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) 
         g->unguarded++;
         return VG_OK;
     }
-    bool defer = deferring();
+    bool defer = deferring() && !t_sync_call;
     if (b->flags & VG_BF_READY) { /* its redzones already hold the canary */
         g->fills_skipped++;
-        if (defer)
+        if (t_sync_call) /* (the pattern may come from work still queued) */
+            sync_call_done(h, vg__heap_stream(h, stream));
+        if (defer || t_sync_call)
             return VG_OK;
         vg_stream_t *s = vg__heap_stream(h, stream);
         pending_t *p = s ? s->guard_pending : NULL;
@@ -437,6 +459,8 @@ vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) 
     stream_ctx(h, &pushed);
     CUresult r = launch_ranges(h, &batch, stream);
     vg__heap_ctx_leave(pushed);
+    if (r == CUDA_SUCCESS)
+        sync_call_done(h, s);
     return r == CUDA_SUCCESS ? VG_OK : cu_fail(r, "filling the redzones");
 }
 
@@ -855,7 +879,7 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     if (!p || !q_reserve(g))
         return false; /* no memory to track it: let the heap reuse it normally */
     b->state = VG_BLOCK_QUARANTINED;
-    bool defer = deferring();
+    bool defer = deferring() && !t_sync_call;
     b->free_ns = defer ? 0 : vg__now_coarse_ns(); /* (the age of eager frees' work) */
     if (b->flags & CROSS_FREE) { /* at once, on the guard stream, after both streams */
         bool unordered = b->flags & UNORDERED;
@@ -886,6 +910,7 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
         vg__heap_ctx_leave(pushed);
     }
     q_push(g, b);
+    sync_call_done(h, s);
     if (g->q_bytes > g->q_limit)
         evict(h, g->q_limit / 2);
     return true;

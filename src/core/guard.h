@@ -15,6 +15,9 @@ bool vg__guard_total(uint64_t n, uint64_t *total);
 vg_status_t vg__guard_heap_init(vg_heap_t *h);
 /* Fill the redzones of a new allocation, on its stream (heap lock held). */
 vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream);
+/* The interposer is inside the program's synchronous cuMemAlloc/cuMemFree (on), or has
+ * left it (off): their guard work completes before they return (guard.c). */
+void vg__guard_sync_call(bool on);
 /* The interposer forwards the program's launches: guard work may wait for them (G3). */
 void vg__guard_launches_seen(void);
 /* Before block b (allocated on b->stream) is freed on stream s (heap lock held). */

@@ -102,10 +102,22 @@ void vg__heap_ctx_leave(bool pushed) {
  * only once a capture was seen to begin (the interposer's hook, a graph pool), so a
  * program that never captures pays nothing. */
 static _Atomic bool g_captures_seen;
+static _Atomic int g_captures_running; /* begun and not ended, as the interposer saw them */
 
 void vg__captures_seen_set(void) {
     if (!atomic_load_explicit(&g_captures_seen, memory_order_relaxed))
         atomic_store(&g_captures_seen, true);
+}
+
+void vg__capture_began(void) {
+    vg__captures_seen_set();
+    atomic_fetch_add(&g_captures_running, 1);
+}
+
+void vg__capture_ended(void) {
+    int n = atomic_load(&g_captures_running);
+    while (n > 0 && !atomic_compare_exchange_weak(&g_captures_running, &n, n - 1)) {
+    }
 }
 
 bool vg__stream_capturing(CUstream stream) {
@@ -118,7 +130,7 @@ bool vg__stream_capturing(CUstream stream) {
 }
 
 bool vg__heap_capturing(vg_heap_t *h) {
-    if (h->nroutes > 0)
+    if (h->nroutes > 0 || atomic_load_explicit(&g_captures_running, memory_order_relaxed) > 0)
         return true;
     for (vg_stream_t *s = h->streams; s; s = s->next)
         if (!s->forgotten && vg__stream_capturing(s->handle))

@@ -274,6 +274,10 @@ vg_stream_t *vg__heap_stream_find(vg_heap_t *h, CUstream handle);
  * vg__captures_seen_set: a capture began (the interposer's hook) or a graph pool did. */
 bool vg__stream_capturing(CUstream stream);
 void vg__captures_seen_set(void);
+/* The interposer saw a capture begin, or end (a capture under way: nothing may wait for a
+ * whole context, vg__heap_capturing). */
+void vg__capture_began(void);
+void vg__capture_ended(void);
 /* Is a capture under way on one of the heap's streams (or routing requests into a pool)?
  * Then nothing may wait for the whole context (heap lock held). */
 bool vg__heap_capturing(vg_heap_t *h);

@@ -53,6 +53,8 @@
     X(cuEventRecord, cuEventRecord)                                                         \
     X(cuLaunchHostFunc, cuLaunchHostFunc)                                                   \
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2)                                        \
+    X(cuStreamEndCapture, cuStreamEndCapture)                                               \
+    X(cuGraphLaunch, cuGraphLaunch)                                                         \
     /* entry points */                                                                      \
     X(cuGetProcAddress, cuGetProcAddress_v2)
 
@@ -73,7 +75,9 @@
     X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz)                         \
     X(cuEventRecord, cuEventRecord, cuEventRecord_ptsz)                                     \
     X(cuLaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)                            \
-    X(cuStreamBeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)
+    X(cuStreamBeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)          \
+    X(cuStreamEndCapture, cuStreamEndCapture, cuStreamEndCapture_ptsz)                      \
+    X(cuGraphLaunch, cuGraphLaunch, cuGraphLaunch_ptsz)
 
 /* Prototypes of every hook, from the driver table (so a hook with the wrong signature
  * does not compile). */

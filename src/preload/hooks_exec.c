@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "../core/common.h"
@@ -98,7 +99,13 @@ __attribute__((noinline)) static void before_launch(CUfunction f, CUstream strea
     int n = 0;
     for (int i = 0; params && i < info.nptr; i++) /* kernelParams: one pointer per param */
         memcpy(&ptrs[n++], params[info.index[i]], sizeof ptrs[0]);
-    vg__launch_note_args(info.name, stream, vg__opt.stack_depth ? vg__site_here(2) : 0, ptrs, n);
+    char captured[96];
+    const char *name = info.name;
+    if (vg__stream_capturing(stream)) { /* it runs at each launch of the graph (A7) */
+        snprintf(captured, sizeof captured, "%s (captured into a CUDA graph)", info.name);
+        name = captured;
+    }
+    vg__launch_note_args(name, stream, vg__opt.stack_depth ? vg__site_here(2) : 0, ptrs, n);
     vg__guard_flush_stream(stream);
 }
 
@@ -265,9 +272,47 @@ VG_API CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mod
     vg__captures_seen_set();
     if (vgp_ready())
         vg__guard_flush_stream(stream);
-    return real(stream, mode);
+    CUresult r = real(stream, mode);
+    if (r == CUDA_SUCCESS)
+        vg__capture_began();
+    return r;
 }
 
 VG_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode) {
     return cuStreamBeginCapture_v2(stream ? stream : CU_STREAM_PER_THREAD, mode);
+}
+
+/* A CUDA graph runs the kernels captured into it: a launch like any other for the reports
+ * (the kernels themselves were noted when captured, with their arguments), and an
+ * ordering point for the guard work waiting on the stream (docs/decisions.md G3). */
+VG_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+    __typeof__(&cuGraphLaunch) real = NEXT_FN(cuGraphLaunch);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return real(exec, stream);
+    char name[96];
+    snprintf(name, sizeof name, "CUDA graph %p (cuGraphLaunch)", (void *)exec);
+    vg__launch_note_args(name, stream, vg__opt.stack_depth ? vg__site_here(1) : 0, NULL, 0);
+    vg__guard_flush_stream(stream);
+    return vgp_check(real(exec, stream), "cuGraphLaunch");
+}
+
+VG_API CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream) {
+    return cuGraphLaunch(exec, stream ? stream : CU_STREAM_PER_THREAD);
+}
+
+VG_API CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
+    __typeof__(&cuStreamEndCapture) real = NEXT_FN(cuStreamEndCapture);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    bool was = vg__stream_capturing(stream);
+    CUresult r = real(stream, graph);
+    if (was && !vg__stream_capturing(stream)) /* (a failed end may leave it capturing) */
+        vg__capture_ended();
+    return r;
+}
+
+VG_API CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph *graph) {
+    return cuStreamEndCapture(stream ? stream : CU_STREAM_PER_THREAD, graph);
 }

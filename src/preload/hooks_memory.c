@@ -46,7 +46,9 @@ VG_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     if (!dptr || bytesize == 0)
         return CUDA_ERROR_INVALID_VALUE;
     void *p = NULL;
+    vg__guard_sync_call(true);
     vg_status_t st = vg_malloc(&p, bytesize, NULL);
+    vg__guard_sync_call(false);
     *dptr = (CUdeviceptr)(uintptr_t)p;
     return alloc_result(st);
 }
@@ -64,7 +66,9 @@ VG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
     if (height > SIZE_MAX / p)
         return CUDA_ERROR_INVALID_VALUE;
     void *ptr = NULL;
+    vg__guard_sync_call(true);
     vg_status_t st = vg_malloc(&ptr, p * height, NULL);
+    vg__guard_sync_call(false);
     *dptr = (CUdeviceptr)(uintptr_t)ptr;
     if (st == VG_OK)
         *pitch = p;
@@ -107,7 +111,9 @@ static CUresult free_hook(CUdeviceptr dptr, CUstream stream, bool async) {
                         (void *)(uintptr_t)dptr);
             return CUDA_SUCCESS;
         }
+        vg__guard_sync_call(!async);
         vg_status_t st = vg_free((void *)(uintptr_t)dptr, stream);
+        vg__guard_sync_call(false);
         if (st != VG_OK && !vg__guard_on()) /* (guard mode reported it in full) */
             vg__log("%s", vg_last_error());
         return st == VG_OK ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;

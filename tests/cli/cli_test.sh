@@ -342,6 +342,22 @@ interposer_launch_ex)
         damage.first_offset=4000 damage.bytes=16 kernels_since_last_clean_check~ex_fill ||
         { cat "$TMP/err" >&2; fail "report"; }
     grep -q "launched at ex_fill_ex" "$TMP/err" || fail "the launch site is not the program's" ;;
+interposer_streams_and_graphs)
+    # S1 with the buffer from cuMemAlloc and the overrunning kernel on a non-blocking stream
+    # (no order with the legacy stream: the fill of a synchronous allocation must not wait
+    # in the legacy stream's queue), then captured into a CUDA graph launched twice (the
+    # report names the captured kernel, given the pointer, and the graph launches).
+    command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
+    for how in --stream --graph; do
+        run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s1_overrun" $how
+        python3 "$HERE/check_report.py" "$TMP/r.json" 1 out_of_bounds_after allocation.size=4000 \
+            damage.first_offset=4000 damage.bytes=16 kernels_since_last_clean_check~ex_fill ||
+            { cat "$TMP/err" >&2; fail "report ($how)"; }
+    done
+    grep -q "ex_fill (captured into a CUDA graph)" "$TMP/err" || fail "the captured kernel is not named"
+    grep -q "(cuGraphLaunch) on stream" "$TMP/err" || fail "the graph launches are not listed"
+    grep -A1 "given a pointer into this allocation" "$TMP/err" | grep -q "captured into a CUDA graph" ||
+        fail "the captured kernel is not named as the likely writer" ;;
 clean_identical)
     # A correct program: the same output without vramguard, and under it in both modes,
     # no report, and exit status 0.
