@@ -220,6 +220,20 @@ next | next-guard | next-memcheck | next-stream)
             "$B/examples/s1_overrun" --launch-ex
         step "conformance copy_2d" 60 "$B/tests/conformance/conformance" \
             copy_2d_sub_rectangle_round_trip
+        # CUDA graphs and non-blocking streams (2026-11-23, A7): capture rules on the real
+        # driver, then S1 through a stream and through a graph (both should be reported).
+        for c in $(cases tests/conformance/conformance.c | grep -E 'capture|graph'); do
+            step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
+        done
+        for c in $(cases tests/unit/test_graphs.c); do
+            VGT_DRIVER=libcuda.so.1 step "unit_graphs $c" 60 "$B/tests/unit/unit_graphs" "$c"
+        done
+        for how in --stream --graph; do
+            step "s1_overrun $how vramguard" 60 "$B/vramguard" run --mode=guard -- \
+                "$B/examples/s1_overrun" $how
+            step "s1_overrun $how compute-sanitizer" 120 compute-sanitizer --tool memcheck \
+                "$B/examples/s1_overrun" $how
+        done
         for how in --generic --2d; do
             step "s3_h2d_race $how vramguard" 60 "$B/vramguard" run --mode=guard -- \
                 "$B/examples/s3_h2d_race" $how
