@@ -1,6 +1,8 @@
 /* fuzz_allocator.c — the allocator driven by fuzzer-chosen operations on vgsim: sizes,
  * streams, frees, double and interior frees, wild frees, recorded streams, limits,
- * empty_cache, synchronisations; the invariant checker (vg_validate) after every step.
+ * empty_cache, synchronisations, CUDA graph pools (requests on the third stream routed to
+ * a pool between begin and end, as a capture's; release returns the pool's memory); the
+ * invariant checker (vg_validate) after every step.
  *
  * With VG_FUZZ_GUARD (fuzz_guard.c) the same in guard mode, its work deferred, with a
  * small quarantine: nothing here writes device memory, so a report of damage (an
@@ -64,6 +66,38 @@ static void setup(void) {
     g_ready = 1;
 }
 
+/* Graph pools 1..3: how many begins each has not ended, and not released. */
+#define POOLS 3
+static int g_open[POOLS + 1], g_unreleased[POOLS + 1];
+
+static int captured_stream(void *stream, void *arg) {
+    (void)arg;
+    return stream == (void *)g_streams[2];
+}
+
+static void pool_op(uint8_t op, uint8_t b) {
+    int p = 1 + b % POOLS;
+    if (op == 0 && vg_graph_pool_begin(0, (uint64_t)p, captured_stream, NULL) == VG_OK) {
+        g_open[p]++;
+        g_unreleased[p]++;
+    } else if (op == 1 && g_open[p] > 0) {
+        vg_graph_pool_end(0, (uint64_t)p);
+        g_open[p]--;
+    } else if (op == 2 && g_unreleased[p] > g_open[p]) { /* (a graph is destroyed) */
+        vg_graph_pool_release(0, (uint64_t)p);
+        g_unreleased[p]--;
+    }
+}
+
+static void pools_close(void) {
+    for (int p = 1; p <= POOLS; p++) {
+        for (; g_open[p] > 0; g_open[p]--)
+            vg_graph_pool_end(0, (uint64_t)p);
+        for (; g_unreleased[p] > 0; g_unreleased[p]--)
+            vg_graph_pool_release(0, (uint64_t)p);
+    }
+}
+
 static void valid(void) {
     if (vg_validate() != VG_OK) {
         fprintf(stderr, "invariant broken: %s\n", vg_last_error());
@@ -80,6 +114,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint8_t op = data[i] % 10, a = data[i + 1], b = data[i + 2];
         int k = a % SLOTS;
         CUstream s = g_streams[b % 3];
+        if (data[i] >= 250) { /* (the highest op bytes; other ops keep their meaning) */
+            pool_op((uint8_t)(data[i] - 250) % 3, b);
+            valid();
+            continue;
+        }
         switch (op) {
         case 0: case 1: case 2: { /* allocate: sizes from 1 byte to ~1 GiB, log-spread */
             if (slot[k])
@@ -128,6 +167,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int k = 0; k < SLOTS; k++)
         if (slot[k])
             vg_free(slot[k], NULL);
+    pools_close();
     vg_set_memory_limit(0, 0);
     vg__cuCtxSynchronize();
 #ifdef VG_FUZZ_GUARD
