@@ -148,6 +148,9 @@ pytorch)
     # CUDA graphs (2026-11-23, A7): a captured training step in fast mode too, and the same
     # under vramguard run (the preload must leave the capture alone).
     step "cuda_graph_step fast" 180 python3 -m vramguard run --mode=fast examples/pytorch/cuda_graph_step.py
+    step "cuda_graph_step --compile plain" 300 python3 examples/pytorch/cuda_graph_step.py --compile
+    step "cuda_graph_step --compile fast" 300 python3 -m vramguard run --mode=fast \
+        examples/pytorch/cuda_graph_step.py --compile
     step "cuda_graph_step vramguard run" 180 "$B/vramguard" run --mode=guard -- python3 \
         examples/pytorch/cuda_graph_step.py
     # Both at once (2026-11-23): the package uses the injected library, so the tensor-level

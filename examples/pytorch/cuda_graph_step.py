@@ -7,7 +7,9 @@ the temporaries the capture freed (PyTorch's private pools; vramguard's graph po
 docs/decisions.md A7). After the capture the script allocates tensors of the sizes the
 step uses, replays the graph, and checks that no replay wrote them and that the graph's
 losses equal the eager ones. Exit status 1 if either fails. (--fixed is accepted and
-changes nothing: there is no bug to fix.)"""
+changes nothing: there is no bug to fix.) --compile also trains with the step compiled by
+torch.compile(mode="reduce-overhead"), whose CUDA graphs inductor captures (under vramguard
+without graph trees, which pluggable allocators cannot serve: docs/decisions.md A7)."""
 import os
 import sys
 
@@ -76,6 +78,24 @@ close = all(abs(a - b) <= 1e-5 * max(1.0, abs(a)) for a, b in zip(eager, graphed
 print(f"graph replays: {STEPS}; losses equal to the eager run's: {same} of {len(eager)} "
       f"bit for bit, all within 1e-5: {close}; tensors written by a replay: {damaged} of "
       f"{len(probes)}")
+if "--compile" in sys.argv:
+    model, opt = model_and_optimizer()
+    loss_of = torch.compile(lambda x, y: torch.nn.functional.mse_loss(model(x), y),
+                            mode="reduce-overhead")
+    compiled, probes2 = [], []
+    for i, (x, y) in enumerate(data):
+        opt.zero_grad(set_to_none=True)
+        loss = loss_of(x, y)
+        loss.backward()
+        opt.step()
+        compiled.append(loss.item())
+        probes2.append(torch.full((N, H), float(i), device="cuda"))
+    torch.cuda.synchronize()
+    damaged += sum(1 for i, p in enumerate(probes2) if not bool((p == float(i)).all()))
+    near = all(abs(a - b) <= 1e-3 * max(1.0, abs(a)) for a, b in zip(eager, compiled))
+    close = close and near
+    print(f"compiled (reduce-overhead): losses within 1e-3 of the eager run's: {near}; "
+          f"tensors written by a replay, with the probes above: {damaged}")
 reserved = torch.cuda.memory_reserved()
 del graph, static_loss
 torch.cuda.empty_cache()

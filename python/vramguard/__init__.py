@@ -136,6 +136,7 @@ def enable(mode=None, auto_step=None, **options):
     entry = _lib.torch_entry()
     alloc = torch.cuda.memory.CUDAPluggableAllocator(*entry)
     _wire_graph_hooks(getattr(alloc, "_allocator", None), l, entry[0])
+    _after_import("torch._inductor.config", _no_graph_trees)
     try:
         torch.cuda.memory.change_current_allocator(alloc)
     except RuntimeError as e:
@@ -163,6 +164,59 @@ def _wire_graph_hooks(hooks, l, entry_lib):
     hooks.set_begin_allocate_to_pool(addr(begin))
     hooks.set_end_allocate_to_pool_fn(addr(l.vg_torch_end_allocate_to_pool))
     hooks.set_release_pool(addr(l.vg_torch_release_pool))
+
+
+class _AfterImport:
+    """A meta path finder that runs fn(module) once `name` has been imported (its code run),
+    then leaves sys.meta_path."""
+
+    def __init__(self, name, fn):
+        self.name, self.fn = name, fn
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        for finder in sys.meta_path:
+            spec = getattr(finder, "find_spec", lambda *a: None)(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader, fn = spec.loader, self.fn
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+
+        class _Then:
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                loader.exec_module(module)
+                fn(module)
+
+            def __getattr__(self, attr):  # (get_source, is_package, ...: the real loader's)
+                return getattr(loader, attr)
+        spec.loader = _Then()
+        return spec
+
+
+def _after_import(name, fn):
+    """fn(module) now if `name` is imported, else right after it is."""
+    if name in sys.modules:
+        fn(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, _AfterImport(name, fn))
+
+
+def _no_graph_trees(config):
+    """torch.compile(mode="reduce-overhead") builds CUDA graph trees, which save and restore
+    the allocator's pool state (getCheckpointState), an interface PyTorch does not offer to
+    pluggable allocators: it raises there. Inductor's other CUDA graph path captures each
+    graph with torch.cuda.graph, whose pools vramguard keeps (docs/decisions.md A7)."""
+    triton = getattr(config, "triton", None)
+    if triton is not None and getattr(triton, "cudagraph_trees", False):
+        triton.cudagraph_trees = False
 
 
 def _wire_hooks(torch, l):

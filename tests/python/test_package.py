@@ -193,6 +193,29 @@ class Bindings(unittest.TestCase):
                                  "set_release_pool": addr(l.vg_torch_release_pool)})
         vramguard._wire_graph_hooks(types.SimpleNamespace(), l, entry)  # PyTorch < 2.3: none
 
+    def test_compiled_graphs_do_without_graph_trees(self):
+        """enable() turns off torch.compile's CUDA graph trees (they need allocator
+        checkpoints), whether inductor's config is imported before or after."""
+        import importlib
+        import types
+        d = tempfile.mkdtemp()
+        os.makedirs(os.path.join(d, "vgfake_inductor"))
+        open(os.path.join(d, "vgfake_inductor", "__init__.py"), "w").close()
+        with open(os.path.join(d, "vgfake_inductor", "config.py"), "w") as f:
+            f.write("class triton:\n    cudagraph_trees = True\n    cudagraphs = False\n")
+        sys.path.insert(0, d)
+        try:
+            vramguard._after_import("vgfake_inductor.config", vramguard._no_graph_trees)
+            config = importlib.import_module("vgfake_inductor.config")
+            self.assertFalse(config.triton.cudagraph_trees)
+            self.assertFalse(any(isinstance(f, vramguard._AfterImport) for f in sys.meta_path))
+            config.triton.cudagraph_trees = True  # already imported: at once
+            vramguard._after_import("vgfake_inductor.config", vramguard._no_graph_trees)
+            self.assertFalse(config.triton.cudagraph_trees)
+        finally:
+            sys.path.remove(d)
+        vramguard._no_graph_trees(types.SimpleNamespace())  # no triton section: nothing
+
     def test_errors_are_explained(self):
         import ctypes
         with self.assertRaises(vramguard.VramguardError) as cm:
