@@ -246,3 +246,48 @@ VG_TEST(a_release_during_another_capture_waits_for_it) {
     }
     CHECK_VALID();
 }
+
+/* A global-mode capture forbids unsafe calls in every thread whose mode is global: another
+ * thread's request that maps pages must not break it (PyTorch's other threads allocate
+ * while a graph is captured: autograd's workers, data loaders pinning nothing). */
+typedef struct grow_arg {
+    CUstream stream;
+    vg_status_t st;
+    void *p;
+} grow_arg_t;
+
+static void *grow_elsewhere(void *arg) {
+    grow_arg_t *g = arg;
+    CUcontext ctx;
+    CUdevice dev;
+    if (vg__cuDeviceGet(&dev, 0) || vg__cuDevicePrimaryCtxRetain(&ctx, dev) ||
+        vg__cuCtxSetCurrent(ctx)) {
+        g->st = VG_ERR_INTERNAL;
+        return NULL;
+    }
+    g->st = vg_malloc(&g->p, 96 * MIB, g->stream); /* new pages, on a stream not captured */
+    return NULL;
+}
+
+VG_TEST(another_threads_growth_leaves_a_global_capture_intact) {
+    vgt_init("");
+    CUstream s = vgt_stream();
+    grow_arg_t g = {.stream = vgt_stream()};
+    void *tmp;
+    CHECK_VG(vg_graph_pool_begin(-1, 41, NULL, NULL));
+    CHECK_CU(vg__cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_VG(vg_malloc(&tmp, MIB, s));
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, grow_elsewhere, &g) == 0);
+    pthread_join(t, NULL);
+    CHECK_VG(g.st);
+    fill(tmp, 6, s);
+    CUgraph graph = NULL;
+    CHECK_CU(vg__cuStreamEndCapture(s, &graph));
+    CHECK_VG(vg_graph_pool_end(-1, 41));
+    CHECK_VG(vg_free(g.p, g.stream));
+    CHECK_CU(vg__cuGraphDestroy(graph));
+    CHECK_VG(vg_free(tmp, s));
+    CHECK_VG(vg_graph_pool_release(-1, 41));
+    CHECK_VALID();
+}
