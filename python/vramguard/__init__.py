@@ -155,7 +155,10 @@ def enable(mode=None, auto_step=None, **options):
 def _wire_graph_hooks(hooks, l, entry_lib):
     """CUDA graphs (PyTorch 2.3+): memory a capture takes stays the graph's (a private pool)
     until PyTorch releases the pool; docs/decisions.md A7."""
-    if not hasattr(hooks, "set_begin_allocate_to_pool"):
+    if not hasattr(hooks, "set_begin_allocate_to_pool"):  # (PyTorch before 2.3)
+        sys.stderr.write("vramguard: this PyTorch gives pluggable allocators no CUDA graph "
+                         "hooks: do not capture CUDA graphs under vramguard (their memory "
+                         "would be reused while they replay)\n")
         return
     addr = lambda f: ctypes.cast(f, ctypes.c_void_p).value
     begin = l.vg_torch_begin_allocate_to_pool  # (routes requests on any capturing stream)

@@ -191,7 +191,12 @@ class Bindings(unittest.TestCase):
         self.assertEqual(given, {"set_begin_allocate_to_pool": addr(begin),
                                  "set_end_allocate_to_pool_fn": addr(l.vg_torch_end_allocate_to_pool),
                                  "set_release_pool": addr(l.vg_torch_release_pool)})
-        vramguard._wire_graph_hooks(types.SimpleNamespace(), l, entry)  # PyTorch < 2.3: none
+        import contextlib
+        import io
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):  # PyTorch < 2.3: no hooks, and a warning
+            vramguard._wire_graph_hooks(types.SimpleNamespace(), l, entry)
+        self.assertIn("no CUDA graph hooks", err.getvalue())
 
     def test_compiled_graphs_do_without_graph_trees(self):
         """enable() turns off torch.compile's CUDA graph trees (they need allocator
