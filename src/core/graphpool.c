@@ -113,24 +113,22 @@ static void release_now(vg_heap_t *h, vg_gpool_t *p) {
     bool pushed = vg__heap_ctx_enter(h);
     bool synced = vg__cuCtxSynchronize() == CUDA_SUCCESS;
     vg__heap_ctx_leave(pushed);
-    if (synced)
-        vg__heap_all_synced(h);
+    if (!synced) { /* the context failed: the pool keeps its memory (nothing runs now) */
+        p->release_pending = false;
+        return;
+    }
+    vg__heap_all_synced(h);
     for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
         for (vg_block_t *b = seg->first, *next; b; b = next) {
             next = b->next;
             if (b->gpool != p)
                 continue;
-            if (b->state == VG_BLOCK_POOLED && synced) {
-                vg__heap_unpool(h, b);
-                next = seg->first; /* (it may have merged with blocks already passed) */
-            } else if (b->state != VG_BLOCK_POOLED) {
+            if (b->state == VG_BLOCK_POOLED) {
+                next = vg__heap_unpool(h, b)->next; /* (b may be merged away) */
+            } else {
                 b->gpool = NULL; /* live: general memory once freed */
             }
         }
-    }
-    if (!synced) { /* the context failed: keep the memory (nothing will replay) */
-        p->release_pending = false;
-        return;
     }
     for (vg_gpool_t **pp = &h->gpools; *pp; pp = &(*pp)->next) {
         if (*pp == p) {

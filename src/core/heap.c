@@ -865,14 +865,16 @@ void vg__heap_free_pooled(vg_heap_t *h, vg_block_t *b) {
     vg__tlsf_insert(b->gpool->index, f);
 }
 
-void vg__heap_unpool(vg_heap_t *h, vg_block_t *b) {
+vg_block_t *vg__heap_unpool(vg_heap_t *h, vg_block_t *b) {
     vg__tlsf_remove(b->gpool->index, b);
     b->gpool = NULL;
     b->state = VG_BLOCK_FREE;
     b->stream = NULL; /* (the caller waited for the device) */
     b->epoch = 0;
     b->mapped = 1;
-    vg__tlsf_insert(&h->index, vg__block_coalesce(h, b));
+    vg_block_t *f = vg__block_coalesce(h, b);
+    vg__tlsf_insert(&h->index, f);
+    return f;
 }
 
 void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {

@@ -306,8 +306,9 @@ extern _Atomic int vg__gpool_routes_open;
 vg_status_t vg__heap_alloc_pool(vg_heap_t *h, vg_gpool_t *p, uint64_t size, uint64_t requested,
                                 uint64_t uoff, vg_stream_t *s, vg_block_t **out);
 void vg__heap_free_pooled(vg_heap_t *h, vg_block_t *b);
-/* A pooled block returns to general memory, complete (its pool is released). */
-void vg__heap_unpool(vg_heap_t *h, vg_block_t *b);
+/* A pooled block returns to general memory, complete (its pool is released); returns the
+ * free block it became part of. */
+vg_block_t *vg__heap_unpool(vg_heap_t *h, vg_block_t *b);
 
 /* tlsf.c */
 void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b);
