@@ -44,7 +44,8 @@ typedef struct sim_graph {
 } sim_graph_t;
 
 static pthread_mutex_t g_capture_lock = PTHREAD_MUTEX_INITIALIZER;
-static sim_capture_t *g_captures;
+static sim_capture_t *g_captures;   /* the active captures (g_capture_lock) */
+static _Atomic int g_ncaptures;      /* their number, to peek at without the lock */
 static uint64_t g_next_capture = 1;
 static __thread CUstreamCaptureMode t_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 
@@ -131,7 +132,7 @@ static bool forbids(const sim_capture_t *c, CUstreamCaptureMode mode) {
 }
 
 CUresult sim_capture_unsafe_check(void) {
-    if (!g_captures) /* (a racy peek: a capture that begins now comes after this call) */
+    if (!atomic_load(&g_ncaptures)) /* (a capture that begins now comes after this call) */
         return CUDA_SUCCESS;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&g_capture_lock);
@@ -146,7 +147,7 @@ CUresult sim_capture_unsafe_check(void) {
 }
 
 CUresult sim_capture_sync_check(sim_ctx_t *ctx, sim_stream_t *s) {
-    if (!g_captures)
+    if (!atomic_load(&g_ncaptures))
         return CUDA_SUCCESS;
     CUresult r = CUDA_SUCCESS;
     pthread_mutex_lock(&g_capture_lock);
@@ -265,6 +266,7 @@ VGSIM_API CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode 
     c->thread = pthread_self();
     c->next = g_captures;
     g_captures = c;
+    atomic_fetch_add(&g_ncaptures, 1);
     s->cap_ops = 0;
     s->cap_joined = true;
     atomic_store(&s->capture, c);
@@ -308,6 +310,7 @@ VGSIM_API CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
     for (sim_capture_t **pp = &g_captures; *pp; pp = &(*pp)->next) {
         if (*pp == c) {
             *pp = c->next;
+            atomic_fetch_sub(&g_ncaptures, 1);
             break;
         }
     }
