@@ -196,7 +196,7 @@ class _AfterImport:
 
             def exec_module(self, module):
                 loader.exec_module(module)
-                fn(module)
+                _quietly(fn, module)
 
             def __getattr__(self, attr):  # (get_source, is_package, ...: the real loader's)
                 return getattr(loader, attr)
@@ -204,10 +204,17 @@ class _AfterImport:
         return spec
 
 
+def _quietly(fn, module):
+    try:
+        fn(module)
+    except Exception as e:  # (never break the program's import)
+        sys.stderr.write("vramguard: adjusting %s failed: %s\n" % (module.__name__, e))
+
+
 def _after_import(name, fn):
     """fn(module) now if `name` is imported, else right after it is."""
     if name in sys.modules:
-        fn(sys.modules[name])
+        _quietly(fn, sys.modules[name])
     else:
         sys.meta_path.insert(0, _AfterImport(name, fn))
 
