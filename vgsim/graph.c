@@ -221,10 +221,10 @@ bool sim_capture_wait(sim_stream_t *s, sim_event_t *e, CUresult *r) {
     } else if (!id) { /* a capturing stream waits for work outside its capture */
         mine->invalidated = true;
         *r = CUDA_ERROR_STREAM_CAPTURE_ISOLATION;
-    } else if (!mine) { /* fork: s joins the capture */
+    } else if (!mine) { /* fork: s joins the capture (nothing of its own to join back yet) */
         atomic_store(&s->capture, c);
         s->cap_ops = 0;
-        s->cap_joined = false;
+        s->cap_joined = true;
     } else if (mine == c) {
         if (from != s && pos == from->cap_ops && s == c->origin)
             from->cap_joined = true; /* the origin waits for all of `from`'s work */
