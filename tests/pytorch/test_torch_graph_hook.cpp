@@ -7,7 +7,8 @@
 //  - the capture succeeds although vramguard maps new pages during it (global mode);
 //  - requests on the captured stream go to the pool, others do not;
 //  - the pool's memory, freed by the capture, is not given to a later tensor;
-//  - released, the pool's memory serves everyone again.
+//  - released, the pool's memory serves everyone again;
+//  - the same with libvramguard.so's C begin, which routes any capturing stream's requests.
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@ int main() {
     auto capture_end = sym<int(cudaStream_t, void **)>(cu, "cuStreamEndCapture");
     auto memset_async = sym<int(unsigned long long, unsigned, size_t, cudaStream_t)>(
         cu, "cuMemsetD32Async");
+    auto graph_destroy = sym<int(void *)>(cu, "cuGraphDestroy");
 
     const size_t MiB = 1 << 20;
     void *warm = alloc(MiB, 0, nullptr); // (initialises vramguard and the driver)
@@ -79,6 +81,7 @@ int main() {
     if (r != 0 || !graph)
         FAIL("the capture failed under vramguard: cuStreamEndCapture returned %d", r);
     end(0, MempoolId{0, 5});
+    graph_destroy(graph);
     if (*calls < 2)
         FAIL("the filter was called %d times", *calls);
     void *later = alloc(64 * MiB, 0, cap);
@@ -94,6 +97,30 @@ int main() {
     void *reused2 = alloc(64 * MiB, 0, cap);
     if (reused != in_graph && reused2 != in_graph)
         FAIL("the released pool's memory was not reused");
+    // Without libvramguard_torch.so, the package gives PyTorch libvramguard.so's C begin,
+    // which cannot keep the std::function: it routes the requests made on any stream
+    // being captured (called exactly the same way).
+    std::function<BeginFn> begin_c = sym<BeginFn>(lib, "vg_torch_begin_allocate_to_pool");
+    begin_c(0, MempoolId{0, 6}, [](cudaStream_t) { return true; });
+    if (capture_begin(cap, 0))
+        FAIL("cuStreamBeginCapture (2)");
+    void *in_graph2 = alloc(MiB, 0, cap);
+    void *outside2 = alloc(MiB, 0, other);
+    free_(in_graph2, MiB, 0, cap);
+    if (capture_end(cap, &graph) != 0)
+        FAIL("the second capture failed under vramguard");
+    end(0, MempoolId{0, 6});
+    graph_destroy(graph);
+    free_(outside2, MiB, 0, other);
+    void *after2 = alloc(MiB, 0, cap);
+    if (after2 == in_graph2)
+        FAIL("C begin: the graph's memory was given to a later tensor");
+    void *again2 = alloc(MiB, 0, other);
+    if (again2 != outside2)
+        FAIL("C begin: a request on a stream not captured went to the graph's pool");
+    release(0, MempoolId{0, 6});
+    free_(after2, 0, 0, nullptr);
+    free_(again2, 0, 0, nullptr);
     int (*validate)(void) = sym<int()>(lib, "vg_validate");
     if (validate() != 0)
         FAIL("vg_validate failed");
