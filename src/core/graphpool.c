@@ -24,10 +24,106 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../kernels/guard_abi.h"
 #include "common.h"
+#include "guard.h"
 #include "heap.h"
 #include "init.h"
 #include "vramguard.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Guard mode: the redzones of a graph's allocations
+ *
+ * A graph's kernels write only the allocations its captures made (and memory from
+ * outside the pool). So a byte of the pool that no allocation of any capture into it
+ * ever had as its own is never written legitimately: a redzone made only of such bytes
+ * is filled with the canary once no capture runs (guard.c) and checked at every check
+ * point after the replays. An allocation that takes bytes of a recorded redzone as its
+ * own ends that redzone's checks; a redzone that overlaps bytes some allocation had is
+ * never recorded. Captures and their frees launch nothing (A7): this is how guard mode
+ * still sees a captured kernel write past a tensor's end.
+ * ------------------------------------------------------------------------------------- */
+
+static bool used_overlaps(const vg_gpool_t *p, uint64_t lo, uint64_t hi) {
+    size_t a = 0, b = p->nused; /* the first pair whose end is past lo */
+    while (a < b) {
+        size_t m = (a + b) / 2;
+        if (p->used[2 * m + 1] <= lo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a < p->nused && p->used[2 * a] < hi;
+}
+
+static bool used_add(vg_gpool_t *p, uint64_t lo, uint64_t hi) {
+    size_t a = 0; /* pairs before a end before lo; from a on they may touch [lo, hi) */
+    while (a < p->nused && p->used[2 * a + 1] < lo)
+        a++;
+    size_t b = a;
+    while (b < p->nused && p->used[2 * b] <= hi) { /* merge every pair it touches */
+        lo = VG_MIN(lo, p->used[2 * b]);
+        hi = VG_MAX(hi, p->used[2 * b + 1]);
+        b++;
+    }
+    if (a == b && p->nused == p->capused) {
+        size_t cap = p->capused ? 2 * p->capused : 64;
+        uint64_t *u = realloc(p->used, 2 * cap * sizeof *u);
+        if (!u)
+            return false;
+        p->used = u;
+        p->capused = cap;
+    }
+    size_t keep = p->nused - b; /* pairs after the merged ones */
+    memmove(&p->used[2 * (a + 1)], &p->used[2 * b], 2 * keep * sizeof *p->used);
+    p->used[2 * a] = lo;
+    p->used[2 * a + 1] = hi;
+    p->nused = a + 1 + keep;
+    return true;
+}
+
+static void rz_add(vg_gpool_t *p, const vg_block_t *b, uint64_t lo, uint64_t hi, uint8_t side,
+                   uint64_t seq) {
+    if (hi <= lo || used_overlaps(p, lo, hi))
+        return;
+    if (p->nrz == p->caprz) {
+        size_t cap = p->caprz ? 2 * p->caprz : 64;
+        vg_gpool_rz_t *r = realloc(p->rz, cap * sizeof *r);
+        if (!r)
+            return; /* (no memory: that redzone is not checked) */
+        p->rz = r;
+        p->caprz = cap;
+    }
+    p->rz[p->nrz++] = (vg_gpool_rz_t){lo, hi, b->user, b->requested, b->id, seq,
+                                      b->stream ? b->stream->handle : NULL, b->site, side,
+                                      VG_RZ_NEW};
+}
+
+void vg__gpool_guard_note(vg_heap_t *h, const vg_block_t *b, uint64_t seq) {
+    (void)h;
+    vg_gpool_t *p = b->gpool;
+    uint64_t lo = b->user, hi = b->user + b->requested;
+    size_t n = 0; /* end the redzones it takes as its own, and drop the ended ones */
+    for (size_t i = 0; i < p->nrz; i++)
+        if (p->rz[i].state != VG_RZ_DEAD && (p->rz[i].hi <= lo || p->rz[i].lo >= hi))
+            p->rz[n++] = p->rz[i];
+    p->nrz = n;
+    if (!used_add(p, lo, hi == lo ? lo + 1 : hi)) {
+        for (size_t i = 0; i < p->nrz; i++) /* (no memory to remember: stop checking) */
+            p->rz[i].state = VG_RZ_DEAD;
+        return;
+    }
+    rz_add(p, b, b->addr, b->user, VG_RANGE_LEFT, seq);
+    rz_add(p, b, hi, b->addr + b->size, VG_RANGE_RIGHT, seq);
+}
+
+vg_gpool_rz_t *vg__gpool_rz_find(vg_heap_t *h, uint64_t id, uint64_t addr) {
+    for (vg_gpool_t *p = h->gpools; p; p = p->next)
+        for (size_t i = 0; i < p->nrz; i++)
+            if (p->rz[i].id == id && p->rz[i].lo == addr)
+                return &p->rz[i];
+    return NULL;
+}
 
 static vg_gpool_t *find(vg_heap_t *h, const uint64_t id[2]) {
     for (vg_gpool_t *p = h->gpools; p; p = p->next)
@@ -94,6 +190,7 @@ void vg__gpool_end(vg_heap_t *h, const uint64_t id[2]) {
         if (p->release_pending)
             release_now(h, p);
     }
+    vg__guard_graph_fill(h); /* (guard mode: before the first replay) */
 }
 
 void vg__gpool_release(vg_heap_t *h, const uint64_t id[2]) {
@@ -137,6 +234,8 @@ static void release_now(vg_heap_t *h, vg_gpool_t *p) {
         }
     }
     free(p->index);
+    free(p->used);
+    free(p->rz);
     free(p);
 }
 

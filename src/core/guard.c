@@ -54,6 +54,7 @@
 #define LOG_CAPACITY 4096
 #define AT_FREE 0x100 /* kind flag: the check made at the free */
 #define AT_EXIT 0x200 /* kind flag: the check made as the block left the quarantine */
+#define AT_GRAPH 0x800 /* kind flag: a redzone of a CUDA graph's allocation (graphpool.c) */
 #define PENDING_MAX 56 /* descriptors of frees waiting for a launch, per stream */
 #define QUARANTINE_FLOOR (32ull << 20) /* memory pressure shrinks the quarantine to this */
 #define PENDING_AGE_NS 200000 /* and the longest the oldest of them waits (checked at calls) */
@@ -423,6 +424,8 @@ vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) 
     vg_guard_t *g = h->guard;
     b->clean_seq = vg__launch_seq();
     if (b->gpool || vg__stream_capturing(stream)) { /* a graph's: no kernel may join it */
+        if (b->gpool) /* (its redzones are filled once the capture is over) */
+            vg__gpool_guard_note(h, b, vg__launch_seq());
         b->flags |= VG_BF_UNGUARDED;
         g->unguarded++;
         return VG_OK;
@@ -474,7 +477,38 @@ static vg_block_t *find_block(vg_heap_t *h, uint64_t user, uint64_t id) {
     return b && b->id == id ? b : NULL;
 }
 
+/* A redzone of a CUDA graph's allocation was written: after the end of a tensor the
+ * capture allocated (freed since, perhaps: in the graph it is live at each replay). */
+static void graph_error(vg_heap_t *h, const vg_guard_error_t *e, const char *origin) {
+    vg_gpool_rz_t *z = vg__gpool_rz_find(h, e->tag, e->addr);
+    if (!z || z->state != VG_RZ_FILLED)
+        return; /* (reported already, or no longer checked) */
+    z->state = VG_RZ_DEAD;
+    vg_report_t r = {0};
+    r.device = h->device;
+    r.has_block = true;
+    r.has_damage = true;
+    r.user = z->user;
+    r.id = z->id;
+    r.size = z->requested;
+    r.stream = z->stream;
+    r.alloc_site = z->site;
+    r.off_first = (int64_t)(e->addr + e->first_bad) - (int64_t)e->user;
+    r.off_last = (int64_t)(e->addr + e->last_bad) - (int64_t)e->user;
+    r.bad_bytes = e->bad_bytes;
+    r.damage_word = e->first_word;
+    r.clean_seq = z->seq;
+    r.kind = z->side == VG_RANGE_LEFT ? VG_REPORT_OOB_BEFORE : VG_REPORT_OOB_AFTER;
+    r.in_graph = true;
+    r.found = origin;
+    vg__report(&r);
+}
+
 static void handle_error(vg_heap_t *h, const vg_guard_error_t *e, const char *origin) {
+    if (e->kind & AT_GRAPH) {
+        graph_error(h, e, origin);
+        return;
+    }
     vg_block_t *b = find_block(h, e->user, e->tag);
     uint32_t base = e->kind & 0xff;
     bool by_free = e->kind & AT_FREE;
@@ -656,6 +690,65 @@ static bool run_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
     return r == CUDA_SUCCESS;
 }
 
+void vg__guard_graph_fill(vg_heap_t *h) {
+    vg_guard_t *g = h->guard;
+    size_t n = 0;
+    for (vg_gpool_t *p = g ? h->gpools : NULL; p; p = p->next)
+        for (size_t i = 0; i < p->nrz; i++)
+            n += p->rz[i].state == VG_RZ_NEW;
+    if (n == 0 || g->dead)
+        return;
+    bool pushed = vg__heap_ctx_enter(h);
+    /* What had those bytes before the pool (or a replay already launched) is done. */
+    bool ok = vg__cuCtxSynchronize() == CUDA_SUCCESS;
+    vg_guard_batch_t batch = {0};
+    for (vg_gpool_t *p = h->gpools; p; p = p->next) {
+        for (size_t i = 0; i < p->nrz; i++) {
+            vg_gpool_rz_t *z = &p->rz[i];
+            if (z->state != VG_RZ_NEW)
+                continue;
+            z->state = ok ? VG_RZ_FILLED : VG_RZ_DEAD;
+            if (!ok)
+                continue;
+            batch.d[batch.n++] = (vg_guard_desc_t){z->lo, z->hi - z->lo, z->id, z->user,
+                                                   VG_PATTERN_CANARY, VG_GUARD_FILL, z->side};
+            if (batch.n == VG_GUARD_BATCH) {
+                ok = launch_ranges(h, &batch, g->stream) == CUDA_SUCCESS;
+                batch.n = 0;
+            }
+        }
+    }
+    if (ok && batch.n)
+        ok = launch_ranges(h, &batch, g->stream) == CUDA_SUCCESS;
+    ok = ok && vg__cuStreamSynchronize(g->stream) == CUDA_SUCCESS;
+    vg__heap_ctx_leave(pushed);
+    if (!ok) /* (a fill may not have run: never check those redzones) */
+        for (vg_gpool_t *p = h->gpools; p; p = p->next)
+            for (size_t i = 0; i < p->nrz; i++)
+                p->rz[i].state = VG_RZ_DEAD;
+}
+
+/* Append the checks of the graphs' filled redzones. */
+static size_t graph_checks(vg_heap_t *h, vg_guard_desc_t *d) {
+    size_t n = 0;
+    for (vg_gpool_t *p = h->gpools; p; p = p->next)
+        for (size_t i = 0; i < p->nrz; i++) {
+            const vg_gpool_rz_t *z = &p->rz[i];
+            if (z->state == VG_RZ_FILLED)
+                d[n++] = (vg_guard_desc_t){z->lo, z->hi - z->lo, z->id, z->user,
+                                           VG_PATTERN_CANARY, VG_GUARD_CHECK,
+                                           (uint16_t)(z->side | AT_GRAPH)};
+        }
+    return n;
+}
+
+static size_t graph_rz_count(const vg_heap_t *h) {
+    size_t n = 0;
+    for (const vg_gpool_t *p = h->gpools; p; p = p->next)
+        n += p->nrz;
+    return n;
+}
+
 void vg__guard_check_all(vg_heap_t *h, const char *origin) {
     vg_guard_t *g = h->guard;
     if (!g)
@@ -666,7 +759,7 @@ void vg__guard_check_all(vg_heap_t *h, const char *origin) {
     bool pushed;
     stream_ctx(h, &pushed);
     flush_all(h);
-    size_t n = 0, need = 4 * (h->live.n + g->q_count);
+    size_t n = 0, nrz = graph_rz_count(h), need = 4 * (h->live.n + g->q_count) + nrz;
     if (!descs_reserve(&g->check_buf, need)) {
         vg__log("guard mode: no memory for the descriptors of a check");
         vg__heap_ctx_leave(pushed);
@@ -676,6 +769,8 @@ void vg__guard_check_all(vg_heap_t *h, const char *origin) {
         for (vg_block_t *b = seg->first; b; b = b->next)
             if (b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED)
                 n += block_checks(b, g->check_buf.d + n);
+    if (nrz > 0) /* (d may still be NULL when nothing needed room) */
+        n += graph_checks(h, g->check_buf.d + n);
     bool ordered = true;
     for (vg_stream_t *s = h->streams; s; s = s->next)
         if (!s->forgotten && s->handle != CU_STREAM_PER_THREAD)
@@ -968,16 +1063,13 @@ void vg__guard_heap_shutdown(vg_heap_t *h) {
     if (!g)
         return;
     vg__guard_check_all(h, "at exit");
-    if (g->unguarded == 1)
-        vg__log("guard mode: one allocation or free made while a CUDA graph was captured on "
-                "device %d was not checked: its checks would have become part of the "
-                "program's graph",
-                h->device);
-    else if (g->unguarded)
-        vg__log("guard mode: %llu allocations and frees made while a CUDA graph was captured "
-                "on device %d were not checked: their checks would have become part of the "
-                "program's graph",
-                (unsigned long long)g->unguarded, h->device);
+    if (g->unguarded)
+        vg__log("guard mode: %llu allocation%s and free%s made while a CUDA graph was captured "
+                "on device %d: of their checks, only those of redzones that no other "
+                "allocation of the graph reuses ran (after the replays); the others would "
+                "have become part of the program's graph",
+                (unsigned long long)g->unguarded, g->unguarded == 1 ? "" : "s",
+                g->unguarded == 1 ? "" : "s", h->device);
     if (secure_getenv("VG_DEBUG_GUARD"))
         vg__log("guard: %llu redzone fills needed, %llu skipped (layout already filled); "
                 "%llu launches; %llu quarantine exits",

@@ -46,6 +46,9 @@ vg_block_t *vg__guard_quarantined(vg_heap_t *h, uint64_t user);
 void vg__guard_poll(vg_heap_t *h, const char *origin);
 /* Check every live and quarantined block of h in one launch and report (heap lock held). */
 void vg__guard_check_all(vg_heap_t *h, const char *origin);
+/* Fill the redzones of the CUDA graphs' allocations recorded since the last fill (no
+ * capture runs; heap lock held): from now on check points check them. */
+void vg__guard_graph_fill(vg_heap_t *h);
 /* At exit: the final check. */
 void vg__guard_heap_shutdown(vg_heap_t *h);
 

@@ -98,12 +98,31 @@ enum {
  * until the pool is released (the graph may replay and write it at any time). */
 typedef int (*vg_gpool_filter_fn)(void *stream, void *arg); /* route this stream's request? */
 
+/* Guard mode: a redzone of a block a capture allocated, checked after the graph's
+ * replays while no allocation of the pool (in any capture) ever had those bytes as its
+ * own: the graph's kernels then never write them legitimately (graphpool.c). */
+typedef struct vg_gpool_rz {
+    uint64_t lo, hi;            /* its bytes */
+    uint64_t user, requested, id; /* the allocation's */
+    uint64_t seq;               /* the launch number when it was allocated */
+    CUstream stream;            /* the stream it was allocated on */
+    uint32_t site;
+    uint8_t side;               /* VG_RANGE_LEFT or VG_RANGE_RIGHT (guard_abi.h) */
+    uint8_t state;              /* VG_RZ_* */
+} vg_gpool_rz_t;
+enum { VG_RZ_NEW = 0, VG_RZ_FILLED = 1, VG_RZ_DEAD = 2 };
+
 struct vg_gpool {
     uint64_t id[2];             /* PyTorch's MempoolId_t, or {0, id} from the C API */
     int uses;                   /* captures begun into it and not released */
     bool release_pending;       /* released while a capture ran: done when none runs */
     struct vg_tlsf *index;      /* its free (POOLED) blocks */
     uint64_t bytes;             /* bytes of its blocks, allocated or pooled */
+    uint64_t *used;             /* guard: the bytes its allocations ever had as their own,
+                                   as sorted disjoint [lo, hi) pairs */
+    size_t nused, capused;      /* (pairs) */
+    vg_gpool_rz_t *rz;          /* guard: redzones to check */
+    size_t nrz, caprz;
     vg_gpool_t *next;
 };
 
@@ -296,6 +315,11 @@ void vg__gpool_release(vg_heap_t *h, const uint64_t id[2]);
 vg_status_t vg__graph_pool_begin(int device, const uint64_t id[2], vg_gpool_filter_fn filter,
                                  void *arg, void (*drop)(void *));
 vg_status_t vg__graph_pool_end(int device, const uint64_t id[2], bool release);
+/* Guard mode: a capture allocated block b from its pool: the redzones it may check, and
+ * the bytes no redzone may claim any more (heap lock held). */
+void vg__gpool_guard_note(vg_heap_t *h, const vg_block_t *b, uint64_t seq);
+/* The redzone of a graph's allocation at [addr, ...) with allocation number id, or NULL. */
+vg_gpool_rz_t *vg__gpool_rz_find(vg_heap_t *h, uint64_t id, uint64_t addr);
 /* Bytes kept by pools: free ones (POOLED) and all of them. */
 void vg__gpool_totals(const vg_heap_t *h, uint64_t *pooled, uint64_t *owned);
 /* Captures are routing requests into some pool, in any heap: vramguard's driver calls

@@ -402,6 +402,8 @@ static void json_report(vg_buf_t *j, const vg_report_t *r) {
                        (unsigned long long)r->user, (unsigned long long)r->size,
                        (unsigned long long)r->id);
         site_json(j, r->alloc_site);
+        if (r->in_graph)
+            vg__buf_printf(j, ",\"in_cuda_graph\":true");
         if (r->free_site) {
             vg__buf_printf(j, ",\"freed_at\":");
             site_json(j, r->free_site);
@@ -465,6 +467,9 @@ void vg__report(const vg_report_t *r) {
                               "device %d, %s\n",
                        (unsigned long long)r->user, (unsigned long long)r->size, human,
                        (unsigned long long)r->id, r->device, st);
+        if (r->in_graph)
+            vg__buf_printf(&b, PREFIX "  (allocated while a CUDA graph was captured: the graph's "
+                                  "kernels use it at every replay)\n");
         vg__buf_printf(&b, PREFIX "  allocated at:\n");
         site_lines(&b, r->alloc_site, PREFIX "    ", 12);
         if (r->free_site) {

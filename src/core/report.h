@@ -46,6 +46,7 @@ typedef struct vg_report {
     uint64_t user;            /* the allocation's address */
     uint64_t size;            /* bytes requested */
     uint64_t id;              /* allocation number */
+    bool in_graph;            /* made while a CUDA graph was captured (graphpool.c) */
     bool has_damage;
     int64_t off_first, off_last; /* damaged bytes, relative to `user` */
     uint64_t bad_bytes;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "vgtest.h"
+#include "core/report.h" /* vg__report_count_kind */
 
 #define MIB (1u << 20)
 
@@ -289,5 +290,62 @@ VG_TEST(another_threads_growth_leaves_a_global_capture_intact) {
     CHECK_CU(vg__cuGraphDestroy(graph));
     CHECK_VG(vg_free(tmp, s));
     CHECK_VG(vg_graph_pool_release(-1, 41));
+    CHECK_VALID();
+}
+
+/* Guard mode sees a captured kernel write past the end of a tensor the capture allocated
+ * (and freed: in the graph it is live at every replay), once the graph replays; a graph
+ * whose kernels stay in bounds gives no report, although its capture reused memory at
+ * other offsets and a second capture shares the pool. */
+static CUgraphExec capture_writes(CUstream s, uint64_t pool, size_t n, size_t written,
+                                  void **keep) {
+    void *a, *b, *c;
+    CHECK_VG(vg_graph_pool_begin(-1, pool, NULL, NULL));
+    CHECK_CU(vg__cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CHECK_VG(vg_malloc(&c, n, s));
+    CHECK_VG(vg_malloc(&a, 3 * MIB, s)); /* a temporary, freed: b reuses its memory at */
+    CHECK_CU(vg__cuMemsetD32Async(dp(a), 1, 3 * MIB / 4, s)); /* other offsets, so a's */
+    CHECK_VG(vg_free(a, s));             /* and b's redzones are never checked */
+    CHECK_VG(vg_malloc(&b, MIB + 4096, s));
+    CHECK_CU(vg__cuMemsetD32Async(dp(b), 2, (MIB + 4096) / 4, s));
+    CHECK_CU(vg__cuMemsetD32Async(dp(c), 3, written / 4, s)); /* the kernel under test */
+    CHECK_VG(vg_free(b, s));
+    CHECK_VG(vg_free(c, s));
+    CUgraph g = NULL;
+    CHECK_CU(vg__cuStreamEndCapture(s, &g));
+    CHECK_VG(vg_graph_pool_end(-1, pool));
+    CUgraphExec x;
+    CHECK_CU(vg__cuGraphInstantiate(&x, g, 0));
+    CHECK_CU(vg__cuGraphDestroy(g));
+    *keep = c;
+    return x;
+}
+
+VG_TEST(guard_mode_checks_what_a_graph_writes) {
+    vgt_init("mode=guard,report_json=/dev/null");
+    CUstream s = vgt_stream();
+    void *ok1, *ok2, *bad;
+    CUgraphExec g1 = capture_writes(s, 51, 4000, 4000, &ok1);
+    CUgraphExec g2 = capture_writes(s, 51, 8192, 8192, &ok2); /* shares pool 51 */
+    for (int i = 0; i < 3; i++) {
+        CHECK_CU(vg__cuGraphLaunch(g1, s));
+        CHECK_CU(vg__cuGraphLaunch(g2, s));
+    }
+    CHECK_CU(vg__cuStreamSynchronize(s));
+    CHECK_VG(vg_check()); /* in bounds: nothing to report */
+    CUgraphExec g3 = capture_writes(s, 52, 4000, 4016, &bad); /* 16 bytes too many */
+    CHECK_VG(vg_check()); /* captured, not run yet: nothing to report */
+    CHECK_CU(vg__cuGraphLaunch(g3, s));
+    CHECK_CU(vg__cuStreamSynchronize(s));
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    CHECK_EQ(vg__report_count_kind(VG_REPORT_OOB_AFTER), 1);
+    CHECK_CU(vg__cuGraphLaunch(g3, s)); /* reported once */
+    CHECK_CU(vg__cuStreamSynchronize(s));
+    CHECK_VG(vg_check());
+    for (CUgraphExec *x = (CUgraphExec[]){g1, g2, g3}, *e = x + 3; x < e; x++)
+        CHECK_CU(vg__cuGraphExecDestroy(*x));
+    CHECK_VG(vg_graph_pool_release(-1, 51));
+    CHECK_VG(vg_graph_pool_release(-1, 51));
+    CHECK_VG(vg_graph_pool_release(-1, 52));
     CHECK_VALID();
 }
