@@ -477,6 +477,22 @@ static vg_block_t *find_block(vg_heap_t *h, uint64_t user, uint64_t id) {
     return b && b->id == id ? b : NULL;
 }
 
+/* What a log record says of the damage, in a report about its allocation. */
+static vg_report_t damage_report(const vg_heap_t *h, const vg_guard_error_t *e) {
+    vg_report_t r = {0};
+    r.device = h->device;
+    r.has_block = true;
+    r.has_damage = true;
+    r.user = e->user;
+    r.id = e->tag;
+    r.off_first = (int64_t)(e->addr + e->first_bad) - (int64_t)e->user;
+    r.off_last = (int64_t)(e->addr + e->last_bad) - (int64_t)e->user;
+    r.bad_bytes = e->bad_bytes;
+    r.damage_word = e->first_word;
+    r.clean_seq = UINT64_MAX;
+    return r;
+}
+
 /* A redzone of a CUDA graph's allocation was written: after the end of a tensor the
  * capture allocated (freed since, perhaps: in the graph it is live at each replay). */
 static void graph_error(vg_heap_t *h, const vg_guard_error_t *e, const char *origin) {
@@ -484,19 +500,10 @@ static void graph_error(vg_heap_t *h, const vg_guard_error_t *e, const char *ori
     if (!z || z->state != VG_RZ_FILLED)
         return; /* (reported already, or no longer checked) */
     z->state = VG_RZ_DEAD;
-    vg_report_t r = {0};
-    r.device = h->device;
-    r.has_block = true;
-    r.has_damage = true;
-    r.user = z->user;
-    r.id = z->id;
+    vg_report_t r = damage_report(h, e);
     r.size = z->requested;
     r.stream = z->stream;
     r.alloc_site = z->site;
-    r.off_first = (int64_t)(e->addr + e->first_bad) - (int64_t)e->user;
-    r.off_last = (int64_t)(e->addr + e->last_bad) - (int64_t)e->user;
-    r.bad_bytes = e->bad_bytes;
-    r.damage_word = e->first_word;
     r.clean_seq = z->seq;
     r.kind = z->side == VG_RANGE_LEFT ? VG_REPORT_OOB_BEFORE : VG_REPORT_OOB_AFTER;
     r.in_graph = true;
@@ -513,17 +520,7 @@ static void handle_error(vg_heap_t *h, const vg_guard_error_t *e, const char *or
     uint32_t base = e->kind & 0xff;
     bool by_free = e->kind & AT_FREE;
     int flag = base == VG_RANGE_LEFT ? REP_LEFT : base == VG_RANGE_RIGHT ? REP_RIGHT : REP_POISON;
-    vg_report_t r = {0};
-    r.device = h->device;
-    r.has_block = true;
-    r.has_damage = true;
-    r.user = e->user;
-    r.id = e->tag;
-    r.off_first = (int64_t)(e->addr + e->first_bad) - (int64_t)e->user;
-    r.off_last = (int64_t)(e->addr + e->last_bad) - (int64_t)e->user;
-    r.bad_bytes = e->bad_bytes;
-    r.damage_word = e->first_word;
-    r.clean_seq = UINT64_MAX;
+    vg_report_t r = damage_report(h, e);
     bool freed;
     if (b) {
         if (b->flags & flag)
