@@ -99,8 +99,7 @@ static void rz_add(vg_gpool_t *p, const vg_block_t *b, uint64_t lo, uint64_t hi,
                                       VG_RZ_NEW};
 }
 
-void vg__gpool_guard_note(vg_heap_t *h, const vg_block_t *b, uint64_t seq) {
-    (void)h;
+void vg__gpool_guard_note(const vg_block_t *b, uint64_t seq) {
     vg_gpool_t *p = b->gpool;
     uint64_t lo = b->user, hi = b->user + b->requested;
     size_t n = 0; /* end the redzones it takes as its own, and drop the ended ones */

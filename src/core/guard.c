@@ -425,7 +425,7 @@ vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) 
     b->clean_seq = vg__launch_seq();
     if (b->gpool || vg__stream_capturing(stream)) { /* a graph's: no kernel may join it */
         if (b->gpool) /* (its redzones are filled once the capture is over) */
-            vg__gpool_guard_note(h, b, vg__launch_seq());
+            vg__gpool_guard_note(b, vg__launch_seq());
         b->flags |= VG_BF_UNGUARDED;
         g->unguarded++;
         return VG_OK;
@@ -699,14 +699,12 @@ void vg__guard_graph_fill(vg_heap_t *h) {
     /* What had those bytes before the pool (or a replay already launched) is done. */
     bool ok = vg__cuCtxSynchronize() == CUDA_SUCCESS;
     vg_guard_batch_t batch = {0};
-    for (vg_gpool_t *p = h->gpools; p; p = p->next) {
-        for (size_t i = 0; i < p->nrz; i++) {
+    for (vg_gpool_t *p = h->gpools; p && ok; p = p->next) {
+        for (size_t i = 0; i < p->nrz && ok; i++) {
             vg_gpool_rz_t *z = &p->rz[i];
             if (z->state != VG_RZ_NEW)
                 continue;
-            z->state = ok ? VG_RZ_FILLED : VG_RZ_DEAD;
-            if (!ok)
-                continue;
+            z->state = VG_RZ_FILLED;
             batch.d[batch.n++] = (vg_guard_desc_t){z->lo, z->hi - z->lo, z->id, z->user,
                                                    VG_PATTERN_CANARY, VG_GUARD_FILL, z->side};
             if (batch.n == VG_GUARD_BATCH) {

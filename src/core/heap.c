@@ -743,6 +743,25 @@ static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, u
     return st;
 }
 
+/* Serve a request (rounded) from general memory: the fast path when a mapped block fits,
+ * else alloc_slow. */
+static inline __attribute__((always_inline)) vg_status_t
+alloc_general(vg_heap_t *h, uint64_t size, uint64_t requested, uint64_t uoff, vg_stream_t *s,
+              vg_block_t **out) {
+    vg_block_t *b = find_block(h, size, s);
+    if (VG_LIKELY(b && b->mapped)) {
+        vg_block_t *p = down_neighbour(b, size, s);
+        if (!p || p->mapped) {
+            vg_status_t st = p ? carve_down(h, p, b, size, requested, uoff, s)
+                               : carve(h, b, size, requested, uoff, s);
+            if (st == VG_OK)
+                *out = p ? p : b;
+            return st;
+        }
+    }
+    return alloc_slow(h, size, requested, uoff, s, b, out);
+}
+
 vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
                            uint64_t uoff, CUstream stream, vg_block_t **out) {
     uint64_t rounded = vg__align_up(size ? size : 1, VG_ALIGN);
@@ -764,18 +783,7 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
         if (pool)
             return vg__heap_alloc_pool(h, pool, rounded, requested, uoff, s, out);
     }
-    vg_block_t *b = find_block(h, rounded, s);
-    if (VG_LIKELY(b && b->mapped)) {
-        vg_block_t *p = down_neighbour(b, rounded, s);
-        if (!p || p->mapped) {
-            vg_status_t st = p ? carve_down(h, p, b, rounded, requested, uoff, s)
-                               : carve(h, b, rounded, requested, uoff, s);
-            if (st == VG_OK)
-                *out = p ? p : b;
-            return st;
-        }
-    }
-    return alloc_slow(h, rounded, requested, uoff, s, b, out);
+    return alloc_general(h, rounded, requested, uoff, s, out);
 }
 
 /* A request of a graph being captured: from its pool's freed blocks if one fits (usable by
@@ -791,10 +799,8 @@ vg_status_t vg__heap_alloc_pool(vg_heap_t *h, vg_gpool_t *p, uint64_t size, uint
             *out = b;
         return st;
     }
-    vg_block_t *g = find_block(h, size, s);
-    vg_status_t st = g && g->mapped && !down_neighbour(g, size, s)
-                         ? carve(h, g, size, requested, uoff, s)
-                         : alloc_slow(h, size, requested, uoff, s, g, &g);
+    vg_block_t *g;
+    vg_status_t st = alloc_general(h, size, requested, uoff, s, &g);
     if (st != VG_OK)
         return st;
     g->gpool = p;
@@ -807,20 +813,20 @@ vg_status_t vg__heap_alloc_pool(vg_heap_t *h, vg_gpool_t *p, uint64_t size, uint
  * Free
  * ------------------------------------------------------------------------------------- */
 
-/* Put a freed block (stamped, not in any list) into the free index; returns the free
- * block it became part of. */
+/* Put a freed block (stamped, not in any list) into the free index, or its graph pool's
+ * (A7); returns the free block it became part of. */
 static vg_block_t *release_free(vg_heap_t *h, vg_block_t *b, uint64_t head, uint64_t tail) {
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.active, pool, -1);
     vg__stat_pool(h->stats.active_bytes, pool, -(int64_t)b->size);
-    b->state = VG_BLOCK_FREE;
+    b->state = b->gpool ? VG_BLOCK_POOLED : VG_BLOCK_FREE;
     b->mapped = 1; /* it was allocated, so all its pages are mapped */
     b->nuses = 0;
     b->flags = 0;
     b->pat_head = head;
     b->pat_tail = tail;
     vg_block_t *f = vg__block_coalesce(h, b);
-    vg__tlsf_insert(&h->index, f);
+    vg__tlsf_insert(index_of(h, f), f);
     return f;
 }
 
@@ -850,21 +856,6 @@ static void process_deferred(vg_heap_t *h) {
     }
 }
 
-/* A block of a graph pool was freed (stamped): the pool keeps it, for later requests of
- * the pool's captures only. */
-void vg__heap_free_pooled(vg_heap_t *h, vg_block_t *b) {
-    int pool = vg__pool_of(b->size);
-    vg__stat_pool(h->stats.active, pool, -1);
-    vg__stat_pool(h->stats.active_bytes, pool, -(int64_t)b->size);
-    vg__ptrmap_del(&h->live, b->user);
-    b->state = VG_BLOCK_POOLED;
-    b->nuses = 0;
-    b->flags = 0;
-    b->pat_head = b->pat_tail = 0;
-    vg_block_t *f = vg__block_coalesce(h, b);
-    vg__tlsf_insert(b->gpool->index, f);
-}
-
 vg_block_t *vg__heap_unpool(vg_heap_t *h, vg_block_t *b) {
     vg__tlsf_remove(b->gpool->index, b);
     b->gpool = NULL;
@@ -885,17 +876,15 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     vg_stream_t *s = vg__heap_stream(h, stream);
     if (!s)
         s = b->stream; /* no memory for a new stream record: the allocation's stream */
-    if (b->gpool) { /* a graph's memory: it stays in the pool, whatever streams used it */
-        b->stream = s;
-        b->epoch = s->epoch;
-        s->last_free_epoch = s->epoch;
-        vg__heap_free_pooled(h, b);
-        return;
-    }
-    vg__guard_before_free(h, b, s);
+    vg__guard_before_free(h, b, s); /* (nothing for a graph's block: never guarded) */
     b->stream = s;
     b->epoch = s->epoch;
     s->last_free_epoch = s->epoch;
+    if (b->gpool) { /* a graph's memory: back to its pool, whatever streams used it */
+        vg__ptrmap_del(&h->live, b->user);
+        release_free(h, b, 0, 0);
+        return;
+    }
     if (b->flags & VG_BF_USES_OVERFLOW) { /* too many streams recorded: wait for all */
         bool pushed = vg__heap_ctx_enter(h);
         vg__cuCtxSynchronize();

@@ -317,7 +317,7 @@ vg_status_t vg__graph_pool_begin(int device, const uint64_t id[2], vg_gpool_filt
 vg_status_t vg__graph_pool_end(int device, const uint64_t id[2], bool release);
 /* Guard mode: a capture allocated block b from its pool: the redzones it may check, and
  * the bytes no redzone may claim any more (heap lock held). */
-void vg__gpool_guard_note(vg_heap_t *h, const vg_block_t *b, uint64_t seq);
+void vg__gpool_guard_note(const vg_block_t *b, uint64_t seq);
 /* The redzone of a graph's allocation at [addr, ...) with allocation number id, or NULL. */
 vg_gpool_rz_t *vg__gpool_rz_find(vg_heap_t *h, uint64_t id, uint64_t addr);
 /* Bytes kept by pools: free ones (POOLED) and all of them. */
@@ -329,7 +329,6 @@ extern _Atomic int vg__gpool_routes_open;
 /* heap.c, for graphpool.c */
 vg_status_t vg__heap_alloc_pool(vg_heap_t *h, vg_gpool_t *p, uint64_t size, uint64_t requested,
                                 uint64_t uoff, vg_stream_t *s, vg_block_t **out);
-void vg__heap_free_pooled(vg_heap_t *h, vg_block_t *b);
 /* A pooled block returns to general memory, complete (its pool is released); returns the
  * free block it became part of. */
 vg_block_t *vg__heap_unpool(vg_heap_t *h, vg_block_t *b);

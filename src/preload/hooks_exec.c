@@ -269,7 +269,6 @@ VG_API CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mod
     __typeof__(&cuStreamBeginCapture_v2) real = NEXT_FN(cuStreamBeginCapture_v2);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    vg__captures_seen_set();
     if (vgp_ready())
         vg__guard_flush_stream(stream);
     CUresult r = real(stream, mode);

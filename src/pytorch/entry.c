@@ -73,17 +73,7 @@ VG_API void vg_torch_record_stream(void *ptr, void *stream) {
  * address (destroyed by the caller when begin returns). libvramguard_torch.so's begin
  * keeps a copy of the filter (C++); this C one, for builds without a C++ compiler, routes
  * the requests made on any stream being captured instead. */
-VG_API void vg_torch_begin_allocate_to_pool(int device, uint64_t pool_a, uint64_t pool_b,
-                                            void *filter) {
-    (void)filter;
-    const uint64_t id[2] = {pool_a, pool_b};
-    if (vg__graph_pool_begin(device, id, NULL, NULL, NULL) != VG_OK)
-        vg__log("CUDA graph capture on device %d: %s; its memory is not kept apart from "
-                "other tensors",
-                device, vg_last_error());
-}
-
-/* The same with the filter already made C-callable (libvramguard_torch.so). */
+/* The filter made C-callable (libvramguard_torch.so), or NULL. */
 VG_API void vg_torch_pool_begin(int device, uint64_t pool_a, uint64_t pool_b,
                                 vg_gpool_filter_fn filter, void *arg, void (*drop)(void *)) {
     const uint64_t id[2] = {pool_a, pool_b};
@@ -91,6 +81,12 @@ VG_API void vg_torch_pool_begin(int device, uint64_t pool_a, uint64_t pool_b,
         vg__log("CUDA graph capture on device %d: %s; its memory is not kept apart from "
                 "other tensors",
                 device, vg_last_error());
+}
+
+VG_API void vg_torch_begin_allocate_to_pool(int device, uint64_t pool_a, uint64_t pool_b,
+                                            void *filter) {
+    (void)filter; /* (a C++ object this C function cannot keep) */
+    vg_torch_pool_begin(device, pool_a, pool_b, NULL, NULL, NULL);
 }
 
 VG_API void vg_torch_end_allocate_to_pool(int device, uint64_t pool_a, uint64_t pool_b) {
