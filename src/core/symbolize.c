@@ -1,9 +1,13 @@
 /* symbolize.c — return addresses to "function (file:line)", only when a report is printed.
  *
  * dladdr() names the module (and exported symbols); file and line come from running
- * `addr2line -f -C -e MODULE ADDR...` once per module for a batch of addresses, as
- * AddressSanitizer runs its symbolizer. Without addr2line or debug information a frame
- * reads "symbol+0xoff (module)" or "module+0xoff". Results are cached by address.
+ * `addr2line -a -i -f -C -e MODULE ADDR...` once per module for a batch of addresses, as
+ * AddressSanitizer runs its symbolizer. A frame in inlined code names the functions it was
+ * inlined into: "ex_fill (common.h:122) inlined into main (app.c:40)" — the caller's line
+ * is what a report needs when the allocating or launching call is a small inline wrapper
+ * (the CUDA runtime's templates, a project's helpers). Without addr2line or debug
+ * information a frame reads "symbol+0xoff (module)" or "module+0xoff". Results are cached
+ * by address.
  *
  * Never called from a signal handler or a hot path: it allocates and spawns a process.
  */
@@ -76,14 +80,56 @@ static const char *short_name(const char *path) {
     return s ? s + 1 : path;
 }
 
-/* Run addr2line on `n` addresses of one module; fills out[i] with "func (file:line)" or
- * NULL where it knows nothing. */
+/* "func (file:line)", or "func" or "?? (file:line)"; NULL if both are unknown. */
+static char *frame_text(char *func, char *loc) {
+    bool known_func = strcmp(func, "??") != 0;
+    bool known_loc = strncmp(loc, "??", 2) != 0;
+    char *disc = strstr(loc, " (discriminator");
+    if (disc)
+        *disc = '\0';
+    if (!known_func && !known_loc)
+        return NULL;
+    vg_buf_t t = {0};
+    vg__buf_printf(&t, "%s", known_func ? func : "??");
+    if (known_loc)
+        vg__buf_printf(&t, " (%s)", loc);
+    return t.data;
+}
+
+/* addr2line -a -i's answer for one address: lines[0] is the address, then a function and
+ * a location per level, innermost first (the levels after the first are the functions
+ * it was inlined into). One line: "f (f.h:3) inlined into main (app.c:42)"; a chain
+ * longer than three levels keeps the innermost two and the outermost. */
+static char *inline_text(char **lines, int nlines) {
+    int levels = (nlines - 1) / 2;
+    if (levels <= 0)
+        return NULL;
+    char *first = frame_text(lines[1], lines[2]);
+    if (!first)
+        return NULL;
+    vg_buf_t b = {0};
+    vg__buf_printf(&b, "%s", first);
+    free(first);
+    for (int l = 1; l < levels; l++) {
+        if (levels > 3 && l == 2) { /* (the middle of a long chain) */
+            vg__buf_printf(&b, " inlined into ...");
+            l = levels - 1;
+        }
+        char *t = frame_text(lines[1 + 2 * l], lines[2 + 2 * l]);
+        vg__buf_printf(&b, " inlined into %s", t ? t : "??");
+        free(t);
+    }
+    return b.data;
+}
+
+/* Run addr2line on `n` addresses of one module; fills out[i] with "func (file:line)" (and
+ * the functions it was inlined into) or NULL where it knows nothing. */
 static void run_addr2line(const char *module, const uintptr_t *offs, int n, char **out) {
     for (int i = 0; i < n; i++)
         out[i] = NULL;
     if (g_have_addr2line == 0)
         return;
-    char **argv = calloc((size_t)n + 6, sizeof *argv);
+    char **argv = calloc((size_t)n + 8, sizeof *argv);
     char (*hex)[24] = calloc((size_t)n, sizeof *hex);
     int pipefd[2] = {-1, -1};
     if (!argv || !hex || pipe2(pipefd, O_CLOEXEC) != 0) {
@@ -93,6 +139,8 @@ static void run_addr2line(const char *module, const uintptr_t *offs, int n, char
     }
     int k = 0;
     argv[k++] = "addr2line";
+    argv[k++] = "-a"; /* (each answer starts with its address: -i makes it several lines) */
+    argv[k++] = "-i";
     argv[k++] = "-f";
     argv[k++] = "-C";
     argv[k++] = "-e";
@@ -139,26 +187,24 @@ static void run_addr2line(const char *module, const uintptr_t *offs, int n, char
     close(pipefd[0]);
     int status;
     waitpid(pid, &status, 0);
-    /* Two lines per address: function, then file:line. */
-    char *save = NULL, *line = b.data ? strtok_r(b.data, "\n", &save) : NULL;
-    for (int i = 0; i < n && line; i++) {
-        char *func = line;
-        char *loc = strtok_r(NULL, "\n", &save);
-        if (!loc)
-            break;
-        bool known_func = strcmp(func, "??") != 0;
-        bool known_loc = strncmp(loc, "??", 2) != 0;
-        char *disc = strstr(loc, " (discriminator");
-        if (disc)
-            *disc = '\0';
-        if (known_func || known_loc) {
-            vg_buf_t t = {0};
-            vg__buf_printf(&t, "%s", known_func ? func : "??");
-            if (known_loc)
-                vg__buf_printf(&t, " (%s)", loc);
-            out[i] = t.data;
+    /* Per address: the address ("0x..."), then a function and file:line per level. An
+     * address line comes where a function line would: after whole pairs. */
+    char *lines[1 + 2 * 32];
+    int i = -1, nl = 0, in_block = 0;
+    char *save = NULL;
+    for (char *line = b.data ? strtok_r(b.data, "\n", &save) : NULL;;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (!line || (in_block % 2 == 0 && strncmp(line, "0x", 2) == 0)) {
+            if (i >= 0)
+                out[i] = inline_text(lines, nl);
+            if (!line || ++i >= n)
+                break;
+            nl = 0;
+            in_block = -1; /* (the address line itself) */
         }
-        line = strtok_r(NULL, "\n", &save);
+        if (nl < (int)VG_ARRAY_LEN(lines))
+            lines[nl++] = line;
+        in_block++;
     }
     vg__buf_free(&b);
     free(argv);
