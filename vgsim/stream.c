@@ -523,6 +523,20 @@ CUresult sim_resolve(CUstream h, sim_ctx_t **pc, sim_stream_t **ps) {
     return *ps ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+/* The flags the stream was created with; 0 for the legacy and per-thread default streams
+ * (both synchronise with blocking streams). */
+VGSIM_API CUresult cuStreamGetFlags(CUstream stream, unsigned int *flags) {
+    sim_ctx_t *c;
+    sim_stream_t *s;
+    CUresult r = sim_resolve(stream, &c, &s);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = s->flags & CU_STREAM_NON_BLOCKING;
+    return CUDA_SUCCESS;
+}
+
 VGSIM_API CUresult cuStreamQuery(CUstream stream) {
     sim_ctx_t *c;
     sim_stream_t *s;
@@ -674,6 +688,14 @@ VGSIM_API CUresult cuEventRecord(CUevent event, CUstream stream) {
         return CUDA_ERROR_OUT_OF_MEMORY;
     op->u.record.event = e;
     return sim_enqueue(s, op);
+}
+
+/* The runtime's cudaEventRecordWithFlags. CU_EVENT_RECORD_EXTERNAL (1) matters only
+ * inside a graph capture: vgsim records the event as usual. */
+VGSIM_API CUresult cuEventRecordWithFlags(CUevent event, CUstream stream, unsigned int flags) {
+    if (flags & ~1u)
+        return CUDA_ERROR_INVALID_VALUE;
+    return cuEventRecord(event, stream);
 }
 
 VGSIM_API CUresult cuEventQuery(CUevent event) {

@@ -114,8 +114,12 @@
     X(cuStreamSynchronize, cuStreamSynchronize, REQ, (CUstream stream), (stream))           \
     X(cuStreamWaitEvent, cuStreamWaitEvent, REQ,                                            \
       (CUstream stream, CUevent event, unsigned int flags), (stream, event, flags))         \
+    X(cuStreamGetFlags, cuStreamGetFlags, OPT, (CUstream stream, unsigned int *flags),     \
+      (stream, flags))                                                                      \
     X(cuEventCreate, cuEventCreate, REQ, (CUevent *pevent, unsigned int flags), (pevent, flags)) \
     X(cuEventRecord, cuEventRecord, REQ, (CUevent event, CUstream stream), (event, stream)) \
+    X(cuEventRecordWithFlags, cuEventRecordWithFlags, OPT,                                 \
+      (CUevent event, CUstream stream, unsigned int flags), (event, stream, flags))         \
     X(cuEventQuery, cuEventQuery, REQ, (CUevent event), (event))                            \
     X(cuEventSynchronize, cuEventSynchronize, REQ, (CUevent event), (event))                \
     X(cuEventElapsedTime, cuEventElapsedTime_v2, OPT,                                       \
