@@ -66,9 +66,21 @@ static void ex_scatter_host(const ex_launch_t *l) {
         x[idx[i]] = v;
 }
 
+typedef struct ex_span { /* kernels.cu's */
+    unsigned long long n;
+    float *x;
+} ex_span_t;
+
+static void ex_fill_span_host(const ex_launch_t *l) {
+    float v = *(float *)l->params[0];
+    ex_span_t s = *(ex_span_t *)l->params[1];
+    for (unsigned long long i = 0; i < s.n; i++)
+        s.x[i] = v;
+}
+
 typedef struct ex {
     CUcontext ctx;
-    CUfunction fill, scatter;
+    CUfunction fill, scatter, fill_span;
 } ex_t;
 
 static inline ex_t ex_init(void) {
@@ -85,11 +97,22 @@ static inline ex_t ex_init(void) {
     if (reg) { /* vgsim: the kernels run on the host */
         reg("ex_fill", ex_fill_host);
         reg("ex_scatter", ex_scatter_host);
+        reg("ex_fill_span", ex_fill_span_host);
     }
     CK(cuModuleLoadData(&mod, ex_kernels_ptx));
     CK(cuModuleGetFunction(&e.fill, mod, "ex_fill"));
     CK(cuModuleGetFunction(&e.scatter, mod, "ex_scatter"));
+    CK(cuModuleGetFunction(&e.fill_span, mod, "ex_fill_span"));
     return e;
+}
+
+/* The same as ex_fill, the pointer inside a struct argument (as in PyTorch's kernels). */
+static inline CUresult ex_fill_span(const ex_t *e, CUdeviceptr x, float v, unsigned long long n,
+                                    CUstream s) {
+    ex_span_t span = {n, (float *)(uintptr_t)x};
+    void *params[] = {&v, &span};
+    return cuLaunchKernel(e->fill_span, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, s,
+                          params, NULL);
 }
 
 /* fill n floats at x with v, on stream s */

@@ -14,3 +14,16 @@ extern "C" __global__ void ex_scatter(float *x, const long long *idx, unsigned i
     if (i < n)
         x[idx[i]] = v;
 }
+
+// x[i] = v for i < n, with x and n in a struct, as PyTorch's elementwise kernels get their
+// tensors' data pointers (at::detail::Array<char *, N>): the pointer is not a parameter of
+// its own.
+struct ex_span {
+    unsigned long long n;
+    float *x;
+};
+extern "C" __global__ void ex_fill_span(float v, ex_span s) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < s.n;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        s.x[i] = v;
+}

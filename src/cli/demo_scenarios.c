@@ -162,6 +162,10 @@ static bool s2_use_after_free(demo_t *d, char *why, size_t n) {
     EXPECT(json_num(rep, "first_offset", -1) == 0, "the report gives offset %lld, not 0",
            json_num(rep, "first_offset", -1));
     EXPECT(strstr(rep, "\"freed_at\""), "the report has no free backtrace");
+    free(rep); /* and the free itself, reported before the kernel ran (G7) */
+    rep = report_since(before, "unordered_free");
+    EXPECT(rep && strstr(rep, "\"name\":\"demo_fill\""),
+           "the free was not reported as unordered after the side stream's demo_fill");
     ok = true;
 out:
     atomic_store(&g_gate, 1);
@@ -286,8 +290,8 @@ const demo_scenario_t demo_scenarios[] = {
     {"S1", "a kernel writes past the end of a tensor",
      "demo_iota fills a 4x250 float tensor (4000 bytes) as if it were 4x251", s1_overrun},
     {"S2", "a tensor is freed while a side stream still uses it",
-     "a 1 MiB tensor is freed on the main stream without vg_record_stream; a kernel on the "
-     "side stream writes it afterwards",
+     "a 1 MiB tensor is freed on the main stream without vg_record_stream while a kernel "
+     "on the side stream is still queued to write it",
      s2_use_after_free},
     {"S5", "tensors kept in a list inside a training loop",
      "each step allocates an 8 MiB temporary (freed) and a 2 MiB activation that is kept",

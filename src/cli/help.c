@@ -66,6 +66,11 @@ const cli_verb_t cli_verbs[] = {
      "Injects vramguard into a dynamically linked CUDA program (driver API or CUDA\n"
      "runtime) without rebuilding it, e.g. --mode=guard for the checks, --limit=15G for a\n"
      "smaller GPU, --error_exitcode=N for CI. Exits with the program's own status.\n"
+     "Guard mode then also sees every launch, copy, event and synchronisation: it names\n"
+     "the kernels that touched a damaged allocation, reports a free that nothing orders\n"
+     "after another stream's use of the memory (free_order), and the host touching a\n"
+     "pinned buffer while an async copy uses it (host_race). A PyTorch script gets\n"
+     "tensor-level checks as well with: vramguard run -- python -m vramguard run SCRIPT.\n"
      "Every process is guarded until it first uses the GPU, so a wrapper (a shell script,\n"
      "a python shim, a launcher) passes vramguard on to the GPU program it starts.",
      run_flags, true},

@@ -18,6 +18,7 @@
 #include "leaks.h"
 #include "report.h"
 #include "options.h"
+#include "order.h"
 #include "sites.h"
 #include "snapshot.h"
 #include "trace.h"
@@ -173,6 +174,7 @@ void vg__ctx_synchronized(CUcontext ctx) {
         return;
     if (!ctx && (vg__cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx))
         return;
+    vg__order_all_done(); /* (every context's streams: fewer reports, never a false one) */
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
         if (h->ctx != ctx) /* (another device's streams are still running) */
@@ -341,6 +343,8 @@ __attribute__((noinline)) static vg_status_t free_in(void *ptr, int device, CUst
     }
     vg__site_account(b->site, -(int64_t)b->requested, -1);
     b->free_site = free_site;
+    vg_unordered_t race;
+    bool unordered = guard && vg__guard_unordered_free(h, b, stream, &race);
     vg__heap_history_add(h, b, free_site);
     vg__trace_event(false, b->user, b->requested, stream);
     vg__event(h, VG_EV_FREE, b->user, b->requested, stream, b->site);
@@ -348,6 +352,8 @@ __attribute__((noinline)) static vg_status_t free_in(void *ptr, int device, CUst
     if (guard)
         vg__guard_poll(h, "by a check that ran after the allocation was freed");
     pthread_mutex_unlock(&h->lock);
+    if (unordered)
+        vg__report_unordered_free(&race);
     vg__snapshot_maybe();
     return VG_OK;
 }
@@ -389,6 +395,7 @@ VG_API vg_status_t vg_stream_synchronized(void *stream) {
     if (st != VG_OK)
         return st;
     uint64_t before = vg__report_count();
+    vg__order_stream_done((CUstream)stream);
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
         pthread_mutex_lock(&h->lock);
@@ -469,7 +476,7 @@ VG_API void vg_kernel_launched_args(const char *name, void *stream, const void *
     for (int i = 0; i < n; i++)
         v[i] = (uint64_t)(uintptr_t)ptrs[i];
     vg__launch_note_args(name, (CUstream)stream, vg__opt.stack_depth ? vg__site_here(1) : 0, v,
-                         n);
+                         NULL, n, -1);
 }
 
 VG_API void vg_cuda_error(int result, const char *call) {
@@ -492,6 +499,7 @@ VG_API vg_status_t vg_forget_stream(void *stream) {
     vg_status_t st = vg__ensure_init();
     if (st != VG_OK)
         return st;
+    vg__order_stream_destroyed((CUstream)stream);
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
         pthread_mutex_lock(&h->lock);

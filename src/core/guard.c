@@ -47,6 +47,7 @@
 #include "../../kernels/guard_abi.h"
 #include "common.h"
 #include "options.h"
+#include "order.h"
 #include "report.h"
 #include "sites.h"
 #include "guard_ptx.h" /* generated from kernels/guard.ptx: vg_guard_ptx[] */
@@ -358,19 +359,38 @@ static void flush_all(vg_heap_t *h) {
 
 static bool wait_for(vg_guard_t *g, CUstream s);
 
-/* A free on another stream than the allocation's: the allocation's redzone fill may still
- * wait on its stream (deferred, or behind slow work), so the free's checks and poison run
- * on the guard's own stream, after the work queued on both streams (see
+/* A free on another stream than the allocation's, or of a block record_stream gave other
+ * streams: the allocation's redzone fill may still wait on its stream (deferred, or behind
+ * slow work), and the recorded streams' queued kernels may still write the block legally
+ * (that is what record_stream says), so the free's checks and poison run on the guard's
+ * own stream, after the work queued on all of them and on the freeing stream (see
  * vg__guard_quarantine). The program's streams get no new dependency. */
 void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     vg_guard_t *g = h->guard;
-    vg_stream_t *from = b->stream;
-    if (!g || !from || from == s || g->dead || (b->flags & VG_BF_UNGUARDED))
+    if (!g || g->dead || (b->flags & VG_BF_UNGUARDED))
+        return;
+    vg_stream_t *other[1 + VG_MAX_USES];
+    int n = 0;
+    if (b->stream && b->stream != s)
+        other[n++] = b->stream;
+    for (int i = 0; i < b->nuses; i++) {
+        vg_stream_t *u = b->uses[i];
+        bool seen = !u || u == s;
+        for (int k = 0; k < n && !seen; k++)
+            seen = other[k] == u;
+        if (!seen)
+            other[n++] = u;
+    }
+    if (n == 0)
         return;
     bool pushed = vg__heap_ctx_enter(h);
-    flush_stream(h, from);
-    if (!wait_for(g, from->handle))
-        b->flags |= UNORDERED;
+    if (s) /* (the allocation's deferred fill may wait there: the check must follow it) */
+        flush_stream(h, s);
+    for (int k = 0; k < n; k++) {
+        flush_stream(h, other[k]);
+        if (!wait_for(g, other[k]->handle))
+            b->flags |= UNORDERED;
+    }
     vg__heap_ctx_leave(pushed);
     b->flags |= CROSS_FREE;
 }
@@ -416,13 +436,47 @@ static void sync_call_done(vg_heap_t *h, vg_stream_t *s) {
     bool pushed = vg__heap_ctx_enter(h);
     if (s)
         flush_stream(h, s);
-    vg__cuCtxSynchronize();
+    if (vg__cuCtxSynchronize() == CUDA_SUCCESS)
+        vg__order_all_done(); /* (the program's cudaFree waits for the device too, G7) */
     vg__heap_ctx_leave(pushed);
+}
+
+/* G7: is the use of stream t recorded on b (vg_record_stream)? Then the allocator itself
+ * waits for t before reusing b. */
+static bool recorded_use(CUstream t, void *arg) {
+    const vg_block_t *b = arg;
+    for (int i = 0; i < b->nuses; i++)
+        if (b->uses[i] && b->uses[i]->handle == t)
+            return true;
+    return false;
+}
+
+bool vg__guard_unordered_free(vg_heap_t *h, const vg_block_t *b, CUstream stream,
+                              struct vg_unordered *u) {
+    uint64_t seq;
+    int arg;
+    /* Through the C API alone, vramguard sees no event, wait or synchronisation of the
+     * program's: every cross-stream use would look unordered. */
+    bool on = vg__opt.free_order == VG_ORDER_ON ||
+              (vg__opt.free_order == VG_ORDER_AUTO &&
+               atomic_load_explicit(&g_launches_seen, memory_order_relaxed));
+    if (!on || !h->guard || t_sync_call || (b->flags & (VG_BF_UNGUARDED | VG_BF_USES_OVERFLOW)) ||
+        vg__launch_seq() <= b->alloc_launch || vg__stream_capturing(stream) ||
+        !vg__order_may_race(stream, b->alloc_launch) ||
+        !vg__launch_find_unordered(stream, b->user, b->user + b->requested, b->alloc_launch,
+                                   recorded_use, (void *)b, &seq, &arg))
+        return false;
+    *u = (vg_unordered_t){.device = h->device, .stream = b->stream ? b->stream->handle : stream,
+                          .free_stream = stream, .user = b->user, .size = b->requested,
+                          .id = b->id, .alloc_site = b->site, .free_site = b->free_site,
+                          .kernel_seq = seq, .kernel_arg = arg};
+    return true;
 }
 
 vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     vg_guard_t *g = h->guard;
     b->clean_seq = vg__launch_seq();
+    b->alloc_launch = b->clean_seq;
     if (b->gpool || vg__stream_capturing(stream)) { /* a graph's: no kernel may join it */
         if (b->gpool) /* (its redzones are filled once the capture is over) */
             vg__gpool_guard_note(b, vg__launch_seq());

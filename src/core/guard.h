@@ -22,6 +22,13 @@ void vg__guard_sync_call(bool on);
 void vg__guard_launches_seen(void);
 /* Before block b (allocated on b->stream) is freed on stream s (heap lock held). */
 void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s);
+/* G7: the program frees live block b on `stream`, stream-ordered. True if a kernel or
+ * copy on another stream was given a pointer into it and nothing orders the free after it
+ * (order.h); u then describes it, for vg__report_unordered_free once the heap lock is
+ * released (heap lock held). */
+struct vg_unordered;
+bool vg__guard_unordered_free(vg_heap_t *h, const vg_block_t *b, CUstream stream,
+                              struct vg_unordered *u);
 /* Called by vg__heap_free for a block the user freed (stamped with its free stream).
  * In guard mode the block's redzones are checked and its bytes poisoned on `stream`, and
  * it enters the quarantine: returns true and the heap must not touch it. In fast mode

@@ -71,7 +71,10 @@ struct vg_block {
     uint64_t user;              /* ALLOCATED: the pointer handed out (addr in fast mode) */
     uint64_t requested;         /* ALLOCATED: bytes asked for */
     uint64_t id;                /* allocation number, 1, 2, ... (0: never allocated) */
-    uint64_t free_ns;           /* guard: when it was freed (eager guard work only) */
+    union {
+        uint64_t alloc_launch;  /* guard, ALLOCATED: the launch number when it was made */
+        uint64_t free_ns;       /* guard, freed: when (eager guard work only) */
+    };
     uint32_t free_site;         /* guard: where it was freed */
     uint32_t fill_at;           /* guard: where its deferred fill was queued (guard.c) */
     uint64_t clean_seq;         /* guard: launch number at its last clean check */

@@ -75,6 +75,10 @@
       "mode)")                                                                               \
     X(host_race_action, ENUM, "wait", "wait|abort",                                         \
       "what a host access to a buffer in flight does: wait for the copy, or abort")          \
+    X(free_order, ENUM, "auto", "auto|on|off",                                              \
+      "guard: report a free while a kernel or copy on another stream that was given the "   \
+      "memory is not ordered before it (a missing record_stream or event wait; auto: under " \
+      "vramguard run, which sees every launch, event and synchronisation)")                  \
     X(check_sync, BOOL, "1", "",                                                            \
       "guard: check every allocation at each synchronisation vramguard sees")               \
     X(report, STR, "", "", "file for error reports (default: the log); %p pid, %r rank")    \
@@ -93,6 +97,7 @@ typedef enum { VG_LEAKS_AUTO = 0, VG_LEAKS_ON = 1, VG_LEAKS_OFF = 2 } vg_leaks_t
 typedef enum { VG_DEFER_AUTO = 0, VG_DEFER_ON = 1, VG_DEFER_OFF = 2 } vg_guard_defer_t;
 typedef enum { VG_RACE_AUTO = 0, VG_RACE_ON = 1, VG_RACE_OFF = 2 } vg_host_race_t;
 typedef enum { VG_RACE_WAIT = 0, VG_RACE_ABORT = 1 } vg_host_race_action_t;
+typedef enum { VG_ORDER_AUTO = 0, VG_ORDER_ON = 1, VG_ORDER_OFF = 2 } vg_free_order_t;
 
 typedef struct vg_limit {
     uint64_t bytes;  /* absolute cap, or 0 */

@@ -17,7 +17,9 @@
 #include <unistd.h>
 
 #include "../driver/driver.h"
+#include "heap.h"
 #include "options.h"
+#include "order.h"
 #include "sites.h"
 #include "snapshot.h"
 #include "events.h"
@@ -61,10 +63,13 @@ typedef struct launch {
     char name[96];
     CUstream stream;
     uint32_t site;
-    uint64_t ptrs[VG_LAUNCH_PTRS]; /* its arguments that may be device pointers */
+    uint64_t ptrs[VG_LAUNCH_PTRS]; /* words of its arguments that may be device pointers */
+    uint16_t where[VG_LAUNCH_PTRS]; /* VG_ARG_WHERE of each */
     int nptrs;         /* (described only when printed: the lookup takes heap locks) */
     uint64_t at_event; /* the allocator event sequence number when it was launched */
     uint64_t t_ns;
+    bool captured;     /* into a CUDA graph: it runs when the graph is launched */
+    bool copy;         /* an asynchronous copy or memset, not a kernel */
 } launch_t;
 
 static launch_t g_launches[LAUNCHES];
@@ -72,7 +77,34 @@ static _Atomic uint64_t g_launch_seq;
 static pthread_mutex_t g_launch_lock = PTHREAD_MUTEX_INITIALIZER;
 
 uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site) {
-    return vg__launch_note_args(name, stream, site, NULL, 0);
+    return vg__launch_note_args(name, stream, site, NULL, NULL, 0, -1);
+}
+
+/* `"argument":2,"offset":OFF,"argument_byte":8,"launched_at":` for word a (the
+ * allocation at `user`; argument_byte: where in a struct argument): the site follows. */
+static void arg_json(vg_buf_t *b, const launch_t *l, int a, uint64_t user) {
+    vg__buf_printf(b, "\"argument\":%u,\"offset\":%llu,\"argument_byte\":%u,\"launched_at\":",
+                   (unsigned)(l->where[a] >> 8), (unsigned long long)(l->ptrs[a] - user),
+                   (l->where[a] & 0xffu) * 8u);
+}
+
+/* The first of launch l's argument words pointing into [lo, hi] (an allocation, its end
+ * included), or -1. */
+static int arg_into(const launch_t *l, uint64_t lo, uint64_t hi) {
+    for (int a = 0; a < l->nptrs; a++)
+        if (l->ptrs[a] >= lo && l->ptrs[a] <= hi)
+            return a;
+    return -1;
+}
+
+/* "argument 2", or "argument 2 (bytes 8-15)" for a word inside a struct argument. */
+static const char *arg_text(char out[32], const launch_t *l, int a) {
+    unsigned index = l->where[a] >> 8, byte = (l->where[a] & 0xff) * 8u;
+    if (byte)
+        snprintf(out, 32, "argument %u (bytes %u-%u)", index, byte, byte + 7);
+    else
+        snprintf(out, 32, "argument %u", index);
+    return out;
 }
 
 /* The launch's pointer arguments that lie in vramguard allocations, described into out.
@@ -83,16 +115,20 @@ static void describe_args(const launch_t *l, char *out, size_t n) {
     for (int i = 0; i < l->nptrs && used + 1 < n; i++) {
         char d[96];
         if (l->ptrs[i] && vg__describe_device_ptr(l->ptrs[i], d, sizeof d)) {
-            int w = snprintf(out + used, n - used, "%sargument %d = %s", used ? "; " : "", i, d);
+            char at[32];
+            int w = snprintf(out + used, n - used, "%s%s = %s", used ? "; " : "",
+                             arg_text(at, l, i), d);
             used = w > 0 ? VG_MIN(used + (size_t)w, n - 1) : used;
         }
     }
 }
 
-uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
-                              const uint64_t *ptrs, int nptrs) {
+static uint64_t note(const char *name, CUstream stream, uint32_t site, const uint64_t *ptrs,
+                     const uint16_t *where, int nptrs, int captured, bool copy) {
     if (nptrs > VG_LAUNCH_PTRS)
         nptrs = VG_LAUNCH_PTRS;
+    if (captured < 0)
+        captured = vg__stream_capturing(stream);
     pthread_mutex_lock(&g_launch_lock);
     uint64_t seq = atomic_load(&g_launch_seq) + 1;
     launch_t *l = &g_launches[seq % LAUNCHES];
@@ -101,13 +137,83 @@ uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
     l->stream = stream;
     l->site = site;
     l->nptrs = ptrs ? nptrs : 0;
-    for (int i = 0; i < l->nptrs; i++)
+    for (int i = 0; i < l->nptrs; i++) {
         l->ptrs[i] = ptrs[i];
+        l->where[i] = where ? where[i] : VG_ARG_WHERE(i, 0);
+    }
     l->at_event = vg__event_seq();
     l->t_ns = vg__now_coarse_ns();
+    l->captured = captured != 0;
+    l->copy = copy;
+    if (!captured && vg__opt.mode == VG_MODE_GUARD) /* (G7 is guard mode's; under the
+                                                     * launch lock: a free sees both or neither) */
+        vg__order_launch(stream, seq);
     atomic_store(&g_launch_seq, seq);
     pthread_mutex_unlock(&g_launch_lock);
     return seq;
+}
+
+uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
+                              const uint64_t *ptrs, const uint16_t *where, int nptrs,
+                              int captured) {
+    return note(name, stream, site, ptrs, where, nptrs, captured, false);
+}
+
+uint64_t vg__copy_note(const char *call, CUstream stream, uint32_t site, uint64_t dst,
+                       uint64_t src, uint64_t bytes) {
+    char name[96];
+    snprintf(name, sizeof name, "%s of %llu bytes", call, (unsigned long long)bytes);
+    uint64_t ptrs[2];
+    uint16_t where[2];
+    int n = 0;
+    if (dst) {
+        ptrs[n] = dst;
+        where[n++] = VG_ARG_WHERE(0, 0);
+    }
+    if (src) {
+        ptrs[n] = src;
+        where[n++] = VG_ARG_WHERE(1, 0);
+    }
+    return note(name, stream, site, ptrs, where, n, -1, true);
+}
+
+bool vg__launch_find_unordered(CUstream s, uint64_t lo, uint64_t hi, uint64_t since,
+                               bool (*exempt)(CUstream t, void *arg), void *arg,
+                               uint64_t *seq, int *argi) {
+    enum { CANDIDATES = 16 };
+    launch_t c[CANDIDATES];
+    int ca[CANDIDATES], n = 0;
+    pthread_mutex_lock(&g_launch_lock); /* newest first; the order is asked unlocked */
+    uint64_t last = atomic_load(&g_launch_seq);
+    uint64_t first = last >= LAUNCHES ? last - LAUNCHES + 1 : 1;
+    for (uint64_t q = last; q >= first && q > since && n < CANDIDATES; q--) {
+        const launch_t *l = &g_launches[q % LAUNCHES];
+        int a = l->captured || l->stream == s ? -1 : arg_into(l, lo, hi);
+        if (a >= 0) {
+            c[n] = *l;
+            ca[n++] = a;
+        }
+    }
+    pthread_mutex_unlock(&g_launch_lock);
+    for (int i = 0; i < n; i++) {
+        if ((exempt && exempt(c[i].stream, arg)) || vg__order_after(s, c[i].stream, c[i].seq))
+            continue;
+        *seq = c[i].seq;
+        *argi = ca[i];
+        return true;
+    }
+    return false;
+}
+
+/* A copy of launch `seq` if the ring still holds it. */
+static bool launch_by_seq(uint64_t seq, launch_t *out) {
+    pthread_mutex_lock(&g_launch_lock);
+    const launch_t *l = &g_launches[seq % LAUNCHES];
+    bool ok = seq && l->seq == seq;
+    if (ok)
+        *out = *l;
+    pthread_mutex_unlock(&g_launch_lock);
+    return ok;
 }
 
 uint64_t vg__launch_seq(void) { return atomic_load(&g_launch_seq); }
@@ -173,16 +279,14 @@ static int launches_touching(uint64_t since, uint64_t lo, uint64_t hi, int max, 
         return 0;
     int n = launches_since(since, LAUNCHES, ls), found = 0;
     for (int i = n - 1; i >= 0; i--) { /* newest first, kept from the end of out[] */
-        for (int a = 0; a < ls[i].nptrs; a++) {
-            if (ls[i].ptrs[a] >= lo && ls[i].ptrs[a] <= hi) {
-                if (found < max) {
-                    out[max - 1 - found] = ls[i];
-                    arg[max - 1 - found] = a;
-                }
-                found++;
-                break;
-            }
+        int a = arg_into(&ls[i], lo, hi);
+        if (a < 0)
+            continue;
+        if (found < max) {
+            out[max - 1 - found] = ls[i];
+            arg[max - 1 - found] = a;
         }
+        found++;
     }
     free(ls);
     int kept = VG_MIN(found, max);
@@ -209,8 +313,10 @@ static void launches_touching_describe(vg_buf_t *b, uint64_t since, uint64_t use
     for (int i = 0; i < VG_MIN(found, TOUCHING); i++) {
         char st[48];
         stream_text(st, ls[i].stream);
-        vg__buf_printf(b, "%s  %s on %s, argument %d = the allocation + %llu", indent, ls[i].name,
-                       st, arg[i], (unsigned long long)(ls[i].ptrs[arg[i]] - user));
+        char at[32];
+        vg__buf_printf(b, "%s  %s on %s, %s = the allocation + %llu", indent, ls[i].name, st,
+                       arg_text(at, &ls[i], arg[i]),
+                       (unsigned long long)(ls[i].ptrs[arg[i]] - user));
         vg_site_t *s = vg__site(ls[i].site);
         if (s && s->nframes) {
             vg__symbolize_batch(s->frames, 1);
@@ -228,9 +334,8 @@ static void launches_touching_json(vg_buf_t *b, uint64_t since, uint64_t user, u
     for (int i = 0; i < VG_MIN(found, TOUCHING); i++) {
         vg__buf_printf(b, "%s{\"seq\":%llu,\"name\":", i ? "," : "", (unsigned long long)ls[i].seq);
         vg__buf_json_str(b, ls[i].name);
-        vg__buf_printf(b, ",\"stream\":\"0x%llx\",\"argument\":%d,\"offset\":%llu,\"launched_at\":",
-                       (unsigned long long)(uintptr_t)ls[i].stream, arg[i],
-                       (unsigned long long)(ls[i].ptrs[arg[i]] - user));
+        vg__buf_printf(b, ",\"stream\":\"0x%llx\",", (unsigned long long)(uintptr_t)ls[i].stream);
+        arg_json(b, &ls[i], arg[i], user);
         site_json(b, ls[i].site);
         vg__buf_putc(b, '}');
     }
@@ -437,6 +542,16 @@ static void json_report(vg_buf_t *j, const vg_report_t *r) {
         vg__buf_printf(j, ",\"kernels_given_this_allocation\":");
         launches_touching_json(j, r->clean_seq, r->user, r->size);
     }
+    launch_t l;
+    if (r->kind == VG_REPORT_UNORDERED_FREE && launch_by_seq(r->kernel_seq, &l)) {
+        vg__buf_printf(j, ",\"freed_on_stream\":\"0x%llx\",\"kernel\":{\"seq\":%llu,\"name\":",
+                       (unsigned long long)(uintptr_t)r->free_stream, (unsigned long long)l.seq);
+        vg__buf_json_str(j, l.name);
+        vg__buf_printf(j, ",\"stream\":\"0x%llx\",", (unsigned long long)(uintptr_t)l.stream);
+        arg_json(j, &l, r->kernel_arg, r->user);
+        site_json(j, l.site);
+        vg__buf_putc(j, '}');
+    }
     if (r->kind == VG_REPORT_CUDA_ERROR) {
         vg__buf_printf(j, ",\"last_kernels\":");
         vg__launches_json(j, 0, 16, true); /* (reported with no heap lock held) */
@@ -444,6 +559,10 @@ static void json_report(vg_buf_t *j, const vg_report_t *r) {
     if (r->found) {
         vg__buf_printf(j, ",\"found\":");
         vg__buf_json_str(j, r->found);
+    }
+    if (r->lead[0]) {
+        vg__buf_printf(j, ",\"summary\":");
+        vg__buf_json_str(j, r->lead);
     }
     if (r->detail[0]) {
         vg__buf_printf(j, ",\"detail\":");
@@ -458,6 +577,8 @@ void vg__report(const vg_report_t *r) {
     vg__buf_printf(&b, PREFIX "ERROR: %s\n", kind_headline(r->kind));
     if (r->has_damage)
         damage_text(&b, r);
+    if (r->lead[0])
+        vg__buf_printf(&b, PREFIX "  %s\n", r->lead);
     if (r->has_block) {
         stream_text(st, r->stream);
         char human[40] = "";
@@ -494,7 +615,7 @@ void vg__report(const vg_report_t *r) {
         site_lines(&b, r->call_site, PREFIX "    ", 12);
     }
     if (r->has_block && r->has_damage && r->clean_seq != UINT64_MAX) {
-        vg__buf_printf(&b, PREFIX "  kernels launched since its last clean check:\n");
+        vg__buf_printf(&b, PREFIX "  kernels and copies launched since its last clean check:\n");
         vg__launches_describe(&b, r->clean_seq, 8, PREFIX "    ");
         launches_touching_describe(&b, r->clean_seq, r->user, r->size, PREFIX "  ");
     }
@@ -534,14 +655,74 @@ void vg__report_cuda_error(CUresult r, const char *call) {
     vg_buf_t d = {0};
     vg__buf_printf(&d, "%s returned %s: %s\n", call, vg__cu_error_name(r), vg__cu_error_text(r));
     vg__buf_printf(&d, "CUDA reports a kernel's fault at the next call that waits for it, so "
-                       "this line is rarely the culprit.\nThe kernels launched last, by stream "
-                       "(the fault is most likely in one of them):\n");
+                       "this line is rarely the culprit.\nThe kernels and copies launched last, "
+                       "by stream (the fault is most likely in one of them):\n");
     vg__launches_by_stream(&d, 2, "  ");
     snprintf(rep.detail, sizeof rep.detail, "%s", d.data ? d.data : "");
     vg__buf_free(&d);
     rep.found = "by the CUDA error check (memory errors guard mode already found are "
                 "reported beside this one)";
     vg__report(&rep);
+}
+
+void vg__report_unordered_free(const vg_unordered_t *u) {
+    launch_t l;
+    bool known = launch_by_seq(u->kernel_seq, &l);
+    /* Once per allocation site, free site and kernel launch site: a training loop would
+     * repeat it every step. */
+    enum { SEEN = 256 };
+    static uint64_t seen[SEEN];
+    static int nseen;
+    uint64_t key = ((uint64_t)u->alloc_site * 0x9E3779B97F4A7C15ull) ^
+                   ((uint64_t)u->free_site << 21) ^ (known ? (uint64_t)l.site << 42 : 0);
+    pthread_mutex_lock(&g_lock);
+    bool repeat = false;
+    for (int i = 0; i < nseen && !repeat; i++)
+        repeat = seen[i] == key;
+    if (!repeat && nseen < SEEN)
+        seen[nseen++] = key;
+    pthread_mutex_unlock(&g_lock);
+    if (repeat)
+        return;
+    vg_report_t rep = {.kind = VG_REPORT_UNORDERED_FREE, .device = u->device,
+                       .stream = u->stream, .has_block = true, .user = u->user,
+                       .size = u->size, .id = u->id, .alloc_site = u->alloc_site,
+                       .free_site = u->free_site, .clean_seq = UINT64_MAX,
+                       .kernel_seq = u->kernel_seq, .kernel_arg = u->kernel_arg,
+                       .free_stream = u->free_stream};
+    vg_report_t *r = &rep;
+    char fs[48], ks[48];
+    stream_text(fs, r->free_stream);
+    vg_buf_t d = {0};
+    if (known) {
+        stream_text(ks, l.stream);
+        char at[32];
+        snprintf(r->lead, sizeof r->lead,
+                 "freed on %s while %s%s (launch #%llu, on %s) may still use it: its "
+                 "%s points to the allocation + %llu",
+                 fs, l.copy ? "" : "kernel ", l.name, (unsigned long long)l.seq, ks,
+                 arg_text(at, &l, r->kernel_arg),
+                 (unsigned long long)(l.ptrs[r->kernel_arg] - r->user));
+        vg__buf_printf(&d, "%s at:\n", l.copy ? "it was queued" : "the kernel was launched");
+        site_lines(&d, l.site, "  ", 6);
+    } else {
+        snprintf(r->lead, sizeof r->lead,
+                 "freed on %s while launch #%llu, on another stream, may still use it", fs,
+                 (unsigned long long)r->kernel_seq);
+    }
+    vg__buf_printf(&d,
+                   "Nothing orders the free after it: the freeing stream waited for no event "
+                   "recorded after it,\nthe host did not wait for it, and no record_stream names "
+                   "its stream. The next allocation\non the freeing stream can get this memory "
+                   "while it still reads or writes there (guard\nmode's quarantine holds it back; "
+                   "without vramguard, the next tensor would). Before the\nfree, make the freeing "
+                   "stream wait for that stream (an event recorded there; PyTorch:\n"
+                   "torch.cuda.current_stream().wait_stream(side)), or record the use (PyTorch:\n"
+                   "x.record_stream(side); C: vg_record_stream).\n");
+    snprintf(r->detail, sizeof r->detail, "%s", d.data ? d.data : "");
+    vg__buf_free(&d);
+    r->found = "when the allocation was freed (whether or not the kernel had run yet)";
+    vg__report(r);
 }
 
 uint64_t vg__report_count(void) {

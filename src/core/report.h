@@ -2,9 +2,9 @@
  *
  * A report names the allocation (address, requested size, allocation number, device,
  * stream), where the damage is relative to it, where it was allocated and freed, the
- * kernels launched since its last clean check, and what found it. Text goes to the report
- * sink as soon as the error is found; JSON objects are kept and written to `report_json`
- * at exit (and returned by vg_errors_json()).
+ * kernels and copies launched since its last clean check, and what found it. Text goes to
+ * the report sink as soon as the error is found; JSON objects are kept and written to
+ * `report_json` at exit (and returned by vg_errors_json()).
  */
 #ifndef VG_REPORT_H
 #define VG_REPORT_H
@@ -28,6 +28,8 @@
     X(LEAK, "leak", "memory still allocated at exit")                                       \
     X(GROWTH, "growth", "memory from one allocation site grows every step")                 \
     X(HOST_RACE, "host_race", "host access to a buffer while an async copy uses it")        \
+    X(UNORDERED_FREE, "unordered_free",                                                     \
+      "memory freed while a kernel or copy on another stream may still use it")            \
     X(CUDA_ERROR, "cuda_error", "CUDA error")                                               \
     X(OUT_OF_MEMORY, "out_of_memory", "out of device memory")
 
@@ -56,7 +58,11 @@ typedef struct vg_report {
     uint64_t bytes, count;    /* LEAK / GROWTH: how much, in how many allocations */
     int64_t growth_per_step;  /* GROWTH */
     uint32_t steps;           /* GROWTH */
+    uint64_t kernel_seq;      /* UNORDERED_FREE: the other stream's launch, */
+    int kernel_arg;           /* its argument pointing into the allocation, */
+    CUstream free_stream;     /* and the stream of the free */
     const char *found;        /* what found it: "when the allocation was freed", ... */
+    char lead[320];           /* a line right under the headline, or "" */
     char detail[4096];        /* extra lines, already formatted (indented, no prefix) */
 } vg_report_t;
 
@@ -73,14 +79,27 @@ void vg__report_finish(void);
 /* Every report so far as a JSON array (caller frees). */
 char *vg__reports_json(void);
 
-#define VG_LAUNCH_PTRS 8 /* pointer arguments kept per launch */
+#define VG_LAUNCH_PTRS 16 /* words of a launch's arguments kept: possible pointers */
+
+/* Where a kept word lies: the argument's position, and the byte in it (a pointer inside a
+ * struct argument, as PyTorch's kernels take their tensors' data pointers). */
+#define VG_ARG_WHERE(index, byte) ((uint16_t)(((index) << 8) | ((byte) / 8)))
 
 /* Launch records: the interposer (or vg_kernel_launched) notes each kernel launch.
- * `ptrs` (may be NULL) are the launch's arguments that may be device pointers: those that
- * fall inside a vramguard allocation are named in reports ("x = allocation #7 + 0"). */
+ * `ptrs` (may be NULL) are words of the launch's arguments that may be device pointers:
+ * those that fall inside a vramguard allocation are named in reports ("argument 0 =
+ * allocation #7 + 0"); `where` (NULL: word i is argument i) says where each lies. */
 uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site);
+/* An asynchronous copy or memset on `stream` (the interposer's hooks): recorded as a
+ * launch named "CALL of N bytes", with its device pointers (dst: argument 0, src:
+ * argument 1; 0 for a host side), so reports list it beside kernels and G7 judges frees
+ * after it. */
+uint64_t vg__copy_note(const char *call, CUstream stream, uint32_t site, uint64_t dst,
+                       uint64_t src, uint64_t bytes);
+/* `captured`: whether the stream is being captured into a CUDA graph (-1: ask). */
 uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
-                              const uint64_t *ptrs, int nptrs);
+                              const uint64_t *ptrs, const uint16_t *where, int nptrs,
+                              int captured);
 /* Describe device address p relative to the vramguard allocation holding it
  * ("allocation #7 (4000 bytes) + 16"); false if none does. Takes the heap locks. The
  * launch records keep the raw pointers and describe them only when printed. */
@@ -99,6 +118,26 @@ void vg__guard_flush_stream(void *stream);
  * more is launched there. */
 void vg__context_destroying(CUcontext ctx);
 uint64_t vg__launch_seq(void);
+/* G7: of the launches after `since` on streams other than s (not captured into a graph),
+ * the newest given a pointer into [lo, hi] that nothing orders before s's later work
+ * (order.h), skipping streams `exempt` accepts (the allocation's record_stream uses).
+ * True and its launch number and argument index if there is one. Takes the launch and
+ * order locks only. */
+bool vg__launch_find_unordered(CUstream s, uint64_t lo, uint64_t hi, uint64_t since,
+                               bool (*exempt)(CUstream t, void *arg), void *arg,
+                               uint64_t *seq, int *argi);
+/* G7: a free found unordered after another stream's launch, copied under the heap lock. */
+typedef struct vg_unordered {
+    int device;
+    CUstream stream, free_stream; /* the allocation's stream, the free's */
+    uint64_t user, size, id;
+    uint32_t alloc_site, free_site;
+    uint64_t kernel_seq;          /* the other stream's launch */
+    int kernel_arg;               /* its argument word pointing into the allocation */
+} vg_unordered_t;
+/* Report it (UNORDERED_FREE), once per allocation site, free site and kernel launch site.
+ * Heap locks must not be held. */
+void vg__report_unordered_free(const vg_unordered_t *u);
 /* Append the launches after `since` (most recent last, at most `max`) to b. */
 void vg__launches_describe(vg_buf_t *b, uint64_t since, int max, const char *indent);
 /* `describe`: name the allocations its pointer arguments fall in (takes the heap locks). */

@@ -51,6 +51,10 @@
     X(cuStreamDestroy, cuStreamDestroy_v2)                                                  \
     X(cuCtxDestroy, cuCtxDestroy_v2)                                                        \
     X(cuEventRecord, cuEventRecord)                                                         \
+    X(cuEventRecordWithFlags, cuEventRecordWithFlags)                                       \
+    X(cuStreamWaitEvent, cuStreamWaitEvent)                                                 \
+    X(cuStreamQuery, cuStreamQuery)                                                         \
+    X(cuEventQuery, cuEventQuery)                                                           \
     X(cuLaunchHostFunc, cuLaunchHostFunc)                                                   \
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2)                                        \
     X(cuStreamEndCapture, cuStreamEndCapture)                                               \
@@ -74,6 +78,9 @@
     X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)                   \
     X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz)                         \
     X(cuEventRecord, cuEventRecord, cuEventRecord_ptsz)                                     \
+    X(cuEventRecordWithFlags, cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz)          \
+    X(cuStreamWaitEvent, cuStreamWaitEvent, cuStreamWaitEvent_ptsz)                         \
+    X(cuStreamQuery, cuStreamQuery, cuStreamQuery_ptsz)                                     \
     X(cuLaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)                            \
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)          \
     X(cuStreamEndCapture, cuStreamEndCapture, cuStreamEndCapture_ptsz)                      \

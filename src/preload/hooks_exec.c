@@ -14,6 +14,7 @@
 #include "../core/common.h"
 #include "../core/heap.h"
 #include "../core/options.h"
+#include "../core/order.h"
 #include "../core/report.h"
 #include "../core/sites.h"
 #include "hooks.h"
@@ -27,22 +28,31 @@
     })
 
 /* ---------------------------------------------------------------------------------------
- * What is known about a kernel: its name, and which parameters may be device pointers.
- * A small open-addressing cache keyed by CUfunction (functions live as long as their
- * module, and the set a program launches is small).
+ * What is known about a kernel: its name, and which words of its parameters may be device
+ * pointers: every 8-byte parameter, then the 8-byte words of larger ones (PyTorch's
+ * kernels get their tensors' data pointers in a struct, at::detail::Array<char *, N>),
+ * up to VG_LAUNCH_PTRS in all. A small open-addressing cache keyed by CUfunction
+ * (functions live as long as their module, and the set a program launches is small).
  * ------------------------------------------------------------------------------------- */
 
 #define FUNCS 1024
+#define STRUCT_MAX 512 /* larger parameters are not scanned */
 typedef struct func_info {
     CUfunction f;
     const char *name;
     int nptr;
-    uint16_t offset[VG_LAUNCH_PTRS]; /* byte offsets of 8-byte parameters */
-    uint8_t index[VG_LAUNCH_PTRS];   /* and their positions */
+    uint8_t index[VG_LAUNCH_PTRS];   /* the parameter each word is in, */
+    uint16_t byte[VG_LAUNCH_PTRS];   /* and where in it */
 } func_info_t;
 
 static func_info_t g_funcs[FUNCS];
 static pthread_mutex_t g_funcs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void add_word(func_info_t *out, size_t index, size_t byte) {
+    out->index[out->nptr] = (uint8_t)index;
+    out->byte[out->nptr] = (uint16_t)byte;
+    out->nptr++;
+}
 
 static void describe_func(CUfunction f, func_info_t *out) {
     out->f = f;
@@ -53,16 +63,19 @@ static void describe_func(CUfunction f, func_info_t *out) {
     out->nptr = 0;
     if (!vg__drv_has(cuFuncGetParamInfo))
         return;
-    for (size_t i = 0; i < 256 && out->nptr < VG_LAUNCH_PTRS; i++) {
-        size_t off, size;
-        if (vg__cuFuncGetParamInfo(f, i, &off, &size) != CUDA_SUCCESS)
+    size_t sizes[256], np = 0;
+    for (; np < 256; np++) {
+        size_t off;
+        if (vg__cuFuncGetParamInfo(f, np, &off, &sizes[np]) != CUDA_SUCCESS)
             break;
-        if (size == 8 && off < 65536) {
-            out->offset[out->nptr] = (uint16_t)off;
-            out->index[out->nptr] = (uint8_t)i;
-            out->nptr++;
-        }
     }
+    for (size_t i = 0; i < np && out->nptr < VG_LAUNCH_PTRS; i++)
+        if (sizes[i] == 8)
+            add_word(out, i, 0);
+    for (size_t i = 0; i < np && out->nptr < VG_LAUNCH_PTRS; i++)
+        if (sizes[i] > 8 && sizes[i] <= STRUCT_MAX) /* (the words at 8-byte offsets in it) */
+            for (size_t b = 0; b + 8 <= sizes[i] && out->nptr < VG_LAUNCH_PTRS; b += 8)
+                add_word(out, i, b);
 }
 
 static func_info_t lookup_func(CUfunction f) {
@@ -96,16 +109,22 @@ __attribute__((noinline)) static void before_launch(CUfunction f, CUstream strea
                                                    void **params) {
     func_info_t info = lookup_func(f);
     uint64_t ptrs[VG_LAUNCH_PTRS];
+    uint16_t where[VG_LAUNCH_PTRS];
     int n = 0;
-    for (int i = 0; params && i < info.nptr; i++) /* kernelParams: one pointer per param */
-        memcpy(&ptrs[n++], params[info.index[i]], sizeof ptrs[0]);
-    char captured[96];
-    const char *name = info.name;
-    if (vg__stream_capturing(stream)) { /* it runs at each launch of the graph (A7) */
-        snprintf(captured, sizeof captured, "%s (captured into a CUDA graph)", info.name);
-        name = captured;
+    for (int i = 0; params && i < info.nptr; i++) { /* kernelParams: a pointer per param */
+        memcpy(&ptrs[n], (const char *)params[info.index[i]] + info.byte[i], sizeof ptrs[0]);
+        where[n++] = VG_ARG_WHERE(info.index[i], info.byte[i]);
     }
-    vg__launch_note_args(name, stream, vg__opt.stack_depth ? vg__site_here(2) : 0, ptrs, n);
+    char captured_name[96];
+    const char *name = info.name;
+    bool captured = vg__stream_capturing(stream);
+    if (captured) { /* it runs at each launch of the graph (A7) */
+        snprintf(captured_name, sizeof captured_name, "%s (captured into a CUDA graph)",
+                 info.name);
+        name = captured_name;
+    }
+    vg__launch_note_args(name, stream, vg__opt.stack_depth ? vg__site_here(2) : 0, ptrs, where,
+                         n, captured);
     vg__guard_flush_stream(stream);
 }
 
@@ -205,7 +224,37 @@ VG_API CUresult cuEventSynchronize(CUevent event) {
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     CUresult r = real(event);
-    return vgp_ready() ? vgp_check(r, "cuEventSynchronize") : r;
+    if (!vgp_ready())
+        return r;
+    if (r == CUDA_SUCCESS)
+        vg__order_event_done(event);
+    return vgp_check(r, "cuEventSynchronize");
+}
+
+/* Queries that say "complete" order the host after the work, as a synchronisation does
+ * (a program may poll instead of waiting): for guard mode's check of frees (G7). */
+VG_API CUresult cuStreamQuery(CUstream stream) {
+    __typeof__(&cuStreamQuery) real = NEXT_FN(cuStreamQuery);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real(stream);
+    if (r == CUDA_SUCCESS && vgp_ready())
+        vg__order_stream_done(stream);
+    return r;
+}
+
+VG_API CUresult cuStreamQuery_ptsz(CUstream stream) {
+    return cuStreamQuery(stream ? stream : CU_STREAM_PER_THREAD);
+}
+
+VG_API CUresult cuEventQuery(CUevent event) {
+    __typeof__(&cuEventQuery) real = NEXT_FN(cuEventQuery);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real(event);
+    if (r == CUDA_SUCCESS && vgp_ready())
+        vg__order_event_done(event);
+    return r;
 }
 
 VG_API CUresult cuStreamDestroy_v2(CUstream stream) {
@@ -224,17 +273,58 @@ VG_API CUresult cuStreamDestroy_v2(CUstream stream) {
  * another stream, first launches the guard work waiting there (docs/decisions.md G3).
  * ------------------------------------------------------------------------------------- */
 
+/* An event records what its stream has queued so far; a stream that waits on it comes
+ * after that (G7). Captured records and waits are graph edges, not tracked. */
+static void event_recorded(CUresult r, CUevent event, CUstream stream) {
+    if (r == CUDA_SUCCESS && !vg__stream_capturing(stream))
+        vg__order_event_record(event, stream);
+}
+
 VG_API CUresult cuEventRecord(CUevent event, CUstream stream) {
     __typeof__(&cuEventRecord) real = NEXT_FN(cuEventRecord);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (vgp_ready())
-        vg__guard_flush_stream(stream);
-    return real(event, stream);
+    if (!vgp_ready())
+        return real(event, stream);
+    vg__guard_flush_stream(stream);
+    CUresult r = real(event, stream);
+    event_recorded(r, event, stream);
+    return r;
 }
 
 VG_API CUresult cuEventRecord_ptsz(CUevent event, CUstream stream) {
     return cuEventRecord(event, stream ? stream : CU_STREAM_PER_THREAD);
+}
+
+VG_API CUresult cuEventRecordWithFlags(CUevent event, CUstream stream, unsigned int flags) {
+    __typeof__(&cuEventRecordWithFlags) real = NEXT_FN(cuEventRecordWithFlags);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return real(event, stream, flags);
+    vg__guard_flush_stream(stream);
+    CUresult r = real(event, stream, flags);
+    event_recorded(r, event, stream);
+    return r;
+}
+
+VG_API CUresult cuEventRecordWithFlags_ptsz(CUevent event, CUstream stream,
+                                            unsigned int flags) {
+    return cuEventRecordWithFlags(event, stream ? stream : CU_STREAM_PER_THREAD, flags);
+}
+
+VG_API CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
+    __typeof__(&cuStreamWaitEvent) real = NEXT_FN(cuStreamWaitEvent);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real(stream, event, flags);
+    if (r == CUDA_SUCCESS && vgp_ready() && !vg__stream_capturing(stream))
+        vg__order_stream_wait(stream, event);
+    return r;
+}
+
+VG_API CUresult cuStreamWaitEvent_ptsz(CUstream stream, CUevent event, unsigned int flags) {
+    return cuStreamWaitEvent(stream ? stream : CU_STREAM_PER_THREAD, event, flags);
 }
 
 VG_API CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data) {
@@ -292,7 +382,8 @@ VG_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
         return real(exec, stream);
     char name[96];
     snprintf(name, sizeof name, "CUDA graph %p (cuGraphLaunch)", (void *)exec);
-    vg__launch_note_args(name, stream, vg__opt.stack_depth ? vg__site_here(1) : 0, NULL, 0);
+    vg__launch_note_args(name, stream, vg__opt.stack_depth ? vg__site_here(1) : 0, NULL, NULL, 0,
+                         -1);
     vg__guard_flush_stream(stream);
     return vgp_check(real(exec, stream), "cuGraphLaunch");
 }

@@ -11,9 +11,11 @@
 
 #include "../core/common.h"
 #include "../core/options.h"
+#include "../core/order.h"
 #include "../core/guard.h"
 #include "../core/heap.h"
 #include "../core/report.h"
+#include "../core/sites.h"
 #include "hooks.h"
 #include "preload.h"
 #include "vramguard.h"
@@ -244,7 +246,21 @@ VG_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
     if (f && vgp_ready())
         vg__guard_flush_stream(NULL);
     CUresult r = f ? f(dst, src, n) : CUDA_ERROR_NOT_INITIALIZED;
+    if (r == CUDA_SUCCESS && vgp_ready())
+        vg__order_stream_done(NULL); /* a synchronous copy runs on the legacy stream and
+        * returns once the work queued before it there (and so on blocking streams) has
+        * completed: the host is ordered after it, as a program may rely on (G7) */
     return vgp_ready() ? vgp_check(r, "cuMemcpyHtoD") : r;
+}
+
+/* An asynchronous copy or memset the driver accepted: recorded beside the kernels (reports
+ * list it; guard mode's judgement of frees counts it as a use of the memory, G7). dst and
+ * src: the device sides, 0 for a host side. */
+__attribute__((noinline)) static void copied(CUresult r, const char *call, CUstream s,
+                                            CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    if (r == CUDA_SUCCESS) /* (called before the hook's return, never as a tail call: the
+                            * site's frames skip this function and the hook) */
+        vg__copy_note(call, s, vg__opt.stack_depth ? vg__site_here(2) : 0, dst, src, n);
 }
 
 VG_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
@@ -263,6 +279,7 @@ VG_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
     CUresult r = f(dst, src, n, s);
     vgp_race_after(from, r, s);
     vgp_race_after(to, r, s);
+    copied(r, "cuMemcpyAsync", s, dst, src, n);
     return vgp_check(r, "cuMemcpyAsync");
 }
 
@@ -280,7 +297,9 @@ VG_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
     if (!vgp_ready())
         return f(dst, src, n, s);
     vg__guard_flush_stream(s);
-    return vgp_check(f(dst, src, n, s), "cuMemcpyDtoDAsync");
+    CUresult r = f(dst, src, n, s);
+    copied(r, "cuMemcpyDtoDAsync", s, dst, src, n);
+    return vgp_check(r, "cuMemcpyDtoDAsync");
 }
 
 VG_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
@@ -292,6 +311,8 @@ VG_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     CUresult (*f)(void *, CUdeviceptr, size_t) =
         (CUresult(*)(void *, CUdeviceptr, size_t))vgp_next("cuMemcpyDtoH_v2", &next);
     CUresult r = f ? f(dst, src, n) : CUDA_ERROR_NOT_INITIALIZED;
+    if (r == CUDA_SUCCESS && vgp_ready())
+        vg__order_stream_done(NULL); /* (as for cuMemcpyHtoD) */
     return vgp_ready() ? vgp_check(r, "cuMemcpyDtoH") : r;
 }
 
@@ -307,6 +328,7 @@ VG_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
     uintptr_t token = vgp_race_before(src, n, true, s, "cuMemcpyHtoDAsync");
     CUresult r = f(dst, src, n, s);
     vgp_race_after(token, r, s);
+    copied(r, "cuMemcpyHtoDAsync", s, dst, 0, n);
     return vgp_check(r, "cuMemcpyHtoDAsync");
 }
 
@@ -326,6 +348,7 @@ VG_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstr
     uintptr_t token = vgp_race_before(dst, n, false, s, "cuMemcpyDtoHAsync");
     CUresult r = f(dst, src, n, s);
     vgp_race_after(token, r, s);
+    copied(r, "cuMemcpyDtoHAsync", s, 0, src, n);
     return vgp_check(r, "cuMemcpyDtoHAsync");
 }
 
@@ -367,6 +390,11 @@ VG_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream s) {
     CUresult r = f(c, s);
     vgp_race_after(from, r, s);
     vgp_race_after(to, r, s);
+    bool sd = c->srcMemoryType == CU_MEMORYTYPE_DEVICE || c->srcMemoryType == CU_MEMORYTYPE_UNIFIED;
+    bool dd = c->dstMemoryType == CU_MEMORYTYPE_DEVICE || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED;
+    copied(r, "cuMemcpy2DAsync", s, dd ? c->dstDevice + c->dstY * c->dstPitch + c->dstXInBytes : 0,
+           sd ? c->srcDevice + c->srcY * c->srcPitch + c->srcXInBytes : 0,
+           c->WidthInBytes * c->Height);
     return vgp_check(r, "cuMemcpy2DAsync");
 }
 
@@ -406,7 +434,9 @@ VG_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, 
     if (!vgp_ready())
         return f(dst, value, n, s);
     vg__guard_flush_stream(s);
-    return vgp_check(f(dst, value, n, s), "cuMemsetD8Async");
+    CUresult r = f(dst, value, n, s);
+    copied(r, "cuMemsetD8Async", s, dst, 0, n);
+    return vgp_check(r, "cuMemsetD8Async");
 }
 
 VG_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, size_t n, CUstream s) {
@@ -422,7 +452,9 @@ VG_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, 
     if (!vgp_ready())
         return f(dst, value, n, s);
     vg__guard_flush_stream(s);
-    return vgp_check(f(dst, value, n, s), "cuMemsetD32Async");
+    CUresult r = f(dst, value, n, s);
+    copied(r, "cuMemsetD32Async", s, dst, 0, n * 4);
+    return vgp_check(r, "cuMemsetD32Async");
 }
 
 VG_API CUresult cuMemsetD32Async_ptsz(CUdeviceptr dst, unsigned int value, size_t n, CUstream s) {

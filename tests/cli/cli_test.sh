@@ -293,6 +293,30 @@ browser)
         "file://$TMP/r.html" >/dev/null 2>&1 || fail "chromium could not take a screenshot"
     python3 "$HERE/check_outputs.py" dom "$TMP/dom.html" "$TMP/r.html" || fail "the page did not render as expected"
     python3 "$HERE/check_outputs.py" png "$TMP/shot.png" || fail "the screenshot is blank" ;;
+s2_variants)
+    # S2's correct versions (an event wait, an event polled, a stream synchronisation, the
+    # legacy stream's implicit order, a synchronous copy) under guard mode: no report, in particular no
+    # unordered_free (G7), while the racy version gives one (example_s2_use_after_free).
+    command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
+    for fix in --event --query --sync --legacy --memcpy; do
+        run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s2_use_after_free" $fix
+        grep -q "s2: done with $fix" "$TMP/out" || fail "$fix: the program did not finish: $(cat "$TMP/out")"
+        python3 "$HERE/check_report.py" "$TMP/r.json" 0 all || { cat "$TMP/err" >&2; fail "$fix gave a report"; }
+    done
+    # The side kernel given the pointer inside a struct (as PyTorch's kernels are): the same.
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s2_use_after_free" --struct
+    python3 "$HERE/check_report.py" "$TMP/r.json" 1 unordered_free kernel.name=ex_fill_span \
+        kernel.argument=1 kernel.argument_byte=8 kernel.offset=0 "summary~argument 1 (bytes 8-15)" ||
+        { cat "$TMP/err" >&2; fail "--struct: no unordered_free naming the struct argument"; }
+    # The side stream's use an asynchronous memset instead of a kernel: the same report.
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s2_use_after_free" --copy
+    python3 "$HERE/check_report.py" "$TMP/r.json" 1 unordered_free \
+        "kernel.name=cuMemsetD32Async of 1048576 bytes" kernel.argument=0 kernel.offset=0 \
+        "summary~while cuMemsetD32Async of 1048576 bytes" kernel.launched_at~s2_use_after_free.c ||
+        { cat "$TMP/err" >&2; fail "--copy: no unordered_free naming the memset"; }
+    # free_order=off: the racy version's free is not judged; the write is still found.
+    run 0 "$VG" run --sim --mode=guard --free_order=off --report_json="$TMP/r.json" -- "$EXAMPLES/s2_use_after_free"
+    python3 "$HERE/check_report.py" "$TMP/r.json" 0 unordered_free || fail "free_order=off still reported" ;;
 example_*)
     # An example program under `vramguard run --sim --mode=guard`: the report it must give.
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
@@ -305,7 +329,11 @@ example_*)
     s1_overrun) chk 1 out_of_bounds_after allocation.size=4000 damage.first_offset=4000 damage.bytes=16 \
                     kernels_since_last_clean_check~ex_fill ;;
     s2_use_after_free) chk 1 use_after_free allocation.size=1048576 damage.first_offset=0 \
-                           allocation.freed_at~s2_use_after_free.c ;;
+                           allocation.freed_at~s2_use_after_free.c
+                       # (launched_at: ex_fill is an inline helper; main's line must show)
+                       chk 1 unordered_free allocation.size=1048576 kernel.name=ex_fill \
+                           kernel.argument=0 kernel.offset=0 allocation.freed_at~s2_use_after_free.c \
+                           kernel.launched_at~s2_use_after_free.c ;;
     s3_h2d_race) chk 1 host_race "detail~byte 4000 of the source of cuMemcpyHtoDAsync (1048576 bytes" \
                      detail~s3_h2d_race.c ;;
     s4_d2h_race) chk 1 host_race "detail~the host read" \

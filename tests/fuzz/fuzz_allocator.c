@@ -1,8 +1,10 @@
 /* fuzz_allocator.c — the allocator driven by fuzzer-chosen operations on vgsim: sizes,
  * streams, frees, double and interior frees, wild frees, recorded streams, limits,
  * empty_cache, synchronisations, CUDA graph pools (requests on the third stream routed to
- * a pool between begin and end, as a capture's; release returns the pool's memory); the
- * invariant checker (vg_validate) after every step.
+ * a pool between begin and end, as a capture's; release returns the pool's memory),
+ * kernel launches given the slots' pointers, event records, waits and completions (what
+ * guard mode's judgement of frees, G7, learns from); the invariant checker (vg_validate)
+ * after every step.
  *
  * With VG_FUZZ_GUARD (fuzz_guard.c) the same in guard mode, its work deferred, with a
  * small quarantine: nothing here writes device memory, so a report of damage (an
@@ -13,11 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/order.h"
 #include "driver/driver.h"
 #include "vramguard.h"
 
 #define SLOTS 64
 static CUstream g_streams[3];
+static CUevent g_events[4];
 static int g_ready;
 
 #ifdef VG_FUZZ_GUARD
@@ -41,7 +45,8 @@ static void setup(void) {
      * device's memory) after every step, costs a tenth of what it does on 80 GiB. */
     setenv("VGSIM_MEMORY", "8G", 0);
     char opts[4300];
-    snprintf(opts, sizeof opts, "driver=%s,stack_depth=4,leaks=off" MODE_OPTS, VG_FUZZ_VGSIM_LIB);
+    snprintf(opts, sizeof opts, "driver=%s,stack_depth=4,leaks=off,free_order=on" MODE_OPTS,
+             VG_FUZZ_VGSIM_LIB);
     if (vg_init(opts) != VG_OK) {
         fprintf(stderr, "vg_init: %s\n", vg_last_error());
         abort();
@@ -60,10 +65,34 @@ static void setup(void) {
             fprintf(stderr, "cuStreamCreate: %s\n", vg__cu_error_name(r));
             abort();
         }
+    for (int i = 0; i < 4; i++)
+        if ((r = vg__cuEventCreate(&g_events[i], CU_EVENT_DISABLE_TIMING))) {
+            fprintf(stderr, "cuEventCreate: %s\n", vg__cu_error_name(r));
+            abort();
+        }
 #ifdef VG_FUZZ_GUARD
     vg_set_output_callback(on_output, NULL);
 #endif
     g_ready = 1;
+}
+
+/* Launches, event records, waits and completions, as the interposer reports them. An
+ * unordered_free report may follow (the fuzzer plants such frees); nothing may break. */
+static void order_op(uint8_t op, void **slot, int k, uint8_t b) {
+    CUstream s = g_streams[b % 3];
+    CUevent e = g_events[(b >> 2) % 4];
+    if (op == 0) {
+        const void *ptrs[2] = {slot[k], slot[(k + 1) % SLOTS]};
+        vg_kernel_launched_args("fuzz_kernel", s, ptrs, 2);
+    } else if (op == 1 && vg__cuEventRecord(e, s) == CUDA_SUCCESS) {
+        vg__order_event_record(e, s);
+    } else if (op == 2 && vg__cuStreamWaitEvent(s, e, 0) == CUDA_SUCCESS) {
+        vg__order_stream_wait(s, e);
+    } else if (op == 3 && vg__cuEventSynchronize(e) == CUDA_SUCCESS) {
+        vg__order_event_done(e);
+    } else if (op == 4) {
+        vg_stream_synchronized(s);
+    }
 }
 
 /* Graph pools 1..3: how many begins each has not ended, and not released. */
@@ -116,6 +145,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CUstream s = g_streams[b % 3];
         if (data[i] >= 250) { /* (the highest op bytes; other ops keep their meaning) */
             pool_op((uint8_t)(data[i] - 250) % 3, b);
+            valid();
+            continue;
+        }
+        if (data[i] >= 240) {
+            order_op((uint8_t)(data[i] - 240) % 5, slot, k, b);
             valid();
             continue;
         }

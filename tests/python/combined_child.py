@@ -3,7 +3,9 @@ package allocates (as PyTorch's pluggable allocator does) and the program launch
 kernel through the driver (as PyTorch does), and the kernel writes 16 bytes past the end
 of a 4000-byte tensor (scenario S1). With one vramguard serving both, the report names
 the Python lines of the allocation and of the launch, and the kernel. argv: the
-repository's examples/kernels.ptx."""
+repository's examples/kernels.ptx, then optionally "record_stream" (S2 as PyTorch's
+missing_record_stream.py: a tensor used by a kernel on a side stream is freed on the main
+stream; docs/decisions.md G7) or "record_stream_fixed" (with vg_record_stream first)."""
 import ctypes
 import sys
 
@@ -51,16 +53,28 @@ def tensor(nbytes):
     return p
 
 
-def fill_rows(t, n):
+def fill_rows(t, n, stream=None):
     x, v, count = ctypes.c_void_p(t.value), ctypes.c_float(1.0), ctypes.c_ulonglong(n)
     params = (ctypes.c_void_p * 3)(ctypes.addressof(x), ctypes.addressof(v),
                                    ctypes.addressof(count))
-    check(cu.cuLaunchKernel(fn, (n + 255) // 256, 1, 1, 256, 1, 1, 0, None, params, None),
+    check(cu.cuLaunchKernel(fn, (n + 255) // 256, 1, 1, 256, 1, 1, 0, stream, params, None),
           "cuLaunchKernel")  # LAUNCH
 
 
-t = tensor(4 * 250 * 4)  # a 4x250 float tensor
-fill_rows(t, 4 * 251)    # the bug: as if it had 251 columns  # BUG
-check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
-lib.vg_free(t, None)
-print("filled")
+mode = sys.argv[2] if len(sys.argv) > 2 else "overrun"
+if mode == "overrun":
+    t = tensor(4 * 250 * 4)  # a 4x250 float tensor
+    fill_rows(t, 4 * 251)    # the bug: as if it had 251 columns  # BUG
+    check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+    lib.vg_free(t, None)
+    print("filled")
+else:
+    side = ctypes.c_void_p()
+    check(cu.cuStreamCreate(ctypes.byref(side), 1), "cuStreamCreate")  # non-blocking
+    t = tensor(1 << 20)                   # on the default stream  # S2ALLOC
+    fill_rows(t, 1 << 18, side)           # with torch.cuda.stream(side): uses t
+    if mode == "record_stream_fixed":
+        _lib.check(lib.vg_record_stream(t, side), "vg_record_stream")  # t.record_stream(side)
+    _lib.check(lib.vg_free(t, None), "vg_free")  # del t  # S2FREE
+    check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+    print("freed")

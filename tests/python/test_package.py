@@ -283,6 +283,42 @@ class Combined(unittest.TestCase):
             "fill_rows (%s:%d)" % (child, at["LAUNCH"] - 1), "<module> (%s:%d)" % (child, at["BUG"])])
 
 
+    def _run_child(self, *args):
+        import json
+        import subprocess
+        here = os.path.dirname(os.path.abspath(__file__))
+        child = os.path.join(here, "combined_child.py")
+        ptx = os.path.join(here, "..", "..", "examples", "kernels.ptx")
+        with tempfile.TemporaryDirectory() as tmp:
+            rj = os.path.join(tmp, "r.json")
+            r = subprocess.run([os.environ["VG"], "run", "--sim", "--mode=guard",
+                                "--report_json=" + rj, "--", sys.executable, child, ptx] +
+                               list(args), capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(rj) as f:
+                return child, r, json.load(f)
+
+    def test_a_missing_record_stream_is_reported_at_the_free(self):
+        child, r, reports = self._run_child("record_stream")
+        self.assertIn("freed", r.stdout)
+        kinds = [x["kind"] for x in reports]  # (and the write itself when the race happened)
+        self.assertEqual(kinds.count("unordered_free"), 1, r.stderr)
+        self.assertLessEqual(set(kinds), {"unordered_free", "use_after_free"}, r.stderr)
+        rep = reports[kinds.index("unordered_free")]
+        self.assertEqual(rep["allocation"]["size"], 1 << 20)
+        self.assertEqual((rep["kernel"]["name"], rep["kernel"]["argument"]), ("ex_fill", 0))
+        with open(child) as f:
+            at = {tag: i + 1 for i, text in enumerate(f) for tag in ("S2ALLOC", "S2FREE")
+                  if "# " + tag in text}
+        self.assertIn("<module> (%s:%d)" % (child, at["S2ALLOC"]), rep["allocation"]["allocated_at"])
+        self.assertIn("<module> (%s:%d)" % (child, at["S2FREE"]), rep["allocation"]["freed_at"])
+
+    def test_record_stream_makes_the_free_ordered(self):
+        child, r, reports = self._run_child("record_stream_fixed")
+        self.assertIn("freed", r.stdout)
+        self.assertEqual(reports, [], r.stderr)
+
+
 class Library(unittest.TestCase):
     def test_the_injected_library_is_preferred(self):
         with tempfile.NamedTemporaryFile("w", delete=False) as f:

@@ -30,6 +30,7 @@ static struct {
     record_fn record;
     oom_fn last_oom;
     void *cuda;
+    void *lib;
 } T;
 
 /* As PyTorch does: dlopen the library, look the entry points up by name. */
@@ -37,6 +38,7 @@ static void open_like_pytorch(const char *options) {
     setenv("VRAMGUARD_OPTIONS", options, 1);
     void *lib = dlopen(VG_TEST_LIB, RTLD_NOW | RTLD_LOCAL);
     CHECK_MSG(lib != NULL, "dlopen: %s", dlerror());
+    T.lib = lib;
     T.alloc = (alloc_fn)dlsym(lib, "vg_torch_alloc");
     T.free = (free_fn)dlsym(lib, "vg_torch_free");
     T.init = (init_fn)dlsym(lib, "vg_torch_init");
@@ -114,6 +116,39 @@ VG_TEST(record_stream_delays_reuse) {
     CHECK_MSG(z == x, "the block b used was not reused after b's work completed");
     T.free(y, n, 0, a);
     T.free(z, n, 0, a);
+}
+
+/* Guard mode judges each free by what orders it (docs/decisions.md G7; free_order=on:
+ * under vramguard run the interposer reports the launches and synchronisations itself).
+ * A tensor given to a kernel on another stream and freed without record_stream is
+ * reported at the free; with record_stream it is not. */
+VG_TEST(a_missing_record_stream_is_reported_at_the_free) {
+    static char o[4300];
+    snprintf(o, sizeof o, "%s,mode=guard,free_order=on,leaks=off", opts());
+    open_like_pytorch(o);
+    typedef void (*launched_fn)(const char *, void *, const void *const *, int);
+    launched_fn launched = (launched_fn)dlsym(T.lib, "vg_kernel_launched_args");
+    uint64_t (*errors)(void) = (uint64_t(*)(void))dlsym(T.lib, "vg_error_count");
+    char *(*errors_json)(void) = (char *(*)(void))dlsym(T.lib, "vg_errors_json");
+    CHECK(launched && errors && errors_json);
+    CUstream a = new_stream(), b;
+    CHECK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+    const size_t n = 1 << 20;
+    void *x = T.alloc(n, 0, a);
+    const void *px[] = {x};
+    launched("side_kernel", b, px, 1); /* with torch.cuda.stream(b): uses x */
+    T.free(x, n, 0, a);                /* del x, without x.record_stream(b) */
+    CHECK_EQ(errors(), 1);
+    char *j = errors_json();
+    CHECK(j && strstr(j, "\"kind\":\"unordered_free\"") && strstr(j, "\"name\":\"side_kernel\""));
+    free(j);
+    void *y = T.alloc(n, 0, a);
+    const void *py[] = {y};
+    launched("side_kernel", b, py, 1);
+    T.record(y, b); /* y.record_stream(b) */
+    T.free(y, n, 0, a);
+    CHECK_EQ(errors(), 1);
+    CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
 }
 
 VG_TEST(empty_cache_and_memory_fraction_hooks) {

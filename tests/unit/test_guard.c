@@ -188,6 +188,28 @@ VG_TEST(free_on_another_stream_than_the_allocation) {
     CHECK_CU(vg__cuStreamDestroy(b));
 }
 
+VG_TEST(a_recorded_stream_may_still_write_the_block_after_the_free) {
+    /* record_stream(x, side) says side's queued work may use x after the free: the free's
+     * poison must come after that work, or side's legal write would be reported as a
+     * write to freed memory (docs/decisions.md G7; PyTorch's missing_record_stream.py
+     * --fixed). The side stream is held until after the free. */
+    guard_init("");
+    CUstream main_s = vgt_stream(), side = vgt_stream();
+    void *x;
+    CHECK_VG(vg_malloc(&x, 1 << 20, main_s));
+    vgt_gate_t gate;
+    vgt_gate_close(&gate, side);
+    CHECK_CU(vg__cuMemsetD32Async((CUdeviceptr)(uintptr_t)x, 0x2a2a2a2au, (1 << 20) / 4, side));
+    CHECK_VG(vg_record_stream(x, side));
+    CHECK_VG(vg_free(x, main_s));
+    vg__guard_flush_stream(main_s); /* (the free's poison, deferred or not, is queued) */
+    vg__guard_flush_stream(NULL);
+    vgt_gate_open(&gate); /* side's memset writes x now */
+    CHECK_CU(vg__cuCtxSynchronize());
+    CHECK_VG(vg_check());
+    CHECK_EQ(vg_error_count(), 0);
+}
+
 VG_TEST(freed_memory_is_not_reused_while_quarantined) {
     /* The S2 hazard: memory freed while a kernel still writes it must not be handed to the
      * next tensor at once; the late write lands in the quarantine and is reported there,
@@ -447,7 +469,7 @@ VG_TEST(kernels_since_the_last_clean_check_are_named) {
     CHECK_CONTAINS(j, "\"name\":\"scale_kernel\"");
     CHECK(strstr(j, "innocent_kernel") == NULL);
     vg_free_string(j);
-    CHECK_CONTAINS(g_out, "kernels launched since its last clean check:");
+    CHECK_CONTAINS(g_out, "kernels and copies launched since its last clean check:");
     CHECK_CONTAINS(g_out, "scale_kernel on the default stream");
 }
 
@@ -458,7 +480,7 @@ VG_TEST(a_report_says_when_no_launch_can_be_seen) {
     CHECK_VG(vg_malloc(&t, 4000, NULL));
     poke((char *)t + 4000, 16, 0x4b);
     CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
-    CHECK_CONTAINS(g_out, "kernels launched since its last clean check:\n==vramguard==     (none "
+    CHECK_CONTAINS(g_out, "kernels and copies launched since its last clean check:\n==vramguard==     (none "
                           "seen: vramguard sees kernel launches only under `vramguard run`");
 }
 
