@@ -8,13 +8,17 @@
 #   pytorch  the scripts of examples/pytorch (bug and --fixed) without vramguard, under
 #            python -m vramguard run, under vramguard run, and the out-of-bounds script
 #            under compute-sanitizer
+#   graphs   a CUDA graph training step (examples/pytorch/cuda_graph_step.py) plain, under
+#            vramguard fast and guard, under vramguard run, and with torch.compile
+#            (mode="reduce-overhead")
 #   train    bench/pytorch_train.py: GPT-2 small and ResNet-50 with PyTorch's allocator,
 #            expandable segments, vramguard fast and guard mode; allocation traces
 #            (ONLY=gpt2: GPT-2 alone)
 #   recheck  the re-runs after the fixes the first runs led to
 #   next     (or next-guard, next-memcheck, next-stream: its three parts, one at a time)
 #            what the changes since (2026-11-22 evening) need a GPU for: the guard unit
-#            tests on the real driver (new kernel ops); guard vs fast replays in the steady state; guard mode beside compute-sanitizer on the same
+#            tests on the real driver (new kernel ops); S2's unordered free and its
+#            correct versions; guard vs fast replays in the steady state; guard mode beside compute-sanitizer on the same
 #            small training loops; GPT-2 in guard mode under a memory limit; the
 #            record_stream script
 #   peak     peak reserved and step time side by side with PyTorch's allocator and
@@ -131,8 +135,16 @@ pytorch)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name())'
     build
+    # G7 (2026-11-23), first: the missing record_stream reported at the free, as unordered
+    # after the side stream's mul kernel, however the timing falls; --fixed: no report.
+    for fixed in "" --fixed; do
+        step "missing_record_stream $fixed vramguard run + python -m vramguard run" 180 \
+            "$B/vramguard" run --mode=guard -- python3 -m vramguard run \
+            examples/pytorch/missing_record_stream.py $fixed
+    done
     step "load_inline build" 300 python3 -c 'import runpy, sys; sys.argv=["x","--fixed"]; runpy.run_path("examples/pytorch/oob_custom_kernel.py")'
     for s in examples/pytorch/*.py; do
+        [ "$(basename "$s")" = cuda_graph_step.py ] && continue # (the `graphs` part)
         for fixed in "" --fixed; do
             step "$(basename "$s") $fixed plain" 120 python3 "$s" $fixed
             step "$(basename "$s") $fixed python -m vramguard run" 120 python3 -m vramguard run \
@@ -145,20 +157,10 @@ pytorch)
                 "examples/pytorch/$s.py" $fixed
         done
     done
-    # CUDA graphs (2026-11-23, A7): a captured training step in fast mode too, and the same
-    # under vramguard run (the preload must leave the capture alone).
-    step "cuda_graph_step fast" 180 python3 -m vramguard run --mode=fast examples/pytorch/cuda_graph_step.py
-    step "cuda_graph_step --compile plain" 300 python3 examples/pytorch/cuda_graph_step.py --compile
-    step "cuda_graph_step --compile fast" 300 python3 -m vramguard run --mode=fast \
-        examples/pytorch/cuda_graph_step.py --compile
-    step "cuda_graph_step vramguard run" 180 "$B/vramguard" run --mode=guard -- python3 \
-        examples/pytorch/cuda_graph_step.py
     # Both at once (2026-11-23): the package uses the injected library, so the tensor-level
     # report should also name the kernels launched since the last clean check; one summary.
-    for s in oob_custom_kernel missing_record_stream; do
-        step "$s vramguard run + python -m vramguard run" 180 "$B/vramguard" run --mode=guard \
-            -- python3 -m vramguard run "examples/pytorch/$s.py"
-    done
+    step "oob_custom_kernel vramguard run + python -m vramguard run" 180 "$B/vramguard" run \
+        --mode=guard -- python3 -m vramguard run examples/pytorch/oob_custom_kernel.py
     for fixed in "" --fixed; do
         step "oob_custom_kernel $fixed compute-sanitizer" 300 compute-sanitizer --tool memcheck \
             python3 examples/pytorch/oob_custom_kernel.py $fixed
@@ -185,6 +187,21 @@ vramguard.dump_snapshot("/tmp/vg-snap.pickle")
 from torch.cuda import _memory_viz
 print(_memory_viz.segment_plot(snap)[:100] if hasattr(_memory_viz, "segment_plot") else "no segment_plot")
 '
+    ;;
+graphs)
+    # CUDA graphs (2026-11-23, A7): a captured training step in fast mode, with
+    # torch.compile(mode="reduce-overhead"), and under vramguard run (the preload must
+    # leave the capture alone); the script checks itself (exit 1 on a wrong replay).
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    step "cuda_graph_step plain" 180 python3 examples/pytorch/cuda_graph_step.py
+    step "cuda_graph_step fast" 180 python3 -m vramguard run --mode=fast examples/pytorch/cuda_graph_step.py
+    step "cuda_graph_step guard" 180 python3 -m vramguard run --mode=guard examples/pytorch/cuda_graph_step.py
+    step "cuda_graph_step vramguard run" 180 "$B/vramguard" run --mode=guard -- python3 \
+        examples/pytorch/cuda_graph_step.py
+    step "cuda_graph_step --compile plain" 300 python3 examples/pytorch/cuda_graph_step.py --compile
+    step "cuda_graph_step --compile fast" 300 python3 -m vramguard run --mode=fast \
+        examples/pytorch/cuda_graph_step.py --compile
     ;;
 train)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -240,6 +257,16 @@ next | next-guard | next-memcheck | next-stream)
         for how in --generic --2d; do
             step "s3_h2d_race $how vramguard" 60 "$B/vramguard" run --mode=guard -- \
                 "$B/examples/s3_h2d_race" $how
+        done
+        # Frees not ordered after another stream's kernel (2026-11-23, G7): the racy S2
+        # gives an unordered_free report, each correct version none (the CUDA 13 runtime
+        # may record events with cuEventRecordWithFlags: it is hooked too).
+        for how in "" --struct --copy --event --query --sync --legacy --memcpy; do
+            step "s2_use_after_free $how vramguard" 60 "$B/vramguard" run --mode=guard -- \
+                "$B/examples/s2_use_after_free" $how
+        done
+        for c in $(cases tests/unit/test_order.c); do
+            VGT_DRIVER=libcuda.so.1 step "unit_order $c" 60 "$B/tests/unit/unit_order" "$c"
         done
         guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)
         REPEAT=15 replays
@@ -355,7 +382,7 @@ except Exception as e:
         --steps 200 && cat /tmp/vg-run.json >>"$J"
     ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, train, recheck, next, next-guard, next-memcheck, next-stream, peak or convert)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-memcheck, next-stream, peak or convert)" >&2
     exit 2
     ;;
 esac
