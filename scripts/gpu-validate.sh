@@ -5,9 +5,10 @@
 # exit status and how long it took. PART is one of
 #   c        build; driver-API conformance suite; demo; guard unit tests on the real driver;
 #            the C examples under vramguard run and under compute-sanitizer; replays
-#   pytorch  the scripts of examples/pytorch (bug and --fixed) without vramguard, under
-#            python -m vramguard run, under vramguard run, and the out-of-bounds script
-#            under compute-sanitizer
+#   pytorch  the scripts of examples/pytorch (bug and --fixed) without vramguard and
+#            under python -m vramguard run --mode=guard (which runs them under vramguard
+#            run too); two with the package alone (--interpose=off), the copy races under
+#            vramguard run alone, and the out-of-bounds script under compute-sanitizer
 #   graphs   a CUDA graph training step (examples/pytorch/cuda_graph_step.py) plain, under
 #            vramguard fast and guard, under vramguard run, and with torch.compile
 #            (mode="reduce-overhead")
@@ -135,14 +136,10 @@ pytorch)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name())'
     build
-    # G7 (2026-11-23), first: the missing record_stream reported at the free, as unordered
-    # after the side stream's mul kernel, however the timing falls; --fixed: no report.
-    for fixed in "" --fixed; do
-        step "missing_record_stream $fixed vramguard run + python -m vramguard run" 180 \
-            "$B/vramguard" run --mode=guard -- python3 -m vramguard run \
-            examples/pytorch/missing_record_stream.py $fixed
-    done
     step "load_inline build" 300 python3 -c 'import runpy, sys; sys.argv=["x","--fixed"]; runpy.run_path("examples/pytorch/oob_custom_kernel.py")'
+    # python -m vramguard run --mode=guard runs the script under vramguard run too (P2,
+    # 2026-11-23): each report should name the kernels; missing_record_stream should be
+    # reported at the free (G7) however the timing falls, and the two copy races caught.
     for s in examples/pytorch/*.py; do
         [ "$(basename "$s")" = cuda_graph_step.py ] && continue # (the `graphs` part)
         for fixed in "" --fixed; do
@@ -151,16 +148,16 @@ pytorch)
                 --mode=guard --limit=15G --growth_steps=5 "$s" $fixed
         done
     done
-    for s in nonblocking_d2h_read nonblocking_h2d_modify missing_record_stream oob_custom_kernel; do
+    for s in oob_custom_kernel missing_record_stream; do # the package alone
+        step "$s python -m vramguard run --interpose=off" 120 python3 -m vramguard run \
+            --mode=guard --interpose=off "examples/pytorch/$s.py"
+    done
+    for s in nonblocking_d2h_read nonblocking_h2d_modify; do # vramguard run alone
         for fixed in "" --fixed; do
             step "$s $fixed vramguard run" 120 "$B/vramguard" run --mode=guard -- python3 \
                 "examples/pytorch/$s.py" $fixed
         done
     done
-    # Both at once (2026-11-23): the package uses the injected library, so the tensor-level
-    # report should also name the kernels launched since the last clean check; one summary.
-    step "oob_custom_kernel vramguard run + python -m vramguard run" 180 "$B/vramguard" run \
-        --mode=guard -- python3 -m vramguard run examples/pytorch/oob_custom_kernel.py
     for fixed in "" --fixed; do
         step "oob_custom_kernel $fixed compute-sanitizer" 300 compute-sanitizer --tool memcheck \
             python3 examples/pytorch/oob_custom_kernel.py $fixed
@@ -277,6 +274,9 @@ next | next-guard | next-memcheck | next-stream)
             set -- $m
             train_run "$J" "$1 batch $2 plain" 120 --alloc default --model $1 --batch $2 --steps 12 --warmup 2
             train_run "$J" "$1 batch $2 guard" 120 --alloc guard --model $1 --batch $2 --steps 12 --warmup 2
+            step "$1 batch $2 guard under vramguard run" 120 "$B/vramguard" run --mode=guard -- \
+                python3 bench/pytorch_train.py --json /tmp/vg-run.json --alloc guard --model $1 \
+                --batch $2 --steps 12 --warmup 2 && cat /tmp/vg-run.json >>"$J"
             step "$1 batch $2 compute-sanitizer" 240 compute-sanitizer --tool memcheck python3 \
                 bench/pytorch_train.py --json /tmp/vg-run.json --alloc default --model $1 --batch $2 \
                 --steps 12 --warmup 2 && cat /tmp/vg-run.json >>"$J"

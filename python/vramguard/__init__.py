@@ -76,6 +76,13 @@ def _env_options(environ=os.environ):
     return out
 
 
+def _in_environment(option_string, environ=os.environ):
+    """Does VRAMGUARD_OPTIONS already hold every option of option_string, with its value?"""
+    env = _env_options(environ)
+    items = (item.partition("=") for item in option_string.split(",") if item)
+    return all(env.get(key) == value for key, _, value in items)
+
+
 def _torch():
     try:
         import torch
@@ -131,8 +138,13 @@ def enable(mode=None, auto_step=None, **options):
                              "process has already allocated CUDA memory with PyTorch's allocator")
     l = _lib.lib()
     effective = mode or _env_options().get("mode") or "fast"
-    _lib.check(l.vg_init(options_string(mode, **pytorch_defaults(options, mode=effective))
-                         .encode()), "vramguard options")
+    wanted = options_string(mode, **pytorch_defaults(options, mode=effective))
+    if _lib._preloaded() and _in_environment(wanted):
+        # `vramguard run` injected the library, which starts from VRAMGUARD_OPTIONS at the
+        # program's first driver call, which may come first: the same options again would
+        # be refused as "other options".
+        wanted = None
+    _lib.check(l.vg_init(wanted.encode() if wanted else None), "vramguard options")
     entry = _lib.torch_entry()
     alloc = torch.cuda.memory.CUDAPluggableAllocator(*entry)
     _wire_graph_hooks(getattr(alloc, "_allocator", None), l, entry[0])

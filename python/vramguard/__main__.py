@@ -5,16 +5,23 @@ python -m vramguard convert SNAPSHOT.pickle [TRACE.csv] [--device=N]
 run: runs a script with vramguard enabled before it starts, so the script needs no
 change. An allocation failure raises torch.cuda.OutOfMemoryError carrying vramguard's
 explanation. --follow-children enables it in the Python processes the script starts too
-(torchrun's workers: run -m torch.distributed.run ...).
+(torchrun's workers: run -m torch.distributed.run ...). In guard mode the script runs
+under `vramguard run` as well, so that reports also name the kernels and copies, a tensor
+freed while another stream may still use it, and host/async-copy races
+(--interpose=off: allocations only; --interpose=on: in fast mode too).
 
 convert: turns the allocation history of a PyTorch memory snapshot
 (torch.cuda.memory._record_memory_history(), then _dump_snapshot()) into a trace for
 `vramguard replay TRACE.csv`, which then shows what vramguard would reserve beside what
 PyTorch's allocator did."""
+import os
 import runpy
 import sys
 
 import vramguard
+from vramguard import _lib
+
+_INTERPOSED = "VRAMGUARD_PY_INTERPOSED"  # (set for the script run under `vramguard run`)
 
 
 def _parse(argv):
@@ -28,6 +35,34 @@ def _parse(argv):
         opts[key.replace("-", "_")] = value if eq else "1"
         i += 1
     return opts, argv[i:]
+
+
+def _interposer_command(argv, opts, mode, environ=os.environ):
+    """(command, note): the command that runs `python -m vramguard ARGV` again under
+    `vramguard run`, or None where it is not wanted or cannot be, with a note for stderr
+    when the user loses something by it. The package alone sees only allocations; the
+    interposer sees the launches, streams, events and copies the checks need (G7, S3/S4).
+    opts: the run options less --interpose and --follow-children (the inner run handles
+    those), mode: the effective mode."""
+    want = opts.pop("interpose", None)
+    want = mode == "guard" if want is None else vramguard._truthy(want)
+    if not want or _lib._preloaded():
+        return None, None
+    if environ.get(_INTERPOSED):
+        return None, ("vramguard: libvramguard_preload.so did not load under `vramguard run`; "
+                      "guard mode sees this script's allocations only")
+    cli = _lib.cli()
+    if cli is None:
+        return None, ("vramguard: guard mode sees this script's allocations only: to see its "
+                      "kernels, streams and copies too it runs under `vramguard run`, and no "
+                      "`vramguard` command was found (put it on PATH or set VRAMGUARD_CLI; "
+                      "--interpose=off says not to look)")
+    auto_step = opts.pop("auto_step", None)  # (enable()'s own, not a library option)
+    options = vramguard.options_string(mode, **vramguard.pytorch_defaults(opts, environ, mode))
+    if auto_step is not None:
+        opts["auto_step"] = auto_step
+    flags = ["--" + item for item in options.split(",") if item]
+    return [cli, "run"] + flags + ["--", sys.executable, "-m", "vramguard"] + argv, None
 
 
 def main(argv):
@@ -56,9 +91,25 @@ def main(argv):
         return 2
     follow = vramguard._truthy(opts.pop("follow_children", "0"))
     mode = opts.pop("mode", None)  # (None: VRAMGUARD_OPTIONS's, else fast)
+    try:
+        cmd, note = _interposer_command(
+            argv, opts, mode or vramguard._env_options().get("mode") or "fast")
+    except ValueError as e:
+        sys.stderr.write("vramguard: %s\n" % e)
+        return 2
+    if note:
+        sys.stderr.write(note + "\n")
+    if cmd:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        env = dict(os.environ, **{_INTERPOSED: "1"})
+        try:
+            os.execve(cmd[0], cmd, env)
+        except OSError as e:
+            sys.stderr.write("vramguard: cannot run %s (%s); guard mode sees this script's "
+                             "allocations only\n" % (cmd[0], e))
     if follow:  # (before enable(): its options are checked there, for the children too)
         import json
-        import os
         here = os.path.join(os.path.dirname(os.path.abspath(vramguard.__file__)), "_children")
         os.environ["VRAMGUARD_PYTHON"] = json.dumps(dict(opts, mode=mode))
         paths = [here]

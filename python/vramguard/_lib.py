@@ -56,6 +56,25 @@ def path():
         "build) and set VRAMGUARD_LIB=/path/to/libvramguard.so, or put `vramguard` on PATH")
 
 
+def cli():
+    """The `vramguard` command, or None: VRAMGUARD_CLI, then PATH, then next to the library
+    (a build directory holds both; an install has bin/ beside lib/)."""
+    env = os.environ.get("VRAMGUARD_CLI")
+    found = [env] if env else []
+    exe = shutil.which("vramguard")
+    if exe:
+        found.append(exe)
+    try:
+        d = os.path.dirname(os.path.abspath(path()))
+        found += [os.path.join(d, "vramguard"), os.path.join(d, "..", "bin", "vramguard")]
+    except VramguardError:
+        pass
+    for c in found:
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            return os.path.normpath(c)
+    return None
+
+
 def torch_entry():
     """(library, alloc, free) for PyTorch's pluggable allocator: libvramguard_torch.so's
     entry points, which raise on a failed allocation (PyTorch does not check for NULL),

@@ -69,8 +69,9 @@ const cli_verb_t cli_verbs[] = {
      "Guard mode then also sees every launch, copy, event and synchronisation: it names\n"
      "the kernels that touched a damaged allocation, reports a free that nothing orders\n"
      "after another stream's use of the memory (free_order), and the host touching a\n"
-     "pinned buffer while an async copy uses it (host_race). A PyTorch script gets\n"
-     "tensor-level checks as well with: vramguard run -- python -m vramguard run SCRIPT.\n"
+     "pinned buffer while an async copy uses it (host_race). For a PyTorch script,\n"
+     "python -m vramguard run --mode=guard SCRIPT gives tensor-level checks and all of\n"
+     "this at once (it runs the script under vramguard run itself).\n"
      "Every process is guarded until it first uses the GPU, so a wrapper (a shell script,\n"
      "a python shim, a launcher) passes vramguard on to the GPU program it starts.",
      run_flags, true},

@@ -207,15 +207,22 @@ static void attr_text(void *code, const char *name, char *out, size_t n) {
     py.DecRef(o);
 }
 
-/* nn.Module's __call__ machinery sits between every two modules of a model's stack
- * (Module._wrapped_call_impl, Module._call_impl): it names nothing the user wrote and
- * would push the user's own lines past stack_depth, so it is left out. */
+static bool ends_with(const char *s, const char *end) {
+    size_t n = strlen(s), m = strlen(end);
+    return n >= m && strcmp(s + n - m, end) == 0;
+}
+
+/* Frames that name nothing the user wrote, left out of the stacks:
+ * - nn.Module's __call__ machinery (Module._wrapped_call_impl, Module._call_impl), which
+ *   sits between every two modules of a model's stack and would push the user's own
+ *   lines past stack_depth;
+ * - what starts a script: runpy (python -m, and python -m vramguard run's run_path) and
+ *   vramguard's own launcher, so a stack ends at the script's <module> line. */
 static bool is_plumbing(const char *func, const char *file) {
-    static const char module_py[] = "torch/nn/modules/module.py";
-    size_t n = strlen(file), m = sizeof module_py - 1;
-    size_t f = strlen(func), c = sizeof "_call_impl" - 1;
-    return n >= m && strcmp(file + n - m, module_py) == 0 && f >= c &&
-           strcmp(func + f - c, "_call_impl") == 0;
+    if (ends_with(file, "torch/nn/modules/module.py"))
+        return ends_with(func, "_call_impl");
+    return strcmp(file, "<frozen runpy>") == 0 || ends_with(file, "/runpy.py") ||
+           ends_with(file, "/vramguard/__main__.py");
 }
 
 /* The frame id of (code, line), interning it (the GIL is held); 0 when the table is full. */

@@ -9,10 +9,12 @@ stream; docs/decisions.md G7) or "record_stream_fixed" (with vg_record_stream fi
 import ctypes
 import sys
 
+import vramguard
 from vramguard import _lib
 
 lib = _lib.lib()  # (the library vramguard run injected)
-_lib.check(lib.vg_init(b"python_frames=1"), "vg_init")
+if not vramguard.enabled():  # (under python -m vramguard run, enable() did it)
+    _lib.check(lib.vg_init(b"python_frames=1"), "vg_init")
 cu = ctypes.CDLL("libcuda.so.1")  # (vgsim, through vramguard run --sim)
 
 

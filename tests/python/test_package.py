@@ -396,10 +396,6 @@ class Command(unittest.TestCase):
         self.assertIn("PyTorch", str(cm.exception))
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class PythonFrames(unittest.TestCase):
     """python_frames: reports and snapshots name the Python lines (frames_child.py)."""
 
@@ -489,3 +485,95 @@ class PythonFrames(unittest.TestCase):
         self.assertEqual(len(reports), 3)  # (the two leaks share one C site)
         self.assertFalse(any(child in f for r in reports[:2] for f in r["call_at"]))
         self.assertFalse(any(child in f for r in reports[2:] for f in r["allocated_at"]))
+
+
+class Interposed(unittest.TestCase):
+    """python -m vramguard run --mode=guard runs the script under `vramguard run` too, so
+    one line gives what the package alone cannot see: the kernel, and a free not ordered
+    after another stream's kernel (G7). PyTorch is stood in for by tests/python/fake_torch
+    (what enable() touches); combined_child.py allocates through the library itself."""
+
+    def run_child(self, *args, env_extra=None, options=("--mode=guard",)):
+        import json
+        import subprocess
+        here = os.path.dirname(os.path.abspath(__file__))
+        child = os.path.join(here, "combined_child.py")
+        ptx = os.path.join(here, "..", "..", "examples", "kernels.ptx")
+        package = os.path.dirname(os.path.dirname(os.path.abspath(vramguard.__file__)))
+        env = dict(os.environ, VRAMGUARD_CLI=os.environ["VG"],
+                   LD_LIBRARY_PATH=os.path.dirname(os.environ["VGSIM_LIB"]),
+                   PYTHONPATH=os.pathsep.join([os.path.join(here, "fake_torch"), package]))
+        env.pop(_INTERPOSED, None)
+        env.update(env_extra or {})
+        with tempfile.TemporaryDirectory() as tmp:
+            rj = os.path.join(tmp, "r.json")
+            cmd = [sys.executable, "-m", "vramguard", "run"] + list(options) + [
+                "--report_json=" + rj, child, ptx] + list(args)
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(rj) as f:
+                return child, r, json.load(f)
+
+    @unittest.skipIf(sys.version_info < (3, 11), "a multi-line call's line differs before 3.11")
+    def test_guard_mode_names_the_kernel_and_ends_the_stack_at_the_script(self):
+        child, r, reports = self.run_child()
+        self.assertIn("filled", r.stdout)
+        self.assertEqual(r.stderr.count("ERROR SUMMARY"), 1, r.stderr)
+        self.assertEqual([x["kind"] for x in reports], ["out_of_bounds_after"], r.stderr)
+        with open(child) as f:
+            at = {tag: i + 1 for i, text in enumerate(f) for tag in ("ALLOC", "LAUNCH", "BUG")
+                  if "# " + tag in text}
+        self.assertEqual(reports[0]["allocation"]["allocated_at"], [  # (no runpy, no launcher)
+            "tensor (%s:%d)" % (child, at["ALLOC"]), "<module> (%s:%d)" % (child, at["BUG"] - 1)])
+        kernels = reports[0]["kernels_since_last_clean_check"]
+        self.assertEqual([k["name"] for k in kernels], ["ex_fill"], r.stderr)
+
+    def test_a_missing_record_stream_is_reported_from_one_line(self):
+        _, r, reports = self.run_child("record_stream")
+        self.assertIn("unordered_free", [x["kind"] for x in reports], r.stderr)
+        _, r, reports = self.run_child("record_stream_fixed")
+        self.assertEqual(reports, [], r.stderr)
+
+    def test_off_runs_the_package_alone(self):
+        _, r, reports = self.run_child(options=("--mode=guard", "--interpose=off"))
+        self.assertEqual([x["kind"] for x in reports], ["out_of_bounds_after"], r.stderr)
+        self.assertEqual(reports[0]["kernels_since_last_clean_check"], [])  # (not seen)
+
+    def test_the_command(self):
+        cmd, note = _interposer_command(["run", "--mode=guard", "--limit=1G", "t.py"],
+                                        {"limit": "1G", "auto_step": "0"}, "guard", {})
+        self.assertIsNone(note)
+        self.assertEqual(cmd[1:cmd.index("--")], [
+            "run", "--mode=guard", "--leaks=off", "--limit=1G", "--python_frames=1"])
+        self.assertEqual(cmd[cmd.index("--") + 1:], [
+            sys.executable, "-m", "vramguard", "run", "--mode=guard", "--limit=1G", "t.py"])
+        self.assertEqual(_interposer_command(["run", "t.py"], {}, "fast", {}), (None, None))
+        opts = {"interpose": "on"}
+        self.assertIsNotNone(_interposer_command(["run", "t.py"], opts, "fast", {})[0])
+        self.assertEqual(opts, {})  # (--interpose is not an option of the library)
+        cmd, note = _interposer_command(["run", "t.py"], {}, "guard", {_INTERPOSED: "1"})
+        self.assertIsNone(cmd)
+        self.assertIn("did not load", note)
+
+    def test_without_the_command_a_note_says_what_is_missing(self):
+        cli = _lib.cli
+        _lib.cli = lambda: None
+        try:
+            cmd, note = _interposer_command(["run", "t.py"], {}, "guard", {})
+        finally:
+            _lib.cli = cli
+        self.assertIsNone(cmd)
+        self.assertIn("allocations only", note)
+        self.assertIn("VRAMGUARD_CLI", note)
+
+    def test_options_already_in_the_environment(self):
+        env = {"VRAMGUARD_OPTIONS": "mode=guard,leaks=off,python_frames=1"}
+        self.assertTrue(vramguard._in_environment("mode=guard,leaks=off", env))
+        self.assertFalse(vramguard._in_environment("mode=guard,limit=1G", env))
+        self.assertFalse(vramguard._in_environment("mode=fast", env))
+
+
+from vramguard.__main__ import _INTERPOSED, _interposer_command  # noqa: E402
+
+if __name__ == "__main__":
+    unittest.main()
