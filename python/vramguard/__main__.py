@@ -55,8 +55,8 @@ def _interposer_command(argv, opts, mode, environ=os.environ):
     if cli is None:
         return None, ("vramguard: guard mode sees this script's allocations only: to see its "
                       "kernels, streams and copies too it runs under `vramguard run`, and no "
-                      "`vramguard` command was found (put it on PATH or set VRAMGUARD_CLI; "
-                      "--interpose=off says not to look)")
+                      "`vramguard` command with its libvramguard_preload.so was found (put it "
+                      "on PATH or set VRAMGUARD_CLI; --interpose=off says not to look)")
     auto_step = opts.pop("auto_step", None)  # (enable()'s own, not a library option)
     options = vramguard.options_string(mode, **vramguard.pytorch_defaults(opts, environ, mode))
     if auto_step is not None:

@@ -70,9 +70,16 @@ def cli():
     except VramguardError:
         pass
     for c in found:
-        if os.path.isfile(c) and os.access(c, os.X_OK):
+        if os.path.isfile(c) and os.access(c, os.X_OK) and _has_preload(c):
             return os.path.normpath(c)
     return None
+
+
+def _has_preload(cli_path):
+    """Is libvramguard_preload.so where `vramguard run` looks for it (cmd_run.c)?"""
+    d = os.path.dirname(os.path.realpath(cli_path))
+    return any(os.access(os.path.join(d, rel, "libvramguard_preload.so"), os.R_OK)
+               for rel in (".", "../lib/vramguard", "../lib64/vramguard"))
 
 
 def torch_entry():

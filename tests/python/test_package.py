@@ -566,6 +566,24 @@ class Interposed(unittest.TestCase):
         self.assertIn("allocations only", note)
         self.assertIn("VRAMGUARD_CLI", note)
 
+    def test_a_command_without_its_preload_library_is_not_used(self):
+        with tempfile.TemporaryDirectory() as d:
+            fake = os.path.join(d, "vramguard")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\nexit 3\n")
+            os.chmod(fake, 0o755)
+            old = os.environ.get("VRAMGUARD_CLI")
+            os.environ["VRAMGUARD_CLI"] = fake
+            try:
+                self.assertNotEqual(_lib.cli(), fake)
+                open(os.path.join(d, "libvramguard_preload.so"), "w").close()
+                self.assertEqual(_lib.cli(), fake)
+            finally:
+                if old is None:
+                    del os.environ["VRAMGUARD_CLI"]
+                else:
+                    os.environ["VRAMGUARD_CLI"] = old
+
     def test_options_already_in_the_environment(self):
         env = {"VRAMGUARD_OPTIONS": "mode=guard,leaks=off,python_frames=1"}
         self.assertTrue(vramguard._in_environment("mode=guard,leaks=off", env))
