@@ -18,11 +18,13 @@ typedef struct demo {
 CUresult demo_kernels_load(demo_t *d);
 
 /* One scenario: plants its bug, then checks vramguard's report. Returns true when the
- * report named the right allocation, size and offset; otherwise writes why not. */
+ * report named the right allocation, size and offset (and kernel, where there is one);
+ * otherwise writes why not. */
 typedef struct demo_scenario {
     const char *id;      /* "S1" */
     const char *title;   /* what goes wrong, in a user's words */
     const char *planted; /* what the scenario does */
+    const char *checked; /* what run() checked the report says, printed when it does */
     bool (*run)(demo_t *d, char *why, size_t n);
 } demo_scenario_t;
 

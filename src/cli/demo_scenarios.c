@@ -288,18 +288,29 @@ out:
 
 const demo_scenario_t demo_scenarios[] = {
     {"S1", "a kernel writes past the end of a tensor",
-     "demo_iota fills a 4x250 float tensor (4000 bytes) as if it were 4x251", s1_overrun},
+     "demo_iota fills a 4x250 float tensor (4000 bytes) as if it were 4x251",
+     "the report names the 4000-byte tensor, the 16 bytes past its end (offsets "
+     "4000-4015) and the kernel demo_iota",
+     s1_overrun},
     {"S2", "a tensor is freed while a side stream still uses it",
      "a 1 MiB tensor is freed on the main stream without vg_record_stream while a kernel "
      "on the side stream is still queued to write it",
+     "the free is reported as not ordered after demo_fill on the side stream, then the "
+     "late write at offset 0 of the freed 1 MiB tensor, with where it was freed",
      s2_use_after_free},
     {"S5", "tensors kept in a list inside a training loop",
      "each step allocates an 8 MiB temporary (freed) and a 2 MiB activation that is kept",
+     "the report gives 2 MiB of growth per step from one allocation site, s5_step",
      s5_growth},
     {"S8", "bad frees", "a double free, a free inside an allocation, a free of a wild pointer",
+     "the reports name the 512-byte allocation freed twice (and its first free) and the "
+     "4096-byte one freed from inside; the free of a wild pointer too; the allocator's state "
+     "is intact",
      s8_bad_frees},
     {"S9", "an illegal address, reported at an unrelated line",
      "demo_scatter stores through a corrupted index 4 GiB past a 4000-byte tensor",
+     "the report names CUDA_ERROR_ILLEGAL_ADDRESS, the kernel demo_scatter among the last "
+     "launches and the 4000-byte tensor it was given",
      s9_illegal_address},
 };
 const int demo_nscenarios = (int)(sizeof demo_scenarios / sizeof demo_scenarios[0]);

@@ -120,8 +120,8 @@ static void describe_site(const char *what, uint32_t site) {
     if (!s || !s->nframes)
         return;
     vg__error_append("\n  %s at:", what);
-    vg__symbolize_batch(s->frames, (int)s->nframes);
-    for (uint32_t i = 0; i < s->nframes && i < 8; i++)
+    uint32_t shown = vg__site_symbolize(s);
+    for (uint32_t i = 0; i < shown && i < 8; i++)
         vg__error_append("\n    #%u %s", i, vg__symbolize(s->frames[i]));
 }
 

@@ -53,8 +53,8 @@ void vg__sites_top(vg_buf_t *b, int n, const char *indent) {
             continue;
         }
         vg__buf_printf(b, ":\n");
-        vg__symbolize_batch(s->frames, (int)s->nframes);
-        for (uint32_t f = 0; f < s->nframes && f < 6; f++)
+        uint32_t shown = vg__site_symbolize(s);
+        for (uint32_t f = 0; f < shown && f < 6; f++)
             vg__buf_printf(b, "%s    #%u %s\n", indent, f, vg__symbolize(s->frames[f]));
     }
     if (k > n)

@@ -233,8 +233,8 @@ static void site_lines(vg_buf_t *b, uint32_t site, const char *indent, int max) 
         vg__buf_printf(b, "%s(no stack: stack_depth=0 or not captured)\n", indent);
         return;
     }
-    vg__symbolize_batch(s->frames, (int)s->nframes);
-    for (uint32_t i = 0; i < s->nframes && (int)i < max; i++)
+    uint32_t shown = vg__site_symbolize(s);
+    for (uint32_t i = 0; i < shown && (int)i < max; i++)
         vg__buf_printf(b, "%s#%u %s\n", indent, i, vg__symbolize(s->frames[i]));
 }
 
@@ -242,8 +242,8 @@ static void site_json(vg_buf_t *b, uint32_t site) {
     vg_site_t *s = vg__site(site);
     vg__buf_putc(b, '[');
     if (s && s->nframes) {
-        vg__symbolize_batch(s->frames, (int)s->nframes);
-        for (uint32_t i = 0; i < s->nframes; i++) {
+        uint32_t shown = vg__site_symbolize(s);
+        for (uint32_t i = 0; i < shown; i++) {
             if (i)
                 vg__buf_putc(b, ',');
             vg__buf_json_str(b, vg__symbolize(s->frames[i]));
@@ -426,9 +426,9 @@ void vg__launches_by_stream(vg_buf_t *b, int per_stream, const char *indent) {
                            (unsigned long long)ls[i].seq);
             vg_site_t *s = vg__site(ls[i].site);
             if (s && s->nframes) {
-                vg__symbolize_batch(s->frames, (int)s->nframes);
+                uint32_t shown = vg__site_symbolize(s);
                 vg__buf_printf(b, ", launched at:\n");
-                for (uint32_t f = 0; f < s->nframes && f < 4; f++)
+                for (uint32_t f = 0; f < shown && f < 4; f++)
                     vg__buf_printf(b, "%s      #%u %s\n", indent, f, vg__symbolize(s->frames[f]));
             } else {
                 vg__buf_putc(b, '\n');

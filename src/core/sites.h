@@ -104,5 +104,9 @@ static inline void vg__site_account(uint32_t id, int64_t bytes, int64_t count) {
 const char *vg__symbolize(uintptr_t addr);
 /* Symbolize a batch up front (one addr2line run per module). */
 void vg__symbolize_batch(const uintptr_t *addrs, int n);
+/* Symbolize site s's frames and return how many a stack shows: those above the C
+ * library's program start (__libc_start_call_main, __libc_start_main, _start), which
+ * name nothing the program wrote. */
+uint32_t vg__site_symbolize(const vg_site_t *s);
 
 #endif /* VG_SITES_H */

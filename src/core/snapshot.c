@@ -145,8 +145,8 @@ static void sites_json(vg_buf_t *b, const site_set_t *sites) {
             continue;
         vg__buf_printf(b, "%s{\"id\":%u,\"frames\":[", first ? "" : ",", id);
         first = false;
-        vg__symbolize_batch(s->frames, (int)s->nframes);
-        for (uint32_t i = 0; i < s->nframes; i++) {
+        uint32_t shown = vg__site_symbolize(s);
+        for (uint32_t i = 0; i < shown; i++) {
             if (i)
                 vg__buf_putc(b, ',');
             vg__buf_json_str(b, vg__symbolize(s->frames[i]));

@@ -289,6 +289,20 @@ void vg__symbolize_batch(const uintptr_t *addrs, int n) {
     pthread_mutex_unlock(&g_lock);
 }
 
+static bool program_start(const char *t) {
+    if (strncmp(t, "__libc_start", 12) == 0)
+        return true;
+    return strncmp(t, "_start", 6) == 0 && (t[6] == ' ' || t[6] == '+' || t[6] == '\0');
+}
+
+uint32_t vg__site_symbolize(const vg_site_t *s) {
+    vg__symbolize_batch(s->frames, (int)s->nframes);
+    for (uint32_t i = 1; i < s->nframes; i++) /* (a stack of start frames alone: all) */
+        if (program_start(vg__symbolize(s->frames[i])))
+            return i;
+    return s->nframes;
+}
+
 const char *vg__symbolize(uintptr_t addr) {
     pthread_mutex_lock(&g_lock);
     const char *t = cache_get(addr);

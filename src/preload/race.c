@@ -358,9 +358,9 @@ static void report_race(rec_t *r) {
                                    : "the host may see the old bytes, the new ones, or a mix");
     vg_site_t *s = vg__site(r->enqueue_site);
     if (s && s->nframes) {
-        vg__symbolize_batch(s->frames, (int)s->nframes);
+        uint32_t shown = vg__site_symbolize(s);
         vg__buf_printf(&d, "the copy was enqueued at:\n");
-        for (uint32_t i = 0; i < s->nframes && i < 8; i++)
+        for (uint32_t i = 0; i < shown && i < 8; i++)
             vg__buf_printf(&d, "  #%u %s\n", i, vg__symbolize(s->frames[i]));
     }
     vg__buf_printf(&d, "%s", r->waited_out

@@ -29,7 +29,11 @@ demo)
     for k in "out-of-bounds write after the end" "write to freed memory" "grows every step" \
              "double free" "CUDA_ERROR_ILLEGAL_ADDRESS"; do
         grep -q "$k" "$TMP/err" || fail "no report containing '$k'"
-    done ;;
+    done
+    grep -q "the kernel demo_scatter among the last launches" "$TMP/out" ||
+        fail "the demo does not say what S9's check found"
+    # Stacks end where the program starts: no frame of the C library's start-up.
+    ! grep -qE "__libc_start|#[0-9]+ _start" "$TMP/err" || fail "a stack shows libc's start-up" ;;
 replay_json_*)
     t=${CASE#replay_json_}
     run 0 "$VG" replay --json --repeat=2 "$TRACES/$t.csv"
