@@ -348,7 +348,11 @@ void vg__launches_describe(vg_buf_t *b, uint64_t since, int max, const char *ind
         return;
     int n = launches_since(since, max, ls);
     uint64_t total = vg__launch_seq() - since;
-    if (n == 0 && vg__launch_seq() == 0) /* (PyTorch's pluggable allocator alone, say) */
+    if (n == 0 && vg__launch_seq() == 0 && vg__opt.python_frames) /* (the PyTorch package) */
+        vg__buf_printf(b, "%s(none seen: the package alone does not see kernel launches; "
+                       "`python -m vramguard run --mode=guard` does, unless --interpose=off)\n",
+                       indent);
+    else if (n == 0 && vg__launch_seq() == 0)
         vg__buf_printf(b, "%s(none seen: vramguard sees kernel launches only under `vramguard "
                        "run` or through vg_kernel_launched)\n", indent);
     else if (n == 0)

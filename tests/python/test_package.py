@@ -538,6 +538,7 @@ class Interposed(unittest.TestCase):
         _, r, reports = self.run_child(options=("--mode=guard", "--interpose=off"))
         self.assertEqual([x["kind"] for x in reports], ["out_of_bounds_after"], r.stderr)
         self.assertEqual(reports[0]["kernels_since_last_clean_check"], [])  # (not seen)
+        self.assertIn("the package alone does not see kernel launches", r.stderr)
 
     def test_the_command(self):
         cmd, note = _interposer_command(["run", "--mode=guard", "--limit=1G", "t.py"],
