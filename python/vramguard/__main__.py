@@ -62,7 +62,18 @@ def _interposer_command(argv, opts, mode, environ=os.environ):
     if auto_step is not None:
         opts["auto_step"] = auto_step
     flags = ["--" + item for item in options.split(",") if item]
-    return [cli, "run"] + flags + ["--", sys.executable, "-m", "vramguard"] + argv, None
+    return [cli, "run"] + flags + ["--", sys.executable] + _interpreter_flags() + [
+        "-m", "vramguard"] + argv, None
+
+
+def _interpreter_flags():
+    """This interpreter's own flags (-X dev, -W error, -O, ...), for the same interpreter
+    again."""
+    import subprocess
+    try:
+        return subprocess._args_from_interpreter_flags()
+    except Exception:  # (a private helper of CPython's: without it, none)
+        return []
 
 
 def main(argv):

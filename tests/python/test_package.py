@@ -534,6 +534,25 @@ class Interposed(unittest.TestCase):
         _, r, reports = self.run_child("record_stream_fixed")
         self.assertEqual(reports, [], r.stderr)
 
+    def test_the_interpreters_flags_reach_the_script(self):
+        import subprocess
+        here = os.path.dirname(os.path.abspath(__file__))
+        package = os.path.dirname(os.path.dirname(os.path.abspath(vramguard.__file__)))
+        env = dict(os.environ, VRAMGUARD_CLI=os.environ["VG"],
+                   LD_LIBRARY_PATH=os.path.dirname(os.environ["VGSIM_LIB"]),
+                   PYTHONPATH=os.pathsep.join([os.path.join(here, "fake_torch"), package]))
+        env.pop(_INTERPOSED, None)
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "s.py")
+            with open(script, "w") as f:
+                f.write("import sys\nfrom vramguard import _lib\n"
+                        "print(sys.flags.optimize, sys.warnoptions, bool(_lib._preloaded()))\n")
+            r = subprocess.run([sys.executable, "-O", "-W", "error::DeprecationWarning", "-m",
+                                "vramguard", "run", "--mode=guard", script],
+                               capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "1 ['error::DeprecationWarning'] True", r.stderr)
+
     def test_off_runs_the_package_alone(self):
         _, r, reports = self.run_child(options=("--mode=guard", "--interpose=off"))
         self.assertEqual([x["kind"] for x in reports], ["out_of_bounds_after"], r.stderr)
@@ -546,8 +565,8 @@ class Interposed(unittest.TestCase):
         self.assertIsNone(note)
         self.assertEqual(cmd[1:cmd.index("--")], [
             "run", "--mode=guard", "--leaks=off", "--limit=1G", "--python_frames=1"])
-        self.assertEqual(cmd[cmd.index("--") + 1:], [
-            sys.executable, "-m", "vramguard", "run", "--mode=guard", "--limit=1G", "t.py"])
+        self.assertEqual(cmd[cmd.index("--") + 1:], [sys.executable] + _interpreter_flags() + [
+            "-m", "vramguard", "run", "--mode=guard", "--limit=1G", "t.py"])
         self.assertEqual(_interposer_command(["run", "t.py"], {}, "fast", {}), (None, None))
         opts = {"interpose": "on"}
         self.assertIsNotNone(_interposer_command(["run", "t.py"], opts, "fast", {})[0])
@@ -592,7 +611,7 @@ class Interposed(unittest.TestCase):
         self.assertFalse(vramguard._in_environment("mode=fast", env))
 
 
-from vramguard.__main__ import _INTERPOSED, _interposer_command  # noqa: E402
+from vramguard.__main__ import _INTERPOSED, _interposer_command, _interpreter_flags  # noqa: E402
 
 if __name__ == "__main__":
     unittest.main()
