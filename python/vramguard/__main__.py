@@ -1,4 +1,4 @@
-"""python -m vramguard run [--mode=guard] [--follow-children] [--OPTION=VALUE ...] script.py [args...]
+"""python -m vramguard run [--mode=guard] [--follow-children] [--interpose=on|off] [--OPTION=VALUE ...] script.py [args...]
 python -m vramguard run [--OPTION=VALUE ...] -m module [args...]
 python -m vramguard convert SNAPSHOT.pickle [TRACE.csv] [--device=N]
 
@@ -8,7 +8,8 @@ explanation. --follow-children enables it in the Python processes the script sta
 (torchrun's workers: run -m torch.distributed.run ...). In guard mode the script runs
 under `vramguard run` as well, so that reports also name the kernels and copies, a tensor
 freed while another stream may still use it, and host/async-copy races
-(--interpose=off: allocations only; --interpose=on: in fast mode too).
+(--interpose=off: allocations only; --interpose=on: in fast mode too), and with
+--follow-children so do the processes it starts.
 
 convert: turns the allocation history of a PyTorch memory snapshot
 (torch.cuda.memory._record_memory_history(), then _dump_snapshot()) into a trace for
@@ -37,13 +38,13 @@ def _parse(argv):
     return opts, argv[i:]
 
 
-def _interposer_command(argv, opts, mode, environ=os.environ):
+def _interposer_command(argv, opts, mode, environ=os.environ, follow=False):
     """(command, note): the command that runs `python -m vramguard ARGV` again under
     `vramguard run`, or None where it is not wanted or cannot be, with a note for stderr
     when the user loses something by it. The package alone sees only allocations; the
     interposer sees the launches, streams, events and copies the checks need (G7, S3/S4).
-    opts: the run options less --interpose and --follow-children (the inner run handles
-    those), mode: the effective mode."""
+    opts: the run options less --mode and --follow-children, mode: the effective mode,
+    follow: --follow-children (then the script's processes get `vramguard run` too)."""
     want = opts.pop("interpose", None)
     want = mode == "guard" if want is None else vramguard._truthy(want)
     if not want or _lib._preloaded():
@@ -62,6 +63,8 @@ def _interposer_command(argv, opts, mode, environ=os.environ):
     if auto_step is not None:
         opts["auto_step"] = auto_step
     flags = ["--" + item for item in options.split(",") if item]
+    if follow:
+        flags.append("--follow-children")
     return [cli, "run"] + flags + ["--", sys.executable] + _interpreter_flags() + [
         "-m", "vramguard"] + argv, None
 
@@ -104,7 +107,7 @@ def main(argv):
     mode = opts.pop("mode", None)  # (None: VRAMGUARD_OPTIONS's, else fast)
     try:
         cmd, note = _interposer_command(
-            argv, opts, mode or vramguard._env_options().get("mode") or "fast")
+            argv, opts, mode or vramguard._env_options().get("mode") or "fast", follow=follow)
     except ValueError as e:
         sys.stderr.write("vramguard: %s\n" % e)
         return 2

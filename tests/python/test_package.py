@@ -568,6 +568,9 @@ class Interposed(unittest.TestCase):
         self.assertEqual(cmd[cmd.index("--") + 1:], [sys.executable] + _interpreter_flags() + [
             "-m", "vramguard", "run", "--mode=guard", "--limit=1G", "t.py"])
         self.assertEqual(_interposer_command(["run", "t.py"], {}, "fast", {}), (None, None))
+        cmd, _ = _interposer_command(["run", "--follow-children", "t.py"], {}, "guard", {},
+                                     follow=True)
+        self.assertIn("--follow-children", cmd[:cmd.index("--")])  # (workers: the hooks too)
         opts = {"interpose": "on"}
         self.assertIsNotNone(_interposer_command(["run", "t.py"], opts, "fast", {})[0])
         self.assertEqual(opts, {})  # (--interpose is not an option of the library)
