@@ -111,6 +111,7 @@ def main(argv):
     except ValueError as e:
         sys.stderr.write("vramguard: %s\n" % e)
         return 2
+    os.environ.pop(_INTERPOSED, None)  # (the script's own `python -m vramguard run`s start afresh)
     if note:
         sys.stderr.write(note + "\n")
     if cmd:

@@ -545,13 +545,14 @@ class Interposed(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             script = os.path.join(tmp, "s.py")
             with open(script, "w") as f:
-                f.write("import sys\nfrom vramguard import _lib\n"
-                        "print(sys.flags.optimize, sys.warnoptions, bool(_lib._preloaded()))\n")
+                f.write("import os, sys\nfrom vramguard import _lib\n"
+                        "print(sys.flags.optimize, sys.warnoptions, bool(_lib._preloaded()),\n"
+                        "      'VRAMGUARD_PY_INTERPOSED' in os.environ)\n")
             r = subprocess.run([sys.executable, "-O", "-W", "error::DeprecationWarning", "-m",
                                 "vramguard", "run", "--mode=guard", script],
                                capture_output=True, text=True, timeout=120, env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.strip(), "1 ['error::DeprecationWarning'] True", r.stderr)
+        self.assertEqual(r.stdout.strip(), "1 ['error::DeprecationWarning'] True False", r.stderr)
 
     def test_off_runs_the_package_alone(self):
         _, r, reports = self.run_child(options=("--mode=guard", "--interpose=off"))
