@@ -34,7 +34,8 @@
  *
  * Errors come back through a log in pinned host memory mapped for the device, read with
  * plain loads (guard_abi.h), so what a kernel found can be reported even after a sticky
- * error has killed the context. A damaged range is reported once per allocation.
+ * error has killed the context. A damaged range is reported once per allocation. Check
+ * points and the reading of the log are in guard_check.c.
  */
 #define _GNU_SOURCE
 #include "guard.h"
@@ -44,18 +45,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kernels/guard_abi.h"
 #include "common.h"
+#include "guard_impl.h"
 #include "options.h"
 #include "order.h"
 #include "report.h"
 #include "sites.h"
 #include "guard_ptx.h" /* generated from kernels/guard.ptx: vg_guard_ptx[] */
 
-#define LOG_CAPACITY 4096
-#define AT_FREE 0x100 /* kind flag: the check made at the free */
-#define AT_EXIT 0x200 /* kind flag: the check made as the block left the quarantine */
-#define AT_GRAPH 0x800 /* kind flag: a redzone of a CUDA graph's allocation (graphpool.c) */
 #define PENDING_MAX 56 /* descriptors of frees waiting for a launch, per stream */
 #define QUARANTINE_FLOOR (32ull << 20) /* memory pressure shrinks the quarantine to this */
 #define PENDING_AGE_NS 200000 /* and the longest the oldest of them waits (checked at calls) */
@@ -71,44 +68,6 @@ typedef struct pending {
     unsigned frees;                 /* frees with descriptors here */
     uint64_t oldest_ns;             /* when the oldest was added */
 } pending_t;
-
-/* Block flags (beside heap.h's): already reported; freed on another stream; freed on
- * another stream whose order after the allocation's could not be set up. */
-enum {
-    REP_LEFT = 2,
-    REP_RIGHT = 4,
-    REP_POISON = 8,
-    CROSS_FREE = 16,
-    UNORDERED = 64,
-};
-
-/* Descriptors in pinned memory the device reads. */
-typedef struct desc_buf {
-    vg_guard_desc_t *d;
-    CUdeviceptr dev;
-    size_t cap;
-} desc_buf_t;
-
-typedef struct vg_guard {
-    CUfunction fn_check, fn_ranges;
-    CUmodule module;
-    vg_guard_log_t *log;        /* pinned, mapped for the device */
-    CUdeviceptr log_dev;
-    uint32_t log_read;          /* records consumed */
-    desc_buf_t check_buf;       /* descriptors of check points */
-    CUstream stream;            /* where check points run */
-    CUevent event;
-    vg_block_t **q;             /* the quarantine: a ring, oldest at q_head */
-    size_t q_cap, q_head;       /* (q_cap: a power of two) */
-    uint64_t q_bytes, q_count;
-    uint64_t q_limit;           /* `quarantine`, halved each time memory runs short */
-    bool dead;                  /* the context failed: no more launches */
-    bool warned_launch;         /* a failed launch was logged */
-    uint64_t fills_launched, fills_skipped; /* redzone fills at allocation */
-    uint64_t unguarded;         /* allocations and frees of CUDA graph captures (A7) */
-    uint64_t launches;          /* of the checker kernels, all kinds */
-    uint64_t exits;             /* quarantine exit batches */
-} vg_guard_t;
 
 bool vg__guard_on(void) { return vg__opt.mode == VG_MODE_GUARD; }
 
@@ -192,11 +151,6 @@ vg_status_t vg__guard_heap_init(vg_heap_t *h) {
  * Launches
  * ------------------------------------------------------------------------------------- */
 
-static vg_guard_desc_t desc(uint64_t addr, uint64_t len, const vg_block_t *b, uint32_t pattern,
-                            uint16_t op, uint16_t kind) {
-    return (vg_guard_desc_t){addr, len, b->id, b->user, pattern, op, kind};
-}
-
 /* One descriptor for all the guard work of block b at its allocation or free, when its
  * fields fit (the right redzone and poison_bytes in 32 bits; poison_ends always does) and
  * no part of it was reported already (whose check must then be left out). */
@@ -209,15 +163,13 @@ static bool block_desc(const vg_block_t *b, uint16_t op, uint16_t flags, vg_guar
     return true;
 }
 
-static vg_block_t *find_block(vg_heap_t *h, uint64_t user, uint64_t id);
-
 /* The fills or poison of a launch that failed (or could not be ordered) never happened:
  * the blocks it named hold no pattern, and checking them would report damage that is not
  * there. They are never checked again (as if every range had been reported). */
 static void forget_batch(vg_heap_t *h, const vg_guard_batch_t *batch, const char *why) {
     vg_guard_t *g = h->guard;
     for (unsigned i = 0; i < batch->n; i++) {
-        vg_block_t *b = find_block(h, batch->d[i].user, batch->d[i].tag);
+        vg_block_t *b = vg__guard_find_block(h, batch->d[i].user, batch->d[i].tag);
         if (b)
             b->flags |= REP_LEFT | REP_RIGHT | REP_POISON;
     }
@@ -228,7 +180,7 @@ static void forget_batch(vg_heap_t *h, const vg_guard_batch_t *batch, const char
     }
 }
 
-static CUresult launch_ranges(vg_heap_t *h, vg_guard_batch_t *batch, CUstream s) {
+CUresult vg__guard_launch_ranges(vg_heap_t *h, vg_guard_batch_t *batch, CUstream s) {
     vg_guard_t *g = h->guard;
     CUresult r = CUDA_ERROR_LAUNCH_FAILED;
     if (!g->dead) {
@@ -248,7 +200,7 @@ static CUresult launch_ranges(vg_heap_t *h, vg_guard_batch_t *batch, CUstream s)
 }
 
 /* The poisoned ranges of a freed block: all of it, or its two ends. */
-static int poison_ranges(const vg_block_t *b, uint64_t *a, uint64_t *n) {
+int vg__guard_poison_ranges(const vg_block_t *b, uint64_t *a, uint64_t *n) {
     return (int)vg_guard_poison_split(b->user, b->requested, vg__opt.poison_bytes,
                                       vg__opt.poison_ends, a, n);
 }
@@ -257,7 +209,7 @@ static int poison_ranges(const vg_block_t *b, uint64_t *a, uint64_t *n) {
  * the pattern (the canary is the poison word: redzones and poisoned ends alike). */
 static void pattern_left(const vg_block_t *b, uint64_t *head, uint64_t *tail) {
     uint64_t a[2], n[2];
-    int k = (b->flags & REP_POISON) ? 0 : poison_ranges(b, a, n);
+    int k = (b->flags & REP_POISON) ? 0 : vg__guard_poison_ranges(b, a, n);
     uint64_t left = b->user - b->addr, right = b->addr + b->size - (b->user + b->requested);
     *head = (b->flags & REP_LEFT) ? 0 : left + (k > 0 ? n[0] : 0);
     *tail = (b->flags & REP_RIGHT) ? 0 : right + (k == 2 ? n[1] : k == 1 ? n[0] : 0);
@@ -332,7 +284,7 @@ static void flush_stream(vg_heap_t *h, vg_stream_t *s) {
     while (p && p->n > 0) {
         vg_guard_batch_t batch = {0};
         take_pending(s, &batch, VG_GUARD_BATCH);
-        launch_ranges(h, &batch, s->handle);
+        vg__guard_launch_ranges(h, &batch, s->handle);
     }
 }
 
@@ -352,12 +304,10 @@ void vg__guard_flush(vg_heap_t *h, CUstream stream) {
     vg__heap_ctx_leave(pushed);
 }
 
-static void flush_all(vg_heap_t *h) {
+void vg__guard_flush_streams(vg_heap_t *h) {
     for (vg_stream_t *s = h->streams; s; s = s->next)
         flush_stream(h, s);
 }
-
-static bool wait_for(vg_guard_t *g, CUstream s);
 
 /* A free on another stream than the allocation's, or of a block record_stream gave other
  * streams: the allocation's redzone fill may still wait on its stream (deferred, or behind
@@ -388,7 +338,7 @@ void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
         flush_stream(h, s);
     for (int k = 0; k < n; k++) {
         flush_stream(h, other[k]);
-        if (!wait_for(g, other[k]->handle))
+        if (!vg__guard_wait_for(g, other[k]->handle))
             b->flags |= UNORDERED;
     }
     vg__heap_ctx_leave(pushed);
@@ -514,326 +464,11 @@ vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) 
         take_pending(s, &batch, VG_GUARD_BATCH - 2);
     bool pushed;
     stream_ctx(h, &pushed);
-    CUresult r = launch_ranges(h, &batch, stream);
+    CUresult r = vg__guard_launch_ranges(h, &batch, stream);
     vg__heap_ctx_leave(pushed);
     if (r == CUDA_SUCCESS)
         sync_call_done(h, s);
     return r == CUDA_SUCCESS ? VG_OK : cu_fail(r, "filling the redzones");
-}
-
-/* ---------------------------------------------------------------------------------------
- * Reading the log
- * ------------------------------------------------------------------------------------- */
-
-/* A live or quarantined block (both are in the live map), if it is still that one. */
-static vg_block_t *find_block(vg_heap_t *h, uint64_t user, uint64_t id) {
-    vg_block_t *b = vg__ptrmap_get(&h->live, user);
-    return b && b->id == id ? b : NULL;
-}
-
-/* What a log record says of the damage, in a report about its allocation. */
-static vg_report_t damage_report(const vg_heap_t *h, const vg_guard_error_t *e) {
-    vg_report_t r = {0};
-    r.device = h->device;
-    r.has_block = true;
-    r.has_damage = true;
-    r.user = e->user;
-    r.id = e->tag;
-    r.off_first = (int64_t)(e->addr + e->first_bad) - (int64_t)e->user;
-    r.off_last = (int64_t)(e->addr + e->last_bad) - (int64_t)e->user;
-    r.bad_bytes = e->bad_bytes;
-    r.damage_word = e->first_word;
-    r.clean_seq = UINT64_MAX;
-    return r;
-}
-
-/* A redzone of a CUDA graph's allocation was written: after the end of a tensor the
- * capture allocated (freed since, perhaps: in the graph it is live at each replay). */
-static void graph_error(vg_heap_t *h, const vg_guard_error_t *e, const char *origin) {
-    vg_gpool_rz_t *z = vg__gpool_rz_find(h, e->tag, e->addr);
-    if (!z || z->state != VG_RZ_FILLED)
-        return; /* (reported already, or no longer checked) */
-    z->state = VG_RZ_DEAD;
-    vg_report_t r = damage_report(h, e);
-    r.size = z->requested;
-    r.stream = z->stream;
-    r.alloc_site = z->site;
-    r.clean_seq = z->seq;
-    r.kind = z->side == VG_RANGE_LEFT ? VG_REPORT_OOB_BEFORE : VG_REPORT_OOB_AFTER;
-    r.in_graph = true;
-    r.found = origin;
-    vg__report(&r);
-}
-
-static void handle_error(vg_heap_t *h, const vg_guard_error_t *e, const char *origin) {
-    if (e->kind & AT_GRAPH) {
-        graph_error(h, e, origin);
-        return;
-    }
-    vg_block_t *b = find_block(h, e->user, e->tag);
-    uint32_t base = e->kind & 0xff;
-    bool by_free = e->kind & AT_FREE;
-    int flag = base == VG_RANGE_LEFT ? REP_LEFT : base == VG_RANGE_RIGHT ? REP_RIGHT : REP_POISON;
-    vg_report_t r = damage_report(h, e);
-    bool freed;
-    if (b) {
-        if (b->flags & flag)
-            return; /* already reported */
-        b->flags |= flag;
-        r.size = b->requested;
-        r.stream = b->stream ? b->stream->handle : NULL;
-        r.alloc_site = b->site;
-        freed = b->state != VG_BLOCK_ALLOCATED;
-        r.free_site = freed ? b->free_site : 0;
-        r.clean_seq = b->clean_seq;
-    } else { /* the block is gone (its memory reused): what the free history knows */
-        const vg_free_rec_t *rec = vg__heap_history_find(h, e->user, e->tag);
-        r.size = rec ? rec->requested : 0;
-        r.alloc_site = rec ? rec->alloc_site : 0;
-        r.free_site = rec ? rec->free_site : 0;
-        freed = true;
-    }
-    if (base == VG_RANGE_POISON || (freed && !by_free))
-        r.kind = VG_REPORT_USE_AFTER_FREE;
-    else
-        r.kind = base == VG_RANGE_LEFT ? VG_REPORT_OOB_BEFORE : VG_REPORT_OOB_AFTER;
-    if (r.kind != VG_REPORT_USE_AFTER_FREE && !by_free)
-        r.free_site = 0;
-    r.found = by_free ? "by the check run (in stream order) when the allocation was freed"
-              : (e->kind & AT_EXIT) ? "when the freed block left the quarantine (before its "
-                                      "memory is reused)"
-                                    : origin;
-    vg__report(&r);
-}
-
-static int error_order(const void *pa, const void *pb) {
-    const vg_guard_error_t *a = pa, *b = pb;
-    uint64_t x = a->addr + a->first_bad, y = b->addr + b->first_bad;
-    if (a->tag != b->tag)
-        return a->tag < b->tag ? -1 : 1;
-    return x < y ? -1 : x > y;
-}
-
-void vg__guard_poll(vg_heap_t *h, const char *origin) {
-    vg_guard_t *g = h->guard;
-    if (!g)
-        return;
-    vg_guard_log_t *log = g->log;
-    uint32_t count = __atomic_load_n(&log->count, __ATOMIC_ACQUIRE);
-    if (count - g->log_read > LOG_CAPACITY) { /* more errors than the ring holds */
-        vg__log("guard mode: %u error records were lost (more than %d between two checks)",
-                count - g->log_read - LOG_CAPACITY, LOG_CAPACITY);
-        g->log_read = count - LOG_CAPACITY;
-    }
-    /* Thread blocks append in no order, so records are sorted (block, then address)
-     * before they are reported: the first damage of a block is the one its report
-     * names, on a GPU as on vgsim. */
-    vg_guard_error_t batch[64];
-    for (;;) {
-        size_t n = 0;
-        while (g->log_read != count && n < 64) {
-            const vg_guard_error_t *slot = &log->errors[g->log_read % LOG_CAPACITY];
-            if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != (uint64_t)g->log_read + 1)
-                break; /* still being written: read it next time */
-            batch[n++] = *slot;
-            g->log_read++;
-        }
-        if (n == 0)
-            return;
-        qsort(batch, n, sizeof batch[0], error_order);
-        for (size_t i = 0; i < n; i++)
-            handle_error(h, &batch[i], origin);
-    }
-}
-
-/* ---------------------------------------------------------------------------------------
- * Checks of many blocks: one launch, then wait and read the log.
- * ------------------------------------------------------------------------------------- */
-
-static bool descs_reserve(desc_buf_t *b, size_t n) {
-    if (n <= b->cap)
-        return true;
-    size_t cap = b->cap ? b->cap : 1024;
-    while (cap < n)
-        cap *= 2;
-    void *p = NULL;
-    CUdeviceptr dp;
-    if (vg__cuMemHostAlloc(&p, cap * sizeof(vg_guard_desc_t), CU_MEMHOSTALLOC_DEVICEMAP) ||
-        vg__cuMemHostGetDevicePointer(&dp, p, 0)) {
-        if (p)
-            vg__cuMemFreeHost(p);
-        return false;
-    }
-    if (b->d)
-        vg__cuMemFreeHost(b->d);
-    b->d = p;
-    b->dev = dp;
-    b->cap = cap;
-    return true;
-}
-
-/* Append the descriptors that check block b (live or quarantined). */
-static size_t block_checks(const vg_block_t *b, vg_guard_desc_t *d) {
-    size_t n = 0;
-    if (b->flags & VG_BF_UNGUARDED)
-        return 0;
-    if (!(b->flags & REP_LEFT))
-        d[n++] = desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
-                      VG_RANGE_LEFT);
-    uint64_t end = b->user + b->requested;
-    if (!(b->flags & REP_RIGHT))
-        d[n++] = desc(end, b->addr + b->size - end, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
-                      VG_RANGE_RIGHT);
-    if (b->state == VG_BLOCK_QUARANTINED && !(b->flags & REP_POISON)) {
-        uint64_t a[2], len[2];
-        int k = poison_ranges(b, a, len);
-        for (int i = 0; i < k; i++)
-            d[n++] = desc(a[i], len[i], b, VG_PATTERN_POISON, VG_GUARD_CHECK, VG_RANGE_POISON);
-    }
-    return n;
-}
-
-/* Make the guard stream wait for the work queued so far on stream s (or, if the driver
- * will not, wait for it here); false if neither worked: what the guard stream runs next
- * may then see that work undone, and must not be trusted. */
-static bool wait_for(vg_guard_t *g, CUstream s) {
-    if (vg__stream_capturing(s))
-        return false; /* the guard stream would join the capture (A7) */
-    if (vg__cuEventRecord(g->event, s) == CUDA_SUCCESS &&
-        vg__cuStreamWaitEvent(g->stream, g->event, 0) == CUDA_SUCCESS)
-        return true;
-    return vg__cuStreamSynchronize(s) == CUDA_SUCCESS;
-}
-
-/* Launch the descriptors of buf on the guard stream; false if the context is dead. */
-static bool launch_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
-    vg_guard_t *g = h->guard;
-    if (g->dead)
-        return false;
-    if (n == 0)
-        return true;
-    g->launches++;
-    unsigned grid = n < 4096 ? (unsigned)n : 4096;
-    unsigned nn = (unsigned)n;
-    void *params[] = {&buf->dev, &nn, &g->log_dev};
-    CUresult r = vg__cuLaunchKernel(g->fn_check, grid, 1, 1, 256, 1, 1, 0, g->stream, params, NULL);
-    if (r != CUDA_SUCCESS) {
-        g->dead = true;
-        vg__log("guard mode: a check could not be launched (%s): no more checks in this "
-                "CUDA context (it has most likely failed)",
-                vg__cu_error_name(r));
-    }
-    return r == CUDA_SUCCESS;
-}
-
-/* Run the descriptors of buf on the guard stream and wait for them. */
-static bool run_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
-    vg_guard_t *g = h->guard;
-    if (!launch_check(h, buf, n))
-        return false;
-    CUresult r = vg__cuStreamSynchronize(g->stream);
-    if (r != CUDA_SUCCESS) {
-        g->dead = true;
-        vg__log("guard mode: a check did not complete (%s): no more checks in this CUDA "
-                "context (it has most likely failed)",
-                vg__cu_error_name(r));
-    }
-    return r == CUDA_SUCCESS;
-}
-
-void vg__guard_graph_fill(vg_heap_t *h) {
-    vg_guard_t *g = h->guard;
-    size_t n = 0;
-    for (vg_gpool_t *p = g ? h->gpools : NULL; p; p = p->next)
-        for (size_t i = 0; i < p->nrz; i++)
-            n += p->rz[i].state == VG_RZ_NEW;
-    if (n == 0 || g->dead)
-        return;
-    bool pushed = vg__heap_ctx_enter(h);
-    /* What had those bytes before the pool (or a replay already launched) is done. */
-    bool ok = vg__cuCtxSynchronize() == CUDA_SUCCESS;
-    vg_guard_batch_t batch = {0};
-    for (vg_gpool_t *p = h->gpools; p && ok; p = p->next) {
-        for (size_t i = 0; i < p->nrz && ok; i++) {
-            vg_gpool_rz_t *z = &p->rz[i];
-            if (z->state != VG_RZ_NEW)
-                continue;
-            z->state = VG_RZ_FILLED;
-            batch.d[batch.n++] = (vg_guard_desc_t){z->lo, z->hi - z->lo, z->id, z->user,
-                                                   VG_PATTERN_CANARY, VG_GUARD_FILL, z->side};
-            if (batch.n == VG_GUARD_BATCH) {
-                ok = launch_ranges(h, &batch, g->stream) == CUDA_SUCCESS;
-                batch.n = 0;
-            }
-        }
-    }
-    if (ok && batch.n)
-        ok = launch_ranges(h, &batch, g->stream) == CUDA_SUCCESS;
-    ok = ok && vg__cuStreamSynchronize(g->stream) == CUDA_SUCCESS;
-    vg__heap_ctx_leave(pushed);
-    if (!ok) /* (a fill may not have run: never check those redzones) */
-        for (vg_gpool_t *p = h->gpools; p; p = p->next)
-            for (size_t i = 0; i < p->nrz; i++)
-                p->rz[i].state = VG_RZ_DEAD;
-}
-
-/* Append the checks of the graphs' filled redzones. */
-static size_t graph_checks(vg_heap_t *h, vg_guard_desc_t *d) {
-    size_t n = 0;
-    for (vg_gpool_t *p = h->gpools; p; p = p->next)
-        for (size_t i = 0; i < p->nrz; i++) {
-            const vg_gpool_rz_t *z = &p->rz[i];
-            if (z->state == VG_RZ_FILLED)
-                d[n++] = (vg_guard_desc_t){z->lo, z->hi - z->lo, z->id, z->user,
-                                           VG_PATTERN_CANARY, VG_GUARD_CHECK,
-                                           (uint16_t)(z->side | AT_GRAPH)};
-        }
-    return n;
-}
-
-static size_t graph_rz_count(const vg_heap_t *h) {
-    size_t n = 0;
-    for (const vg_gpool_t *p = h->gpools; p; p = p->next)
-        n += p->nrz;
-    return n;
-}
-
-void vg__guard_check_all(vg_heap_t *h, const char *origin) {
-    vg_guard_t *g = h->guard;
-    if (!g)
-        return;
-    vg__guard_poll(h, origin);
-    if (g->dead)
-        return;
-    bool pushed;
-    stream_ctx(h, &pushed);
-    flush_all(h);
-    size_t n = 0, nrz = graph_rz_count(h), need = 4 * (h->live.n + g->q_count) + nrz;
-    if (!descs_reserve(&g->check_buf, need)) {
-        vg__log("guard mode: no memory for the descriptors of a check");
-        vg__heap_ctx_leave(pushed);
-        return;
-    }
-    for (vg_segment_t *seg = h->segments; seg; seg = seg->next)
-        for (vg_block_t *b = seg->first; b; b = b->next)
-            if (b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED)
-                n += block_checks(b, g->check_buf.d + n);
-    if (nrz > 0) /* (d may still be NULL when nothing needed room) */
-        n += graph_checks(h, g->check_buf.d + n);
-    bool ordered = true;
-    for (vg_stream_t *s = h->streams; s; s = s->next)
-        if (!s->forgotten && s->handle != CU_STREAM_PER_THREAD)
-            ordered &= wait_for(g, s->handle);
-    ordered &= wait_for(g, NULL);
-    uint64_t seq = vg__launch_seq();
-    bool ran = ordered && run_check(h, &g->check_buf, n); /* (else the next check point) */
-    vg__heap_ctx_leave(pushed);
-    vg__guard_poll(h, origin);
-    if (ran) /* blocks without a new report are clean as of now */
-        for (vg_segment_t *seg = h->segments; seg; seg = seg->next)
-            for (vg_block_t *b = seg->first; b; b = b->next)
-                if (b->state == VG_BLOCK_ALLOCATED)
-                    b->clean_seq = seq;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -890,7 +525,7 @@ static vg_stream_t *exit_stream(vg_heap_t *h, const vg_block_t *b) {
 
 static bool exit_launch(vg_heap_t *h, exit_batch_t *x) {
     bool ok = x->batch.n == 0 ||
-              launch_ranges(h, &x->batch, x->s ? x->s->handle : NULL) == CUDA_SUCCESS;
+              vg__guard_launch_ranges(h, &x->batch, x->s ? x->s->handle : NULL) == CUDA_SUCCESS;
     x->batch.n = 0;
     return ok;
 }
@@ -946,7 +581,7 @@ static void evict(vg_heap_t *h, uint64_t target) {
             x->n++; /* (one descriptor for the whole block) */
         } else {
             unsigned n0 = x->n;
-            x->n += (unsigned)block_checks(b, x->d + n0);
+            x->n += (unsigned)vg__guard_block_checks(b, x->d + n0);
             for (unsigned i = n0; i < x->n; i++)
                 x->d[i].kind |= AT_EXIT | VG_KIND_REPAIR;
         }
@@ -987,7 +622,7 @@ static void descs_at_free(pending_t *p, const vg_block_t *b) {
         add_pending(p, desc(end, b->addr + b->size - end, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
                             VG_RANGE_RIGHT | AT_FREE), b->free_ns);
     uint64_t a[2], len[2];
-    int k = poison_ranges(b, a, len);
+    int k = vg__guard_poison_ranges(b, a, len);
     for (int i = 0; i < k; i++)
         add_pending(p, desc(a[i], len[i], b, VG_PATTERN_POISON, VG_GUARD_FILL, VG_RANGE_POISON),
                     b->free_ns);
@@ -1034,8 +669,8 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
         memcpy(batch.d, one.d, one.n * sizeof one.d[0]);
         batch.n = one.n;
         bool pushed = vg__heap_ctx_enter(h);
-        if (!unordered && wait_for(g, stream)) /* (else its poison could race the program) */
-            launch_ranges(h, &batch, g->stream);
+        if (!unordered && vg__guard_wait_for(g, stream)) /* (else its poison could race) */
+            vg__guard_launch_ranges(h, &batch, g->stream);
         else
             forget_batch(h, &batch, "a free could not be ordered after its allocation's "
                                     "stream (the driver refused an event)");
@@ -1070,7 +705,7 @@ void vg__guard_flush_all(vg_heap_t *h) {
     if (!h->guard)
         return;
     bool pushed = vg__heap_ctx_enter(h);
-    flush_all(h);
+    vg__guard_flush_streams(h);
     vg__heap_ctx_leave(pushed);
 }
 

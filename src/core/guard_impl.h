@@ -1,0 +1,77 @@
+/* guard_impl.h — what guard.c (allocations, frees, the quarantine) and guard_check.c
+ * (check points and the error log) share: the guard's state and a few helpers. Private to
+ * those two files; the rest of vramguard uses guard.h. */
+#ifndef VG_GUARD_IMPL_H
+#define VG_GUARD_IMPL_H
+
+#include "../../kernels/guard_abi.h"
+#include "guard.h"
+
+#define LOG_CAPACITY 4096
+#define AT_FREE 0x100 /* kind flag: the check made at the free */
+#define AT_EXIT 0x200 /* kind flag: the check made as the block left the quarantine */
+#define AT_GRAPH 0x800 /* kind flag: a redzone of a CUDA graph's allocation (graphpool.c) */
+
+/* Block flags (beside heap.h's): already reported; freed on another stream; freed on
+ * another stream whose order after the allocation's could not be set up. */
+enum {
+    REP_LEFT = 2,
+    REP_RIGHT = 4,
+    REP_POISON = 8,
+    CROSS_FREE = 16,
+    UNORDERED = 64,
+};
+
+/* Descriptors in pinned memory the device reads. */
+typedef struct desc_buf {
+    vg_guard_desc_t *d;
+    CUdeviceptr dev;
+    size_t cap;
+} desc_buf_t;
+
+typedef struct vg_guard {
+    CUfunction fn_check, fn_ranges;
+    CUmodule module;
+    vg_guard_log_t *log;        /* pinned, mapped for the device */
+    CUdeviceptr log_dev;
+    uint32_t log_read;          /* records consumed */
+    desc_buf_t check_buf;       /* descriptors of check points */
+    CUstream stream;            /* where check points run */
+    CUevent event;
+    vg_block_t **q;             /* the quarantine: a ring, oldest at q_head */
+    size_t q_cap, q_head;       /* (q_cap: a power of two) */
+    uint64_t q_bytes, q_count;
+    uint64_t q_limit;           /* `quarantine`, halved each time memory runs short */
+    bool dead;                  /* the context failed: no more launches */
+    bool warned_launch;         /* a failed launch was logged */
+    uint64_t fills_launched, fills_skipped; /* redzone fills at allocation */
+    uint64_t unguarded;         /* allocations and frees of CUDA graph captures (A7) */
+    uint64_t launches;          /* of the checker kernels, all kinds */
+    uint64_t exits;             /* quarantine exit batches */
+} vg_guard_t;
+
+/* One descriptor of guard work on [addr, addr + len) of block b. */
+static inline vg_guard_desc_t desc(uint64_t addr, uint64_t len, const vg_block_t *b,
+                                   uint32_t pattern, uint16_t op, uint16_t kind) {
+    return (vg_guard_desc_t){addr, len, b->id, b->user, pattern, op, kind};
+}
+
+/* guard.c */
+/* The ranges of block b that hold poison (its user bytes, or their two ends): count. */
+int vg__guard_poison_ranges(const vg_block_t *b, uint64_t *a, uint64_t *n);
+/* Launch the ranges kernel over a batch on stream s (context current). */
+CUresult vg__guard_launch_ranges(vg_heap_t *h, vg_guard_batch_t *batch, CUstream s);
+/* Launch the guard work waiting on every stream (context current; vg__guard_flush_all
+ * is the same for callers outside guard mode). */
+void vg__guard_flush_streams(vg_heap_t *h);
+
+/* guard_check.c */
+/* The live or quarantined block at user address `user`, if it is still allocation id. */
+vg_block_t *vg__guard_find_block(vg_heap_t *h, uint64_t user, uint64_t id);
+/* The check descriptors of block b's unreported ranges, into d (at most 4): count. */
+size_t vg__guard_block_checks(const vg_block_t *b, vg_guard_desc_t *d);
+/* Order the guard's stream after the work queued on s so far (or wait for that work on the
+ * host); false if neither worked. */
+bool vg__guard_wait_for(vg_guard_t *g, CUstream s);
+
+#endif /* VG_GUARD_IMPL_H */
