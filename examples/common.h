@@ -150,13 +150,16 @@ static void CUDA_CB ex_gate_wait(void *arg) {
 }
 
 static void *ex_gate_opener(void *arg) {
-    struct timespec ts = {0, (long)(intptr_t)arg * 1000000L};
-    nanosleep(&ts, NULL);
+    long ms = (long)(intptr_t)arg;
+    struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) /* (interrupted: the rest of it) */
+        ;
     atomic_store(&ex_gate_open, 1);
     return NULL;
 }
 
-/* Hold stream s (what a long-running kernel does) until `ms` milliseconds from now. */
+/* Hold stream s (what a long-running kernel does) until `ms` milliseconds from now, or
+ * until ex_release_stream(). */
 static inline void ex_hold_stream(CUstream s, int ms) {
     pthread_t t;
     atomic_store(&ex_gate_open, 0);
@@ -164,5 +167,7 @@ static inline void ex_hold_stream(CUstream s, int ms) {
     pthread_create(&t, NULL, ex_gate_opener, (void *)(intptr_t)ms);
     pthread_detach(t);
 }
+
+static inline void ex_release_stream(void) { atomic_store(&ex_gate_open, 1); }
 
 #endif /* VG_EXAMPLES_COMMON_H */

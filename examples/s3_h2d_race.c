@@ -22,7 +22,7 @@ int main(int argc, char **argv) {
     CUstream s;
     CK(cuMemAlloc(&d, n));
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    ex_hold_stream(s, 200); /* earlier work keeps the stream busy */
+    ex_hold_stream(s, 1000); /* earlier work keeps the stream busy */
     if (strcmp(how, "--generic") == 0) {
         CK(cuMemcpyAsync(d, (CUdeviceptr)(uintptr_t)src, n, s));
     } else if (strcmp(how, "--2d") == 0) {

@@ -18,7 +18,7 @@ int main(void) {
     CK(cuMemAlloc(&d, n * sizeof(float)));
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CK(ex_fill(&e, d, 7.0f, n, s));
-    ex_hold_stream(s, 200);
+    ex_hold_stream(s, 1000);
     CK(cuMemcpyDtoHAsync(dst, d, n * sizeof(float), s));
     float first = dst[0]; /* the bug: read before the copy has completed */
     CK(cuStreamSynchronize(s));
