@@ -298,8 +298,8 @@ static bool program_start(const char *t) {
 uint32_t vg__site_symbolize(const vg_site_t *s) {
     vg__symbolize_batch(s->frames, (int)s->nframes);
     for (uint32_t i = 1; i < s->nframes; i++) /* (a stack of start frames alone: all) */
-        if (program_start(vg__symbolize(s->frames[i])))
-            return i;
+        if (!vg__is_pyframe(s->frames[i]) && program_start(vg__symbolize(s->frames[i])))
+            return i; /* (a Python function may be called _start) */
     return s->nframes;
 }
 
