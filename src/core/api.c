@@ -18,6 +18,7 @@
 #include "leaks.h"
 #include "report.h"
 #include "options.h"
+#include "suppress.h"
 #include "order.h"
 #include "sites.h"
 #include "snapshot.h"
@@ -25,7 +26,8 @@
 
 vg_status_t vg__modules_init(void) {
     vg__sites_init();
-    return vg__trace_open();
+    vg_status_t st = vg__suppressions_load(vg__opt.suppressions);
+    return st != VG_OK ? st : vg__trace_open();
 }
 
 void vg__modules_shutdown(void) {

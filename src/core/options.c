@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "options.h"
+#include "suppress.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -253,7 +254,10 @@ vg_status_t vg__options_apply(const char *str, vg_opt_source_t tag) {
 vg_status_t vg__options_validate(const char *str) {
     vg_options_t tmp = vg__opt;
     vg_opt_source_t src[64];
-    return parse_into(str, VG_SRC_CLI, &tmp, src);
+    vg_status_t st = parse_into(str, VG_SRC_CLI, &tmp, src);
+    if (st == VG_OK) /* (a program is not started with a file that would stop vramguard) */
+        st = vg__suppressions_check(tmp.suppressions);
+    return st;
 }
 
 int vg__options_count(void) { return N_OPTS; }

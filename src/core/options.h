@@ -83,6 +83,10 @@
       "guard: check every allocation at each synchronisation vramguard sees")               \
     X(report, STR, "", "", "file for error reports (default: the log); %p pid, %r rank")    \
     X(report_json, STR, "", "", "write the reports as JSON to this file at exit")           \
+    X(suppressions, STR, "", "",                                                            \
+      "file of reports not to show, one KIND:PATTERN per line (leak:libfoo.so, "             \
+      "unordered_free:nccl*): PATTERN is matched against the report's stacks, libraries "  \
+      "and kernel")                                                                          \
     X(error_exitcode, INT, "0", "0..255",                                                   \
       "exit status of a process in which errors were found (0: leave it)")                  \
     X(leaks, ENUM, "auto", "auto|on|off",                                                   \

@@ -20,8 +20,10 @@
 #include "heap.h"
 #include "options.h"
 #include "order.h"
+#include "pyframes.h"
 #include "sites.h"
 #include "snapshot.h"
+#include "suppress.h"
 #include "events.h"
 
 #define PREFIX "==vramguard== "
@@ -575,7 +577,41 @@ static void json_report(vg_buf_t *j, const vg_report_t *r) {
     vg__buf_putc(j, '}');
 }
 
+/* Texts a suppression rule may match (suppress.h): site's frames, and the file of the
+ * program or library each C frame lies in. Appends to texts[]; returns the count. */
+static size_t site_texts(uint32_t site, const char **texts, size_t n, size_t max) {
+    vg_site_t *s = site ? vg__site(site) : NULL;
+    if (!s || !s->nframes)
+        return n;
+    uint32_t shown = vg__site_symbolize(s);
+    for (uint32_t i = 0; i < shown && n + 2 <= max; i++) {
+        texts[n++] = vg__symbolize(s->frames[i]);
+        const char *module = vg__is_pyframe(s->frames[i]) ? NULL : vg__frame_module(s->frames[i]);
+        if (module)
+            texts[n++] = module;
+    }
+    return n;
+}
+
+/* Is report r suppressed by a rule of the `suppressions` file? Its stacks (allocation,
+ * free, call, and for an unordered free the kernel's launch) and the kernel's name. */
+static bool suppressed(const vg_report_t *r) {
+    const char *texts[4 * 2 * 64 + 1];
+    size_t n = 0;
+    uint32_t sites[4] = {r->alloc_site, r->free_site, r->call_site, 0};
+    launch_t l;
+    if (r->kind == VG_REPORT_UNORDERED_FREE && launch_by_seq(r->kernel_seq, &l)) {
+        texts[n++] = l.name;
+        sites[3] = l.site;
+    }
+    for (int i = 0; i < 4; i++)
+        n = site_texts(sites[i], texts, n, VG_ARRAY_LEN(texts));
+    return vg__suppressed(r->kind, texts, n);
+}
+
 void vg__report(const vg_report_t *r) {
+    if (vg__suppressions_any() && suppressed(r))
+        return;
     vg_buf_t b = {0};
     char sz[32], st[48];
     vg__buf_printf(&b, PREFIX "ERROR: %s\n", kind_headline(r->kind));
@@ -775,6 +811,10 @@ void vg__report_finish(void) {
             }
             vg__buf_putc(&b, '\n');
         }
+        char supp[1024];
+        vg__suppressions_summary(supp, sizeof supp);
+        if (supp[0])
+            vg__buf_printf(&b, PREFIX "%s\n", supp);
         if (b.data)
             vg__report_write(b.data, b.len);
         vg__buf_free(&b);

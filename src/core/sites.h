@@ -108,5 +108,8 @@ void vg__symbolize_batch(const uintptr_t *addrs, int n);
  * library's program start (__libc_start_call_main, __libc_start_main, _start), which
  * name nothing the program wrote. */
 uint32_t vg__site_symbolize(const vg_site_t *s);
+/* The file of the program or library holding return address addr (the program's by its
+ * real path), or NULL. */
+const char *vg__frame_module(uintptr_t addr);
 
 #endif /* VG_SITES_H */

@@ -211,16 +211,32 @@ static void run_addr2line(const char *module, const uintptr_t *offs, int n, char
     free(hex);
 }
 
+static uintptr_t main_base;     /* (both under g_lock, set once) */
+static char main_path[4096];
+
+static void main_program_locked(void) {
+    if (main_base)
+        return;
+    dl_iterate_phdr(main_base_cb, &main_base);
+    /* The child would read its own /proc/self/exe: resolve the link here. */
+    ssize_t n = readlink("/proc/self/exe", main_path, sizeof main_path - 1);
+    main_path[n > 0 ? n : 0] = '\0';
+}
+
+const char *vg__frame_module(uintptr_t addr) {
+    Dl_info info;
+    if (!dladdr((void *)(addr - 1), &info) || !info.dli_fname)
+        return NULL;
+    pthread_mutex_lock(&g_lock);
+    main_program_locked();
+    bool is_main = (uintptr_t)info.dli_fbase == main_base && main_path[0];
+    pthread_mutex_unlock(&g_lock);
+    return is_main ? main_path : info.dli_fname;
+}
+
 void vg__symbolize_batch(const uintptr_t *addrs, int n) {
     pthread_mutex_lock(&g_lock);
-    static uintptr_t main_base;
-    static char main_path[4096];
-    if (!main_base) {
-        dl_iterate_phdr(main_base_cb, &main_base);
-        /* The child would read its own /proc/self/exe: resolve the link here. */
-        ssize_t n = readlink("/proc/self/exe", main_path, sizeof main_path - 1);
-        main_path[n > 0 ? n : 0] = '\0';
-    }
+    main_program_locked();
     bool *done = calloc((size_t)n, 1);
     uintptr_t *offs = calloc((size_t)n, sizeof *offs);
     uintptr_t *which = calloc((size_t)n, sizeof *which);

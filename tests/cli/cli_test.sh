@@ -521,6 +521,27 @@ run_exit_status)
     run 2 "$VG" run --sim; one_line_error "usage"
     run 1 "$VG" run --sim -- "$BUILD/tests/preload/exit_with" 1
     run 42 "$VG" run --sim -- "$BUILD/tests/preload/exit_with" 42 ;;
+suppressions)
+    # Rules KIND:PATTERN hide matching reports from the log, the JSON and the exit status,
+    # and the summary says so; a bad file stops the run before the program starts.
+    printf '# third-party code\ndouble_free:s8_bad_frees.c:15\n' >"$TMP/supp.txt"
+    run 3 "$VG" run --sim --mode=guard --error_exitcode=3 --suppressions="$TMP/supp.txt" \
+        --report_json="$TMP/r.json" -- "$EXAMPLES/s8_bad_frees"
+    grep -q "ERROR SUMMARY: 1 error: 1 interior_free" "$TMP/err" || fail "summary: $(cat "$TMP/err")"
+    grep -q "1 report suppressed (suppressions=$TMP/supp.txt): 1 double_free:s8_bad_frees.c:15" \
+        "$TMP/err" || fail "no line on what was suppressed"
+    ! grep -q "ERROR: double free" "$TMP/err" || fail "the double free was printed"
+    ! grep -q double_free "$TMP/r.json" || fail "the double free is in the JSON"
+    printf '*:s8_bad_frees\n' >"$TMP/all.txt" # (the program's file: every report)
+    run 0 "$VG" run --sim --mode=guard --error_exitcode=3 --suppressions="$TMP/all.txt" -- \
+        "$EXAMPLES/s8_bad_frees"
+    grep -q "ERROR SUMMARY: no errors found" "$TMP/err" || fail "not all suppressed"
+    printf 'leak:libfoo\nuse_after_fre:x\n' >"$TMP/bad.txt"
+    run 2 "$VG" run --sim --suppressions="$TMP/bad.txt" -- "$EXAMPLES/s8_bad_frees"
+    one_line_error "line 2: unknown report kind 'use_after_fre'"
+    [ ! -s "$TMP/out" ] || fail "the program ran: $(cat "$TMP/out")"
+    run 2 "$VG" replay --suppressions="$TMP/none.txt" "$TRACES/resnet50_train.csv"
+    one_line_error "cannot read it" ;;
 *) fail "unknown case" ;;
 esac
 echo "ok $CASE"
