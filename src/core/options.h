@@ -82,7 +82,8 @@
     X(check_sync, BOOL, "1", "",                                                            \
       "guard: check every allocation at each synchronisation vramguard sees")               \
     X(report, STR, "", "", "file for error reports (default: the log); %p pid, %r rank")    \
-    X(report_json, STR, "", "", "write the reports as JSON to this file at exit")           \
+    X(report_json, STR, "", "",                                                             \
+      "write the reports as JSON to this file at exit; %p pid, %r rank")                     \
     X(suppressions, STR, "", "",                                                            \
       "file of reports not to show, one KIND:PATTERN per line (leak:libfoo.so, "             \
       "unordered_free:nccl*): PATTERN is matched against the report's stacks, libraries "  \
