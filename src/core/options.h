@@ -90,6 +90,10 @@
       "and kernel")                                                                          \
     X(error_exitcode, INT, "0", "0..255",                                                   \
       "exit status of a process in which errors were found (0: leave it)")                  \
+    X(halt_on_error, BOOL, "0", "",                                                         \
+      "stop the process after the first error report (not leaks, not out-of-memory): the "   \
+      "JSON and the summary are written, then abort() (a debugger or core dump shows the "   \
+      "host there), or exit with error_exitcode when it is set")                            \
     X(leaks, ENUM, "auto", "auto|on|off",                                                   \
       "report allocations still live at exit (auto: in guard mode)")                        \
     X(growth_steps, INT, "5", "0..1000000",                                                 \

@@ -10,6 +10,7 @@
 #include "report.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -609,6 +610,22 @@ static bool suppressed(const vg_report_t *r) {
     return vg__suppressed(r->kind, texts, n);
 }
 
+/* halt_on_error: the summary and the JSON now, then the process stops where it is (no exit
+ * handler runs: the caller may hold vramguard's locks, and the program's state is what the
+ * user wants to see). */
+static _Noreturn void halt(void) {
+    static atomic_flag halting = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&halting))
+        for (;;) /* another thread's report stops the process */
+            pause();
+    static const char note[] = PREFIX "stopping at the first error (halt_on_error=1)\n";
+    vg__report_write(note, sizeof note - 1);
+    vg__report_finish(); /* (exits here with error_exitcode when it is set) */
+    fflush(NULL);
+    signal(SIGABRT, SIG_DFL);
+    abort();
+}
+
 void vg__report(const vg_report_t *r) {
     if (vg__suppressions_any() && suppressed(r))
         return;
@@ -685,6 +702,8 @@ void vg__report(const vg_report_t *r) {
         vg__report_write(b.data, b.len);
     vg__buf_free(&b);
     vg__buf_free(&j);
+    if (vg__opt.halt_on_error && r->kind != VG_REPORT_LEAK && r->kind != VG_REPORT_OUT_OF_MEMORY)
+        halt();
 }
 
 void vg__report_cuda_error(CUresult r, const char *call) {

@@ -542,6 +542,18 @@ suppressions)
     [ ! -s "$TMP/out" ] || fail "the program ran: $(cat "$TMP/out")"
     run 2 "$VG" replay --suppressions="$TMP/none.txt" "$TRACES/resnet50_train.csv"
     one_line_error "cannot read it" ;;
+halt_on_error)
+    # The process stops at the first error, the JSON and the summary written: abort()
+    # (128 + SIGABRT through vramguard run), or error_exitcode when it is set.
+    run 134 "$VG" run --sim --mode=guard --halt_on_error=1 --report_json="$TMP/r.json" -- \
+        "$EXAMPLES/s8_bad_frees"
+    grep -q "stopping at the first error (halt_on_error=1)" "$TMP/err" || fail "no note"
+    grep -q "ERROR SUMMARY: 1 error: 1 double_free" "$TMP/err" || fail "summary: $(cat "$TMP/err")"
+    python3 "$HERE/check_report.py" "$TMP/r.json" 1 double_free || fail "the JSON"
+    ! grep -q interior_free "$TMP/r.json" || fail "it went on after the first error"
+    run 7 "$VG" run --sim --mode=guard --halt_on_error=1 --error_exitcode=7 -- \
+        "$EXAMPLES/s8_bad_frees"
+    run 0 "$VG" run --sim --mode=guard --halt_on_error=1 -- "$EXAMPLES/clean_program" ;;
 *) fail "unknown case" ;;
 esac
 echo "ok $CASE"
