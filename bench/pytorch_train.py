@@ -163,12 +163,6 @@ torch.cuda.synchronize()
 marks.append(time.perf_counter())
 per10 = [(b - a) / 10 for a, b in zip(marks, marks[1:])]
 
-def _interposed():
-    """Under `vramguard run` (its library in this process)?"""
-    with open("/proc/self/maps") as f:
-        return "libvramguard_preload.so" in f.read()
-
-
 if args.alloc in ("vramguard", "guard"):
     st = vramguard.memory_stats()
     peak_alloc, peak_res = st["allocated_bytes.all.peak"], st["reserved_bytes.all.peak"]
@@ -184,7 +178,9 @@ if args.memory_history:
     torch.cuda.memory._record_memory_history(enabled=None)
 free, total = torch.cuda.mem_get_info()
 out = {
-    "model": args.model, "alloc": args.alloc + (" (vramguard run)" if _interposed() else ""),
+    "model": args.model, "alloc": args.alloc + (
+        " (vramguard run)" if args.alloc in ("vramguard", "guard") and vramguard._lib._preloaded()
+        else ""),
     "batch": batch, "steps": args.steps,
     "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
     "step_ms_median": statistics.median(per10) * 1e3 if per10 else None,

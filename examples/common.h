@@ -10,6 +10,7 @@
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -152,7 +153,7 @@ static void CUDA_CB ex_gate_wait(void *arg) {
 static void *ex_gate_opener(void *arg) {
     long ms = (long)(intptr_t)arg;
     struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
-    while (nanosleep(&ts, &ts) != 0) /* (interrupted: the rest of it) */
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) /* (interrupted: the rest of it) */
         ;
     atomic_store(&ex_gate_open, 1);
     return NULL;

@@ -1,4 +1,5 @@
-"""python -m vramguard run [--mode=guard] [--follow-children] [--interpose=on|off] [--OPTION=VALUE ...] script.py [args...]
+"""python -m vramguard run [--mode=guard] [--follow-children] [--interpose=on|off]
+                         [--OPTION=VALUE ...] script.py [args...]
 python -m vramguard run [--OPTION=VALUE ...] -m module [args...]
 python -m vramguard convert SNAPSHOT.pickle [TRACE.csv] [--device=N]
 
@@ -38,15 +39,16 @@ def _parse(argv):
     return opts, argv[i:]
 
 
-def _interposer_command(argv, opts, mode, environ=os.environ, follow=False):
+def _interposer_command(argv, opts, mode, interpose=None, environ=os.environ,
+                        follow=False):
     """(command, note): the command that runs `python -m vramguard ARGV` again under
     `vramguard run`, or None where it is not wanted or cannot be, with a note for stderr
     when the user loses something by it. The package alone sees only allocations; the
     interposer sees the launches, streams, events and copies the checks need (G7, S3/S4).
-    opts: the run options less --mode and --follow-children, mode: the effective mode,
-    follow: --follow-children (then the script's processes get `vramguard run` too)."""
-    want = opts.pop("interpose", None)
-    want = mode == "guard" if want is None else vramguard._truthy(want)
+    opts: the run options less --mode, --interpose and --follow-children; mode: the
+    effective mode; interpose: --interpose's value (None: in guard mode); follow:
+    --follow-children (then the script's processes get `vramguard run` too)."""
+    want = mode == "guard" if interpose is None else vramguard._truthy(interpose)
     if not want or _lib._preloaded():
         return None, None
     if environ.get(_INTERPOSED):
@@ -58,10 +60,8 @@ def _interposer_command(argv, opts, mode, environ=os.environ, follow=False):
                       "kernels, streams and copies too it runs under `vramguard run`, and no "
                       "`vramguard` command with its libvramguard_preload.so was found (put it "
                       "on PATH or set VRAMGUARD_CLI; --interpose=off says not to look)")
-    auto_step = opts.pop("auto_step", None)  # (enable()'s own, not a library option)
-    options = vramguard.options_string(mode, **vramguard.pytorch_defaults(opts, environ, mode))
-    if auto_step is not None:
-        opts["auto_step"] = auto_step
+    library = {k: v for k, v in opts.items() if k != "auto_step"}  # (enable()'s own)
+    options = vramguard.options_string(mode, **vramguard.pytorch_defaults(library, environ, mode))
     flags = ["--" + item for item in options.split(",") if item]
     if follow:
         flags.append("--follow-children")
@@ -107,7 +107,8 @@ def main(argv):
     mode = opts.pop("mode", None)  # (None: VRAMGUARD_OPTIONS's, else fast)
     try:
         cmd, note = _interposer_command(
-            argv, opts, mode or vramguard._env_options().get("mode") or "fast", follow=follow)
+            argv, opts, mode or vramguard._env_options().get("mode") or "fast",
+            interpose=opts.pop("interpose", None), follow=follow)
     except ValueError as e:
         sys.stderr.write("vramguard: %s\n" % e)
         return 2

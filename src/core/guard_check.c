@@ -204,6 +204,17 @@ bool vg__guard_wait_for(vg_guard_t *g, CUstream s) {
     return vg__cuStreamSynchronize(s) == CUDA_SUCCESS;
 }
 
+/* A check's launch or wait failed with r: the context has most likely failed, and nothing
+ * more is launched there. Returns whether r was a success. */
+static bool check_ok(vg_guard_t *g, CUresult r, const char *what) {
+    if (r == CUDA_SUCCESS)
+        return true;
+    g->dead = true;
+    vg__log("guard mode: a check %s (%s): no more checks in this CUDA context (it has most "
+            "likely failed)", what, vg__cu_error_name(r));
+    return false;
+}
+
 /* Launch the descriptors of buf on the guard stream; false if the context is dead. */
 static bool launch_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
     vg_guard_t *g = h->guard;
@@ -215,29 +226,16 @@ static bool launch_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
     unsigned grid = n < 4096 ? (unsigned)n : 4096;
     unsigned nn = (unsigned)n;
     void *params[] = {&buf->dev, &nn, &g->log_dev};
-    CUresult r = vg__cuLaunchKernel(g->fn_check, grid, 1, 1, 256, 1, 1, 0, g->stream, params, NULL);
-    if (r != CUDA_SUCCESS) {
-        g->dead = true;
-        vg__log("guard mode: a check could not be launched (%s): no more checks in this "
-                "CUDA context (it has most likely failed)",
-                vg__cu_error_name(r));
-    }
-    return r == CUDA_SUCCESS;
+    return check_ok(g, vg__cuLaunchKernel(g->fn_check, grid, 1, 1, 256, 1, 1, 0, g->stream,
+                                          params, NULL),
+                    "could not be launched");
 }
 
 /* Run the descriptors of buf on the guard stream and wait for them. */
 static bool run_check(vg_heap_t *h, desc_buf_t *buf, size_t n) {
     vg_guard_t *g = h->guard;
-    if (!launch_check(h, buf, n))
-        return false;
-    CUresult r = vg__cuStreamSynchronize(g->stream);
-    if (r != CUDA_SUCCESS) {
-        g->dead = true;
-        vg__log("guard mode: a check did not complete (%s): no more checks in this CUDA "
-                "context (it has most likely failed)",
-                vg__cu_error_name(r));
-    }
-    return r == CUDA_SUCCESS;
+    return launch_check(h, buf, n) &&
+           check_ok(g, vg__cuStreamSynchronize(g->stream), "did not complete");
 }
 
 void vg__guard_graph_fill(vg_heap_t *h) {

@@ -34,7 +34,7 @@ static uint64_t g_counts[VG_REPORT_NKINDS];
 static uint64_t g_total;
 static vg_buf_t g_json; /* the reports' objects, comma-separated */
 
-static const char *kind_json(vg_report_kind_t k) {
+const char *vg__report_kind_json(vg_report_kind_t k) {
     switch (k) {
 #define VG_X(id, json, headline)                                                            \
     case VG_REPORT_##id: return json;
@@ -502,7 +502,7 @@ static void damage_text(vg_buf_t *b, const vg_report_t *r) {
 }
 
 static void json_report(vg_buf_t *j, const vg_report_t *r) {
-    vg__buf_printf(j, "{\"kind\":\"%s\",\"message\":", kind_json(r->kind));
+    vg__buf_printf(j, "{\"kind\":\"%s\",\"message\":", vg__report_kind_json(r->kind));
     vg__buf_json_str(j, kind_headline(r->kind));
     vg__buf_printf(j, ",\"pid\":%d,\"rank\":%d,\"device\":%d,\"stream\":\"0x%llx\",\"at_event\":%llu,"
                       "\"t_ns\":%llu",
@@ -813,7 +813,9 @@ void vg__report_finish(void) {
     uint64_t counts[VG_REPORT_NKINDS];
     memcpy(counts, g_counts, sizeof counts);
     pthread_mutex_unlock(&g_lock);
-    if (vg__opt.mode == VG_MODE_GUARD || total) {
+    char supp[1024]; /* (a fast-mode run whose reports were all suppressed says so too) */
+    vg__suppressions_summary(supp, sizeof supp);
+    if (vg__opt.mode == VG_MODE_GUARD || total || supp[0]) {
         vg_buf_t b = {0};
         if (!total) {
             vg__buf_printf(&b, PREFIX "ERROR SUMMARY: no errors found\n");
@@ -825,13 +827,11 @@ void vg__report_finish(void) {
                 if (!counts[k])
                     continue;
                 vg__buf_printf(&b, "%s%llu %s", sep, (unsigned long long)counts[k],
-                               kind_json((vg_report_kind_t)k));
+                               vg__report_kind_json((vg_report_kind_t)k));
                 sep = ", ";
             }
             vg__buf_putc(&b, '\n');
         }
-        char supp[1024];
-        vg__suppressions_summary(supp, sizeof supp);
         if (supp[0])
             vg__buf_printf(&b, PREFIX "%s\n", supp);
         if (b.data)

@@ -66,6 +66,9 @@ typedef struct vg_report {
     char detail[4096];        /* extra lines, already formatted (indented, no prefix) */
 } vg_report_t;
 
+/* The kind's name in JSON ("use_after_free"), as suppression files name it too. */
+const char *vg__report_kind_json(vg_report_kind_t k);
+
 /* Print the report now and keep its JSON. Thread safe; allocates. */
 void vg__report(const vg_report_t *r);
 

@@ -25,12 +25,6 @@ static rule_t g_rules[MAX_RULES];
 static int g_nrules;
 static char g_path[1024];
 
-static const char *const g_kinds[] = {
-#define VG_X(id, json, headline) json,
-    VG_REPORT_KINDS(VG_X)
-#undef VG_X
-};
-
 /* Does pattern p match a prefix of text t (`*` and `?` wildcards)? Iterative, with one
  * backtracking point: linear in practice, quadratic at worst. */
 static bool match_here(const char *p, const char *t) {
@@ -77,9 +71,9 @@ static void trim(char **s) {
 static int kind_of(const char *name) {
     if (strcmp(name, "*") == 0)
         return -1;
-    for (size_t k = 0; k < VG_ARRAY_LEN(g_kinds); k++)
-        if (strcmp(name, g_kinds[k]) == 0)
-            return (int)k;
+    for (int k = 0; k < VG_REPORT_NKINDS; k++)
+        if (strcmp(name, vg__report_kind_json((vg_report_kind_t)k)) == 0)
+            return k;
     return -2;
 }
 
@@ -119,9 +113,9 @@ static vg_status_t parse(const char *path, rule_t *rules, int *count) {
         int k = kind_of(kind);
         if (k == -2) {
             char list[512] = "";
-            for (size_t i = 0; i < VG_ARRAY_LEN(g_kinds); i++)
+            for (int i = 0; i < VG_REPORT_NKINDS; i++)
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
-                         g_kinds[i]);
+                         vg__report_kind_json((vg_report_kind_t)i));
             st = vg__error(VG_ERR_INVALID_OPTION, "option suppressions=%s: line %d: unknown "
                            "report kind '%s' (kinds: %s, or * for all)", path, lineno, kind, list);
         } else if (!*pattern || strspn(pattern, "*") == strlen(pattern)) {
@@ -199,9 +193,10 @@ void vg__suppressions_summary(char *out, size_t n) {
         uint64_t h = atomic_load(&g_rules[r].hits);
         if (!h)
             continue;
+        int k = g_rules[r].kind;
         used += (size_t)snprintf(out + used, n - used, "%s%llu %s:%s", sep,
                                  (unsigned long long)h,
-                                 g_rules[r].kind < 0 ? "*" : g_kinds[g_rules[r].kind],
+                                 k < 0 ? "*" : vg__report_kind_json((vg_report_kind_t)k),
                                  g_rules[r].pattern);
         sep = ", ";
     }

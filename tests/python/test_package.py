@@ -493,18 +493,24 @@ class Interposed(unittest.TestCase):
     after another stream's kernel (G7). PyTorch is stood in for by tests/python/fake_torch
     (what enable() touches); combined_child.py allocates through the library itself."""
 
-    def run_child(self, *args, env_extra=None, options=("--mode=guard",)):
-        import json
-        import subprocess
+    @staticmethod
+    def env():
+        """The test's environment with vgsim, the CLI and the stand-in for PyTorch."""
         here = os.path.dirname(os.path.abspath(__file__))
-        child = os.path.join(here, "combined_child.py")
-        ptx = os.path.join(here, "..", "..", "examples", "kernels.ptx")
         package = os.path.dirname(os.path.dirname(os.path.abspath(vramguard.__file__)))
         env = dict(os.environ, VRAMGUARD_CLI=os.environ["VG"],
                    LD_LIBRARY_PATH=os.path.dirname(os.environ["VGSIM_LIB"]),
                    PYTHONPATH=os.pathsep.join([os.path.join(here, "fake_torch"), package]))
         env.pop(_INTERPOSED, None)
-        env.update(env_extra or {})
+        return env
+
+    def run_child(self, *args, options=("--mode=guard",)):
+        import json
+        import subprocess
+        here = os.path.dirname(os.path.abspath(__file__))
+        child = os.path.join(here, "combined_child.py")
+        ptx = os.path.join(here, "..", "..", "examples", "kernels.ptx")
+        env = self.env()
         with tempfile.TemporaryDirectory() as tmp:
             rj = os.path.join(tmp, "r.json")
             cmd = [sys.executable, "-m", "vramguard", "run"] + list(options) + [
@@ -536,12 +542,6 @@ class Interposed(unittest.TestCase):
 
     def test_the_interpreters_flags_reach_the_script(self):
         import subprocess
-        here = os.path.dirname(os.path.abspath(__file__))
-        package = os.path.dirname(os.path.dirname(os.path.abspath(vramguard.__file__)))
-        env = dict(os.environ, VRAMGUARD_CLI=os.environ["VG"],
-                   LD_LIBRARY_PATH=os.path.dirname(os.environ["VGSIM_LIB"]),
-                   PYTHONPATH=os.pathsep.join([os.path.join(here, "fake_torch"), package]))
-        env.pop(_INTERPOSED, None)
         with tempfile.TemporaryDirectory() as tmp:
             script = os.path.join(tmp, "s.py")
             with open(script, "w") as f:
@@ -550,7 +550,7 @@ class Interposed(unittest.TestCase):
                         "      'VRAMGUARD_PY_INTERPOSED' in os.environ)\n")
             r = subprocess.run([sys.executable, "-O", "-W", "error::DeprecationWarning", "-m",
                                 "vramguard", "run", "--mode=guard", script],
-                               capture_output=True, text=True, timeout=120, env=env)
+                               capture_output=True, text=True, timeout=120, env=self.env())
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.strip(), "1 ['error::DeprecationWarning'] True False", r.stderr)
 
@@ -561,21 +561,26 @@ class Interposed(unittest.TestCase):
         self.assertIn("the package alone does not see kernel launches", r.stderr)
 
     def test_the_command(self):
-        cmd, note = _interposer_command(["run", "--mode=guard", "--limit=1G", "t.py"],
-                                        {"limit": "1G", "auto_step": "0"}, "guard", {})
+        opts = {"limit": "1G", "auto_step": "0"}
+        cmd, note = _interposer_command(["run", "--mode=guard", "--limit=1G", "t.py"], opts,
+                                        "guard", environ={})
+        self.assertEqual(opts, {"limit": "1G", "auto_step": "0"})  # (enable() still gets them)
         self.assertIsNone(note)
         self.assertEqual(cmd[1:cmd.index("--")], [
             "run", "--mode=guard", "--leaks=off", "--limit=1G", "--python_frames=1"])
         self.assertEqual(cmd[cmd.index("--") + 1:], [sys.executable] + _interpreter_flags() + [
             "-m", "vramguard", "run", "--mode=guard", "--limit=1G", "t.py"])
-        self.assertEqual(_interposer_command(["run", "t.py"], {}, "fast", {}), (None, None))
-        cmd, _ = _interposer_command(["run", "--follow-children", "t.py"], {}, "guard", {},
-                                     follow=True)
+        self.assertEqual(_interposer_command(["run", "t.py"], {}, "fast", environ={}),
+                         (None, None))
+        cmd, _ = _interposer_command(["run", "--follow-children", "t.py"], {}, "guard",
+                                     environ={}, follow=True)
         self.assertIn("--follow-children", cmd[:cmd.index("--")])  # (workers: the hooks too)
-        opts = {"interpose": "on"}
-        self.assertIsNotNone(_interposer_command(["run", "t.py"], opts, "fast", {})[0])
-        self.assertEqual(opts, {})  # (--interpose is not an option of the library)
-        cmd, note = _interposer_command(["run", "t.py"], {}, "guard", {_INTERPOSED: "1"})
+        self.assertIsNotNone(_interposer_command(["run", "t.py"], {}, "fast", interpose="on",
+                                                 environ={})[0])
+        self.assertEqual(_interposer_command(["run", "t.py"], {}, "guard", interpose="off",
+                                             environ={}), (None, None))
+        cmd, note = _interposer_command(["run", "t.py"], {}, "guard",
+                                        environ={_INTERPOSED: "1"})
         self.assertIsNone(cmd)
         self.assertIn("did not load", note)
 
@@ -583,7 +588,7 @@ class Interposed(unittest.TestCase):
         cli = _lib.cli
         _lib.cli = lambda: None
         try:
-            cmd, note = _interposer_command(["run", "t.py"], {}, "guard", {})
+            cmd, note = _interposer_command(["run", "t.py"], {}, "guard", environ={})
         finally:
             _lib.cli = cli
         self.assertIsNone(cmd)
