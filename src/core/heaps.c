@@ -1,0 +1,255 @@
+/* heaps.c — the heaps: one per device context, found from a device number or the current
+ * context (and cached per thread); the context a heap's driver calls run in; whether a
+ * CUDA graph capture is running, which changes what those calls may do. The allocator
+ * itself is heap.c.
+ */
+#define _GNU_SOURCE
+#include "heap.h"
+
+#include <stdlib.h>
+
+#include "common.h"
+#include "guard.h"
+#include "init.h"
+#include "options.h"
+
+#define VG_MAX_HEAPS 64
+
+static vg_heap_t *g_heaps[VG_MAX_HEAPS];
+static _Atomic int g_nheaps;
+static pthread_mutex_t g_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
+static CUcontext g_primary[VG_MAX_HEAPS];
+static VG_TLS_FAST CUcontext t_last_ctx;
+static VG_TLS_FAST vg_heap_t *t_last_heap;
+
+int vg__heap_count(void) { return atomic_load(&g_nheaps); }
+vg_heap_t *vg__heap_at(int i) { return i < atomic_load(&g_nheaps) ? g_heaps[i] : NULL; }
+
+/* ---------------------------------------------------------------------------------------
+ * Contexts
+ * ------------------------------------------------------------------------------------- */
+
+/* While a CUDA graph capture routes requests into a pool, vramguard's own driver calls
+ * (mapping pages, events) run in relaxed capture mode, as PyTorch's allocator runs its
+ * cudaMalloc: a global-mode capture would otherwise fail on them (conformance
+ * cumemalloc_during_a_global_capture_needs_relaxed_mode). Outermost enter/leave only. */
+_Atomic int vg__gpool_routes_open;
+static __thread int t_enter_depth;
+static __thread bool t_relaxed;
+static __thread CUstreamCaptureMode t_mode_before;
+
+static void relax_enter(void) {
+    if (t_enter_depth++ > 0 || !atomic_load_explicit(&vg__gpool_routes_open, memory_order_relaxed))
+        return;
+    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+    /* (These bookkeeping calls go straight to the driver, outside fault injection.) */
+    if (vg__drv_has(cuThreadExchangeStreamCaptureMode) &&
+        vg__drv.cuThreadExchangeStreamCaptureMode(&m) == CUDA_SUCCESS) {
+        t_mode_before = m;
+        t_relaxed = true;
+    }
+}
+
+static void relax_leave(void) {
+    if (--t_enter_depth > 0 || !t_relaxed)
+        return;
+    CUstreamCaptureMode m = t_mode_before;
+    vg__drv.cuThreadExchangeStreamCaptureMode(&m);
+    t_relaxed = false;
+}
+
+/* Make the heap's context current for driver calls; returns whether it pushed. */
+bool vg__heap_ctx_enter(vg_heap_t *h) {
+    relax_enter();
+    CUcontext cur = NULL;
+    if (vg__cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == h->ctx)
+        return false;
+    return vg__cuCtxPushCurrent(h->ctx) == CUDA_SUCCESS;
+}
+
+void vg__heap_ctx_leave(bool pushed) {
+    if (pushed) {
+        CUcontext popped;
+        vg__cuCtxPopCurrent(&popped);
+    }
+    relax_leave();
+}
+
+/* Is the stream being captured into a graph? Work queued on it now would become part of
+ * the program's graph, and waiting for it would break the capture. Asked of the driver
+ * only once a capture was seen to begin (the interposer's hook, a graph pool), so a
+ * program that never captures pays nothing. */
+static _Atomic bool g_captures_seen;
+static _Atomic int g_captures_running; /* begun and not ended, as the interposer saw them */
+
+void vg__captures_seen_set(void) {
+    if (!atomic_load_explicit(&g_captures_seen, memory_order_relaxed))
+        atomic_store(&g_captures_seen, true);
+}
+
+void vg__capture_began(void) {
+    vg__captures_seen_set();
+    atomic_fetch_add(&g_captures_running, 1);
+}
+
+void vg__capture_ended(void) {
+    int n = atomic_load(&g_captures_running);
+    while (n > 0 && !atomic_compare_exchange_weak(&g_captures_running, &n, n - 1)) {
+    }
+}
+
+bool vg__stream_capturing(CUstream stream) {
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!atomic_load_explicit(&g_captures_seen, memory_order_relaxed) ||
+        !vg__drv_has(cuStreamIsCapturing) || stream == NULL || stream == CU_STREAM_LEGACY)
+        return false;
+    return vg__drv.cuStreamIsCapturing(stream, &st) == CUDA_SUCCESS &&
+           st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+bool vg__heap_capturing(vg_heap_t *h) {
+    if (h->nroutes > 0 || atomic_load_explicit(&g_captures_running, memory_order_relaxed) > 0)
+        return true;
+    for (vg_stream_t *s = h->streams; s; s = s->next)
+        if (!s->forgotten && vg__stream_capturing(s->handle))
+            return true;
+    return false;
+}
+
+/* A LIMIT option's bytes on a device with `total` bytes. */
+static uint64_t bytes_for(vg_limit_t l, uint64_t total) {
+    if (l.fraction > 0)
+        return vg__align_down((uint64_t)(l.fraction * (double)total), VG_ALIGN);
+    return l.bytes;
+}
+
+static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
+    vg_heap_t *h = calloc(1, sizeof *h);
+    if (!h)
+        return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
+    pthread_mutex_init(&h->lock, NULL);
+    h->ctx = ctx;
+    h->device = device;
+    size_t total = 0;
+    CUresult r = vg__cuDeviceTotalMem(&total, device);
+    if (r != CUDA_SUCCESS) {
+        free(h);
+        return vg__error(vg__cu_status(r), "cuDeviceTotalMem failed: %s", vg__cu_error_name(r));
+    }
+    h->device_total = total;
+    h->limit = bytes_for(vg__opt.limit, total);
+    bool pushed = vg__heap_ctx_enter(h);
+    vg_status_t st = vg__heap_init_segments(h);
+    if (st == VG_OK && (st = vg__guard_heap_init(h)) != VG_OK)
+        vg__segment_release_all(h);
+    vg__heap_ctx_leave(pushed);
+    if (st != VG_OK) {
+        free(h);
+        return st;
+    }
+    if (h->vmm) {
+        vg__stat_pool(h->stats.segment, VG_POOL_LARGE, 1);
+        h->slot_min = bytes_for(vg__opt.slot_min, total);
+        h->small_max = vg__opt.small_max;
+    }
+    *out = h;
+    return VG_OK;
+}
+
+static vg_heap_t *find_heap(CUcontext ctx) {
+    int n = atomic_load(&g_nheaps);
+    for (int i = 0; i < n; i++)
+        if (g_heaps[i]->ctx == ctx)
+            return g_heaps[i];
+    return NULL;
+}
+
+static vg_status_t heap_for_ctx(CUcontext ctx, int device, vg_heap_t **out) {
+    if (ctx == t_last_ctx && t_last_heap) {
+        *out = t_last_heap;
+        return VG_OK;
+    }
+    vg_heap_t *h = find_heap(ctx);
+    if (!h) {
+        pthread_mutex_lock(&g_heaps_lock);
+        h = find_heap(ctx);
+        vg_status_t st = VG_OK;
+        if (!h) {
+            if (atomic_load(&g_nheaps) == VG_MAX_HEAPS)
+                st = vg__error(VG_ERR_NOT_SUPPORTED, "more than %d CUDA contexts", VG_MAX_HEAPS);
+            else if ((st = heap_create(ctx, device, &h)) == VG_OK) {
+                g_heaps[atomic_load(&g_nheaps)] = h;
+                atomic_fetch_add(&g_nheaps, 1);
+            }
+        }
+        pthread_mutex_unlock(&g_heaps_lock);
+        if (st != VG_OK)
+            return st;
+    }
+    t_last_ctx = ctx;
+    t_last_heap = h;
+    *out = h;
+    return VG_OK;
+}
+
+vg_status_t vg__heap_for_device(int device, vg_heap_t **out) {
+    int count = 0;
+    CUresult r = vg__cuDeviceGetCount(&count);
+    if (r != CUDA_SUCCESS)
+        return vg__error(vg__cu_status(r), "cuDeviceGetCount failed: %s", vg__cu_error_name(r));
+    if (device < 0 || device >= count || device >= VG_MAX_HEAPS)
+        return vg__error(VG_ERR_INVALID_ARGUMENT, "device %d does not exist (%d device%s)",
+                         device, count, count == 1 ? "" : "s");
+    pthread_mutex_lock(&g_heaps_lock);
+    CUcontext ctx = g_primary[device];
+    if (!ctx) {
+        CUdevice dev;
+        r = vg__cuDeviceGet(&dev, device);
+        if (r == CUDA_SUCCESS)
+            r = vg__cuDevicePrimaryCtxRetain(&ctx, dev);
+        if (r == CUDA_SUCCESS)
+            g_primary[device] = ctx;
+    }
+    pthread_mutex_unlock(&g_heaps_lock);
+    if (!ctx)
+        return vg__error(vg__cu_status(r), "cannot get the primary context of device %d: %s",
+                         device, vg__cu_error_name(r));
+    return heap_for_ctx(ctx, device, out);
+}
+
+vg_status_t vg__heap_current(vg_heap_t **out) {
+    CUcontext ctx = NULL;
+    CUresult r = vg__cuCtxGetCurrent(&ctx);
+    if (r != CUDA_SUCCESS)
+        return vg__error(vg__cu_status(r), "cuCtxGetCurrent failed: %s", vg__cu_error_name(r));
+    if (!ctx) { /* as the runtime does: device 0's primary context becomes current */
+        vg_status_t st = vg__heap_for_device(0, out);
+        if (st == VG_OK)
+            vg__cuCtxSetCurrent((*out)->ctx);
+        return st;
+    }
+    if (ctx == t_last_ctx && t_last_heap) {
+        *out = t_last_heap;
+        return VG_OK;
+    }
+    CUdevice dev = 0;
+    r = vg__cuCtxGetDevice(&dev);
+    if (r != CUDA_SUCCESS)
+        return vg__error(vg__cu_status(r), "cuCtxGetDevice failed: %s", vg__cu_error_name(r));
+    return heap_for_ctx(ctx, dev, out);
+}
+
+vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block) {
+    int n = atomic_load(&g_nheaps);
+    for (int i = 0; i < n; i++) {
+        vg_heap_t *h = g_heaps[i];
+        pthread_mutex_lock(&h->lock);
+        vg_block_t *b = vg__ptrmap_get(&h->live, p);
+        if (b && b->state == VG_BLOCK_ALLOCATED) {
+            *block = b;
+            return h;
+        }
+        pthread_mutex_unlock(&h->lock);
+    }
+    return NULL;
+}
