@@ -23,11 +23,12 @@
 #            small training loops; GPT-2 in guard mode under a memory limit; the
 #            record_stream script
 #   peak     peak reserved and step time side by side with PyTorch's allocator and
-#            expandable segments, two rounds, on GPT-2 and ResNet-50 (the acceptance line,
-#            first, so that it is done if the call runs out of time); then why vramguard's
-#            peak reserved on GPT-2 (18.97-19.01 GB on the H100) was above the vgsim replay
-#            of its own 20-step trace (18.76 GB): a traced 300-step run with reserved bytes
-#            per step, its trace replayed (with and without device lag, in other orders)
+#            expandable segments, two rounds, on GPT-2 and ResNet-50 (the acceptance line;
+#            about 8 minutes on an H100)
+#   peak-why why vramguard's peak reserved on GPT-2 (18.97-19.01 GB on the H100) was above
+#            the vgsim replay of its own 20-step trace (18.76 GB): a traced 300-step run
+#            with reserved bytes per step, its trace replayed (with and without device
+#            lag, in other orders) beside the models of PyTorch's allocator
 #   convert  PyTorch memory snapshots of the two loops under PyTorch's allocator, turned
 #            into traces by python -m vramguard convert and replayed: the snapshot's
 #            figures beside what PyTorch measured in the same run, and vramguard's beside them
@@ -35,7 +36,7 @@
 # the traces.
 set -u
 cd "$(dirname "$0")/.."
-PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next[-guard|-memcheck|-stream]|peak|convert [OUTDIR]}
+PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next[-guard|-memcheck|-stream]|peak[-why]|convert [OUTDIR]}
 O=${2:-/tmp/vg-gpu}
 mkdir -p "$O"
 B=${B:-build-gpu}
@@ -309,6 +310,11 @@ peak)
         done
     done
     peak_summary "$J"
+    ;;
+peak-why)
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    J=$O/peak.jsonl
     train_run "$J" "gpt2 vramguard traced" 300 --alloc vramguard --model gpt2 --steps 300 \
         --reserved-per-step --trace "$O/gpt2_300.csv"
     for lag in 0 800; do
@@ -382,7 +388,7 @@ except Exception as e:
         --steps 200 && cat /tmp/vg-run.json >>"$J"
     ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-memcheck, next-stream, peak or convert)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-memcheck, next-stream, peak, peak-why or convert)" >&2
     exit 2
     ;;
 esac
