@@ -137,6 +137,11 @@ pytorch)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name())'
     build
+    # `pip install ./python` as a user runs it (no network there: no build isolation)
+    step "pip install ./python" 120 python3 -m pip install --no-build-isolation --no-deps \
+        --target "$O/pip" ./python
+    step "installed package" 60 env PYTHONPATH="$O/pip" python3 -c \
+        'import vramguard, torch; print(vramguard.__file__); vramguard.enable(); print(torch.ones(4, device="cuda").sum().item())'
     step "load_inline build" 300 python3 -c 'import runpy, sys; sys.argv=["x","--fixed"]; runpy.run_path("examples/pytorch/oob_custom_kernel.py")'
     # python -m vramguard run --mode=guard runs the script under vramguard run too (P2,
     # 2026-11-23): each report should name the kernels; missing_record_stream should be
