@@ -176,9 +176,12 @@ static bool refresh_streams(vg_heap_t *h, bool wait) {
  * ------------------------------------------------------------------------------------- */
 
 /* The tag of two free neighbours merged, or false if they must stay apart. Blocks merge
- * when both are complete (the result serves any stream) or both wait on the same stream.
- * A waiting block never absorbs a complete one: that would hide memory every stream may
- * use behind one stream's pending work. The two merge once the stream completes. */
+ * when both are complete (the result serves any stream) or both wait on the same epoch of
+ * the same stream. A waiting block never absorbs a complete one: that would hide memory
+ * every stream may use behind one stream's pending work. Nor one of a later epoch: the
+ * earlier free would then wait for the later one's event too, and a loop that frees on
+ * one stream beside its last free, allocating on another, would never see that memory
+ * complete and map new memory every iteration. The two merge once both are complete. */
 static bool merged_tag(const vg_block_t *a, const vg_block_t *b, vg_stream_t **s, uint64_t *e) {
     if (b->slot & VG_SLOT_START) /* a slot's end: the two stay apart (A5) */
         return false;
@@ -188,9 +191,9 @@ static bool merged_tag(const vg_block_t *a, const vg_block_t *b, vg_stream_t **s
         *e = 0;
         return true;
     }
-    if (!ca && !cb && a->stream == b->stream) {
+    if (!ca && !cb && a->stream == b->stream && a->epoch == b->epoch) {
         *s = a->stream;
-        *e = VG_MAX(a->epoch, b->epoch);
+        *e = a->epoch;
         return true;
     }
     return false;

@@ -107,11 +107,11 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
                 nfree++;
                 free_bytes += b->size;
                 /* Neighbours that serve any stream, or that both still wait on the same
-                 * stream, are always merged when they become neighbours. */
+                 * epoch of the same stream, are always merged when they become neighbours. */
                 if (prev && prev->state == VG_BLOCK_FREE && !(b->slot & VG_SLOT_START) &&
                     ((!prev->stream && !b->stream) ||
-                     (prev->stream == b->stream && !vg__block_complete(prev) &&
-                      !vg__block_complete(b))))
+                     (prev->stream == b->stream && prev->epoch == b->epoch &&
+                      !vg__block_complete(prev) && !vg__block_complete(b))))
                     FAIL("adjacent free blocks %#llx (%llu bytes, stream %p, epoch %llu) and "
                          "%#llx (%llu bytes, stream %p, epoch %llu) were not merged",
                          h->device, (unsigned long long)prev->addr,

@@ -163,6 +163,32 @@ VG_TEST(a_record_stream_loop_does_not_grow) {
     CHECK_VALID();
 }
 
+/* Allocated on one stream, freed on another (cuMemFreeAsync on a copy stream, as
+ * clean_program does), with no synchronisation vramguard sees. Each free lands beside the
+ * last one; merged, the earlier frees waited for the latest one's event too, which was
+ * never recorded before the next allocation, so every iteration mapped new memory (20
+ * iterations of 1 MiB reserved 22 MiB; 200 of 2 MiB reserved 400). The freeing stream's
+ * work is done before each allocation, so what the allocation's refresh learns does not
+ * depend on timing: the free of two iterations ago is known complete. */
+VG_TEST(frees_on_another_stream_are_reused_in_a_loop) {
+    vgt_init("");
+    CUstream alloc_s = vgt_stream(), free_s = vgt_stream();
+    const size_t n = 2 << 20;
+    for (int i = 0; i < 200; i++) {
+        void *x;
+        CHECK_VG(vg_malloc(&x, n, alloc_s));
+        CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)x, (unsigned char)i, n, alloc_s));
+        CHECK_CU(vg__cuStreamSynchronize(alloc_s)); /* (the driver's: vramguard is not told) */
+        CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)x, 0, 4096, free_s));
+        CHECK_VG(vg_free(x, free_s));
+        CHECK_CU(vg__cuStreamSynchronize(free_s)); /* (the same) */
+    }
+    int64_t peak = vgt_stats().reserved_bytes[VG_POOL_ALL].peak;
+    CHECK_MSG(peak <= 4 * (int64_t)n, "reserved memory grew to %lld MiB over 200 iterations of "
+              "2 MiB", (long long)(peak >> 20));
+    CHECK_VALID();
+}
+
 /* A block another stream used (record_stream) waits for that stream too. It comes back
  * once that stream's work is done, told (`told`) or learnt from its event before memory
  * grows. */
