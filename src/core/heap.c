@@ -477,6 +477,14 @@ static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, u
             process_deferred(h);
         b = find_block(h, size, s); /* (released blocks may have merged with b) */
     }
+    /* Neighbours that had to stay apart while they waited (a complete one and a waiting
+     * one, or two epochs of one stream) may have completed since: join them before
+     * mapping memory, once per completion. */
+    if ((!b || !b->mapped) && h->merged_gen != h->completion_gen) {
+        merge_pass(h);
+        h->merged_gen = h->completion_gen;
+        b = find_block(h, size, s);
+    }
     h->memory_short = false;
     vg_status_t st = place(h, size, requested, uoff, s, b, out);
     if (st == VG_ERR_OUT_OF_MEMORY && size <= h->small_max)

@@ -230,6 +230,7 @@ struct vg_heap {
     uint64_t next_id;
     vg_stats_t stats;
     uint64_t completion_gen;    /* bumped whenever a stream's completed epoch advances */
+    uint64_t merged_gen;        /* completion_gen at the last merge pass before growing */
     uint64_t no_idle_gen;       /* a scan at this generation found no idle page */
     bool memory_short;          /* a page could not be created (limit or device full) */
     vg_free_rec_t *history;     /* the last VG_FREE_HISTORY frees (allocated lazily) */
@@ -254,6 +255,8 @@ vg_status_t vg__heap_for_device(int device, vg_heap_t **out);
  * locked on return when found). */
 vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block);
 int vg__heap_count(void);
+/* verbose=1: each device's peaks and counts, at exit. */
+void vg__heaps_describe_exit(void);
 vg_heap_t *vg__heap_at(int i);
 
 /* Allocate a block of `size` bytes (of which the user asked for `requested`) ordered on

@@ -189,6 +189,34 @@ VG_TEST(frees_on_another_stream_are_reused_in_a_loop) {
     CHECK_VALID();
 }
 
+/* Two neighbours freed on stream A in different epochs stay apart while they wait (the
+ * test above); once A's work is known complete, a request of both their sizes takes them
+ * joined instead of mapping new memory. */
+VG_TEST(neighbours_freed_in_two_epochs_join_once_complete) {
+    vgt_init("");
+    CUstream a = vgt_stream(), b = vgt_stream();
+    const size_t n = 4 << 20;
+    void *x, *y, *z, *w, *big;
+    CHECK_VG(vg_malloc(&x, n, a));
+    CHECK_VG(vg_malloc(&y, n, a));
+    CHECK_VG(vg_malloc(&z, n, a)); /* (stays live: y has no free neighbour above) */
+    CHECK((char *)y == (char *)x + n);
+    CHECK_VG(vg_free(x, a));
+    CHECK_VG(vg_malloc(&w, 3 * n, b)); /* maps memory: records an event on A, a new epoch */
+    CHECK_VG(vg_free(y, a));
+    CHECK_VALID();
+    CHECK_CU(vg__cuStreamSynchronize(a));
+    CHECK_VG(vg_stream_synchronized(a));
+    int64_t reserved = vgt_stats().reserved_bytes[VG_POOL_ALL].current;
+    CHECK_VG(vg_malloc(&big, 2 * n, a));
+    CHECK_MSG(big == x, "the two freed neighbours were not joined for a request of both sizes");
+    CHECK_EQ(vgt_stats().reserved_bytes[VG_POOL_ALL].current, reserved);
+    CHECK_VG(vg_free(big, a));
+    CHECK_VG(vg_free(z, a));
+    CHECK_VG(vg_free(w, b));
+    CHECK_VALID();
+}
+
 /* A block another stream used (record_stream) waits for that stream too. It comes back
  * once that stream's work is done, told (`told`) or learnt from its event before memory
  * grows. */
