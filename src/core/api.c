@@ -41,6 +41,8 @@ void vg__modules_shutdown(void) {
         vg__leak_report();
     vg__snapshot_at_exit();
     vg__trace_close();
+    if (vg__opt.verbose)
+        vg__heaps_describe_exit();
     vg__report_finish();
 }
 

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "heap.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common.h"
@@ -123,6 +124,27 @@ static uint64_t bytes_for(vg_limit_t l, uint64_t total) {
     return l.bytes;
 }
 
+/* verbose=1: what vramguard made of a device when it first used it. */
+static void describe_heap(const vg_heap_t *h) {
+    char name[128] = "", total[32], a[32], b[32], c[32];
+    if (vg__cuDeviceGetName(name, sizeof name, h->device) != CUDA_SUCCESS)
+        snprintf(name, sizeof name, "?");
+    char limit[64] = "no limit";
+    if (h->limit)
+        snprintf(limit, sizeof limit, "limit %s (option limit)", vg__fmt_bytes(a, h->limit));
+    vg__log("device %d (%s, %s), %s", h->device, name, vg__fmt_bytes(total, h->device_total),
+            limit);
+    if (h->vmm)
+        vg__log("  virtual-memory segments in %s pages; requests up to %s in a range of their "
+                "own; requests from %s that need new memory keep their range (slots)",
+                vg__fmt_bytes(a, h->page), h->small_max ? vg__fmt_bytes(b, h->small_max) : "0",
+                h->slot_min ? vg__fmt_bytes(c, h->slot_min) : "(never)");
+    else
+        vg__log("  cuMemAlloc segments (%s): a block never spans two, and free memory joins "
+                "only within a segment", vg__opt.vmm == VG_VMM_OFF
+                    ? "vmm=off" : "the driver or device offers no virtual-memory management");
+}
+
 static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
     vg_heap_t *h = calloc(1, sizeof *h);
     if (!h)
@@ -152,8 +174,29 @@ static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
         h->slot_min = bytes_for(vg__opt.slot_min, total);
         h->small_max = vg__opt.small_max;
     }
+    if (vg__opt.verbose)
+        describe_heap(h);
     *out = h;
     return VG_OK;
+}
+
+void vg__heaps_describe_exit(void) {
+    for (int i = 0; i < vg__heap_count(); i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        char a[32], b[32];
+        pthread_mutex_lock(&h->lock);
+        const vg_stats_t *st = &h->stats;
+        uint64_t alloc = (uint64_t)st->allocated_bytes[VG_POOL_ALL].peak;
+        uint64_t res = (uint64_t)st->reserved_bytes[VG_POOL_ALL].peak;
+        vg__log("device %d at exit: peak allocated %s, peak reserved %s (reserved / allocated "
+                "%.4f); "
+                "%llu allocations, %llu driver allocations or mappings, %llu out of memory",
+                h->device, vg__fmt_bytes(a, alloc), vg__fmt_bytes(b, res),
+                alloc ? (double)res / (double)alloc : 0.0,
+                (unsigned long long)st->allocation[VG_POOL_ALL].allocated,
+                (unsigned long long)st->num_device_alloc, (unsigned long long)st->num_ooms);
+        pthread_mutex_unlock(&h->lock);
+    }
 }
 
 static vg_heap_t *find_heap(CUcontext ctx) {

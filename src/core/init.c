@@ -53,6 +53,9 @@ static vg_status_t init_locked(const char *options, vg_opt_source_t src) {
     st = vg__driver_load(NULL);
     if (st != VG_OK)
         return st;
+    if (vg__opt.verbose)
+        vg__log("driver: %s (CUDA %d.%d)%s", vg__drv.path, vg__drv.version / 1000,
+                vg__drv.version % 1000 / 10, vg__drv.is_vgsim ? ", vgsim: the CPU simulation" : "");
     st = vg__modules_init();
     if (st != VG_OK)
         return st;

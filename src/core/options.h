@@ -27,7 +27,9 @@
       "CUDA driver library to load (a path to vgsim's libcuda.so.1 runs on the CPU)")        \
     X(mode, ENUM, "fast", "fast|guard",                                                      \
       "fast: caching allocator only; guard: redzones, poison, quarantine and checks")        \
-    X(verbose, BOOL, "0", "", "print every option and where its value came from")           \
+    X(verbose, BOOL, "0", "",                                                                \
+      "print every option and where its value came from, the driver and each device as "   \
+      "vramguard sets it up, and each device's peak memory and counts at exit")            \
     X(log, STR, "", "", "file for vramguard's messages (default: standard error)")           \
     X(limit, LIMIT, "0", "",                                                                 \
       "cap on device memory per device: bytes (15G) or a fraction (0.2); 0 = none")          \

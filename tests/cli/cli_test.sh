@@ -554,6 +554,25 @@ halt_on_error)
     run 7 "$VG" run --sim --mode=guard --halt_on_error=1 --error_exitcode=7 -- \
         "$EXAMPLES/s8_bad_frees"
     run 0 "$VG" run --sim --mode=guard --halt_on_error=1 -- "$EXAMPLES/clean_program" ;;
+verbose)
+    # verbose=1 says what vramguard loaded and made of each device, and each device's
+    # figures at exit; on stderr only. clean_program frees on another stream than it
+    # allocates on: its memory must be reused (it reserved 22 MiB for 1 MiB live when
+    # blocks freed in different epochs merged).
+    run 0 "$VG" run --sim --verbose --limit=1G -- "$EXAMPLES/clean_program"
+    grep -q "^clean_program: sum" "$TMP/out" || fail "the program's output"
+    for k in "options \(31\):" "  halt_on_error    = 0 " "driver: .*libcuda.so.1 \(CUDA [0-9]+\.[0-9]\), vgsim" \
+             "device 0 \(vgsim.*, 80.00 GiB\), limit 1.00 GiB \(option limit\)" \
+             "virtual-memory segments in 2.00 MiB pages; requests up to 1.00 MiB in a range" \
+             "device 0 at exit: peak allocated 1.08 MiB, peak reserved [0-9.]+ MiB"; do
+        grep -qE "$k" "$TMP/err" || { cat "$TMP/err" >&2; fail "no line matching '$k'"; }
+    done
+    mib=$(grep -oE "peak reserved [0-9.]+ MiB" "$TMP/err" | grep -oE "[0-9.]+")
+    awk -v m="$mib" 'BEGIN { exit !(m <= 8) }' || fail "clean_program reserved $mib MiB"
+    run 0 "$VG" run --sim --verbose --vmm=off -- "$EXAMPLES/clean_program"
+    grep -q "cuMemAlloc segments (vmm=off)" "$TMP/err" || fail "vmm=off not described"
+    run 0 "$VG" run --sim -- "$EXAMPLES/clean_program"
+    [ ! -s "$TMP/err" ] || { cat "$TMP/err" >&2; fail "fast mode without verbose printed something"; } ;;
 *) fail "unknown case" ;;
 esac
 echo "ok $CASE"
