@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/heap.h"
 #include "driver/driver.h"
 #include "harness.h"
 #include "vramguard.h"
@@ -82,6 +83,19 @@ static inline CUstream vgt_stream(void) {
     CUstream s;
     CHECK_CU(vg__cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     return s;
+}
+
+/* Let the allocator know stream `s`, as its first allocation on it would, without
+ * allocating. A heap that has seen one stream only merges every free neighbour (heap.c);
+ * tests of how several streams share memory show each stream to it first, as a program
+ * that uses them from the start would. */
+static inline void vgt_stream_seen(CUstream s) {
+    vg_heap_t *h;
+    CHECK_MSG(vg__heap_current(&h) == VG_OK, "no heap: %s", vg_last_error());
+    pthread_mutex_lock(&h->lock);
+    vg_stream_t *st = vg__heap_stream(h, s);
+    pthread_mutex_unlock(&h->lock);
+    CHECK(st != NULL);
 }
 
 #endif /* VG_TESTS_VGTEST_H */

@@ -66,6 +66,7 @@ static vg_stream_t *stream_lookup(vg_heap_t *h, uintptr_t key, bool create, CUst
         s->epoch = 1;
         s->next = h->streams;
         h->streams = s;
+        h->streams_seen++;
     }
     if (s) {
         t_stream_heap = h;
@@ -181,8 +182,14 @@ static bool refresh_streams(vg_heap_t *h, bool wait) {
  * every stream may use behind one stream's pending work. Nor one of a later epoch: the
  * earlier free would then wait for the later one's event too, and a loop that frees on
  * one stream beside its last free, allocating on another, would never see that memory
- * complete and map new memory every iteration. The two merge once both are complete. */
-static bool merged_tag(const vg_block_t *a, const vg_block_t *b, vg_stream_t **s, uint64_t *e) {
+ * complete and map new memory every iteration. The two merge once both are complete.
+ * While the heap has seen one stream only (a PyTorch training loop), free neighbours
+ * always merge, as in a single-stream allocator: there is no other stream to hide memory
+ * from, and that stream may use both halves at once. The result waits on its later epoch.
+ * (A second stream then finds that memory usable once the first one's work has completed,
+ * and maps memory of its own meanwhile; from then on the rules above hold.) */
+static bool merged_tag(const vg_heap_t *h, const vg_block_t *a, const vg_block_t *b,
+                       vg_stream_t **s, uint64_t *e) {
     if (b->slot & VG_SLOT_START) /* a slot's end: the two stay apart (A5) */
         return false;
     bool ca = vg__block_complete(a), cb = vg__block_complete(b);
@@ -194,6 +201,11 @@ static bool merged_tag(const vg_block_t *a, const vg_block_t *b, vg_stream_t **s
     if (!ca && !cb && a->stream == b->stream && a->epoch == b->epoch) {
         *s = a->stream;
         *e = a->epoch;
+        return true;
+    }
+    if (h->streams_seen == 1 && (ca || cb || a->stream == b->stream)) {
+        *s = ca ? b->stream : a->stream;
+        *e = VG_MAX(ca ? 0 : a->epoch, cb ? 0 : b->epoch);
         return true;
     }
     return false;
@@ -222,8 +234,9 @@ static vg_tlsf_t *index_of(vg_heap_t *h, const vg_block_t *b) {
 }
 
 /* May neighbours a and b, both free or both pooled, merge? Same state, same pool, tags. */
-static bool mergeable(const vg_block_t *a, const vg_block_t *b, vg_stream_t **s, uint64_t *e) {
-    return a->state == b->state && a->gpool == b->gpool && merged_tag(a, b, s, e);
+static bool mergeable(const vg_heap_t *h, const vg_block_t *a, const vg_block_t *b,
+                      vg_stream_t **s, uint64_t *e) {
+    return a->state == b->state && a->gpool == b->gpool && merged_tag(h, a, b, s, e);
 }
 
 vg_block_t *vg__block_coalesce(vg_heap_t *h, vg_block_t *b) {
@@ -236,12 +249,12 @@ vg_block_t *vg__block_coalesce(vg_heap_t *h, vg_block_t *b) {
     }
     /* Keep going: a neighbour that has completed since it was freed may now merge, and
      * the merged block may then reach another one. */
-    for (vg_block_t *p = b->prev; p && mergeable(p, b, &s, &e); p = b->prev) {
+    for (vg_block_t *p = b->prev; p && mergeable(h, p, b, &s, &e); p = b->prev) {
         vg__tlsf_remove(idx, p);
         absorb(h, p, b, s, e);
         b = p;
     }
-    for (vg_block_t *n = b->next; n && mergeable(b, n, &s, &e); n = b->next) {
+    for (vg_block_t *n = b->next; n && mergeable(h, b, n, &s, &e); n = b->next) {
         vg__tlsf_remove(idx, n);
         absorb(h, b, n, s, e);
     }
@@ -256,7 +269,7 @@ static void merge_pass(vg_heap_t *h) {
             vg_stream_t *s;
             uint64_t e;
             while (b->state == VG_BLOCK_FREE && n && n->state == VG_BLOCK_FREE &&
-                   merged_tag(b, n, &s, &e)) {
+                   merged_tag(h, b, n, &s, &e)) {
                 vg__tlsf_remove(&h->index, b);
                 vg__tlsf_remove(&h->index, n);
                 absorb(h, b, n, s, e);
@@ -415,12 +428,65 @@ static vg_block_t *find_block(vg_heap_t *h, uint64_t size, vg_stream_t *s) {
     return vg__tlsf_find(&h->index, size, s);
 }
 
+/* No free block serves stream s. A range's last block may still be one s cannot use
+ * because it waits on another stream (while a heap has seen one stream, a free joins the
+ * unmapped rest of its range: see merged_tag). No kernel can have touched its unmapped
+ * pages: the part from above its last mapped page becomes a block of its own, usable by
+ * every stream, rather than s reserving a new range. Returns that block, or NULL. */
+static vg_block_t *unmapped_rest(vg_heap_t *h, uint64_t size, vg_stream_t *s) {
+    for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
+        if (!seg->vmm || seg->small)
+            continue;
+        vg_block_t *b = seg->first;
+        while (b->next)
+            b = b->next;
+        if (b->state != VG_BLOCK_FREE || vg__block_usable(b, s) || b->size < size)
+            continue;
+        uint64_t lo = (b->addr - seg->base) / h->page, end = b->addr + b->size - seg->base;
+        uint64_t i = end / h->page; /* (the range's end is page-aligned) */
+        while (i > lo && !seg->pages[i - 1])
+            i--;
+        uint64_t cut = VG_MAX(seg->base + i * h->page, b->addr);
+        if (b->addr + b->size - cut < size)
+            continue;
+        vg__tlsf_remove(&h->index, b);
+        if (cut > b->addr) {
+            vg_block_t *u = vg__block_new(h);
+            if (!u) {
+                vg__tlsf_insert(&h->index, b);
+                return NULL;
+            }
+            u->addr = cut;
+            u->size = b->addr + b->size - cut;
+            u->seg = seg;
+            u->state = VG_BLOCK_FREE;
+            u->prev = b;
+            b->next = u;
+            b->size = cut - b->addr;
+            b->mapped = vg__segment_range_mapped(seg, b->addr, b->size);
+            b->pat_head = VG_MIN(b->pat_head, b->size);
+            b->pat_tail = 0;
+            vg__tlsf_insert(&h->index, b);
+            b = u;
+        } else {
+            b->stream = NULL; /* all of it unmapped: it serves any stream */
+            b->epoch = 0;
+            b->pat_head = b->pat_tail = 0;
+        }
+        vg__tlsf_insert(&h->index, b);
+        return b;
+    }
+    return NULL;
+}
+
 /* Place a request on block b (or NULL: search): extend it down, map its pages, carve. */
 static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64_t uoff,
                          vg_stream_t *s, vg_block_t *b, vg_block_t **out) {
     vg_status_t st;
     if (!b)
         b = find_block(h, size, s);
+    if (!b && size > h->small_max)
+        b = unmapped_rest(h, size, s);
     if (!b) {
         if ((st = vg__segment_grow(h, size, &b)) != VG_OK)
             return st;

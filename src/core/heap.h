@@ -222,6 +222,7 @@ struct vg_heap {
     vg_tlsf_t index;            /* every free block */
     vg_segment_t *segments;
     vg_stream_t *streams;
+    int streams_seen;           /* streams ever added to `streams` */
     vg_ptrmap_t live;           /* user address -> allocated or quarantined block */
     vg_block_t *deferred;       /* list through fnext */
     vg_block_t *block_pool;     /* recycled block structs */

@@ -90,6 +90,8 @@ VG_TEST(same_stream_reuses_at_once) {
 static void cross_stream_reuse(bool told) {
     vgt_init("");
     CUstream a = vgt_stream(), b = vgt_stream();
+    vgt_stream_seen(a);
+    vgt_stream_seen(b);
     const size_t n = 4 << 20; /* (y maps new memory: A's event is recorded then) */
     void *x, *y;
     CHECK_VG(vg_malloc(&x, n, a));
@@ -112,7 +114,7 @@ static void cross_stream_reuse(bool told) {
     int64_t reserved = vgt_stats().reserved_bytes[VG_POOL_ALL].current;
     void *z;
     CHECK_VG(vg_malloc(&z, n, b));
-    CHECK_MSG(z == x, "stream B did not get the block A freed and completed");
+    CHECK_MSG(z == x, "stream B did not get the block A freed and completed (x %p y %p z %p)", x, y, z);
     CHECK_EQ(vgt_stats().reserved_bytes[VG_POOL_ALL].current, reserved);
     CHECK_VG(vg_free(y, b));
     CHECK_VG(vg_free(z, b));
@@ -127,6 +129,8 @@ VG_TEST(completion_is_learned_from_events_when_memory_runs_short) {
      * the allocator must record an event on A, wait for it, and reuse the block. */
     vgt_init("limit=4M");
     CUstream a = vgt_stream(), b = vgt_stream();
+    vgt_stream_seen(a);
+    vgt_stream_seen(b);
     void *x, *y;
     CHECK_VG(vg_malloc(&x, 3 << 20, a));
     CHECK_VG(vg_free(x, a));
@@ -160,6 +164,50 @@ VG_TEST(a_record_stream_loop_does_not_grow) {
     int64_t peak = vgt_stats().reserved_bytes[VG_POOL_ALL].peak;
     CHECK_MSG(peak <= 4 * (int64_t)n, "reserved memory grew to %lld MiB over 200 iterations of "
               "8 MiB", (long long)(peak >> 20));
+    CHECK_VALID();
+}
+
+/* While one stream is all the heap has seen, a free joins its free neighbours whatever
+ * their epochs, as in a single-stream allocator: here the freed block joins the unmapped
+ * rest of the range, and the next, larger request starts at its address instead of
+ * leaving it as a hole. A second stream arriving while that memory still waits on the
+ * first gets the unmapped part of it (no kernel can have touched it), not a new range,
+ * and the first stream's memory once its work completes. */
+VG_TEST(one_stream_merges_every_free_neighbour_and_a_second_stream_waits) {
+    vgt_init("");
+    CUstream a = vgt_stream(), b = vgt_stream();
+    const size_t n = 4 << 20;
+    void *x, *y, *z, *w;
+    CHECK_VG(vg_malloc(&x, n, a));
+    CHECK_VG(vg_free(x, a));
+    CHECK_CU(vg__cuStreamSynchronize(a));
+    CHECK_VG(vg_stream_synchronized(a)); /* (x is complete: the next free is a new epoch) */
+    CHECK_VG(vg_malloc(&y, n, a));
+    CHECK(y == x);
+    CHECK_VG(vg_free(y, a)); /* waits on A; joins the complete rest of the range */
+    CHECK_VG(vg_malloc(&z, 2 * n, a));
+    CHECK_MSG(z == x, "the freed block stayed a hole below the larger request");
+    vgt_gate_t g;
+    vgt_gate_close(&g, a);
+    CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)z, 0xAA, 2 * n, a));
+    CHECK_VG(vg_free(z, a)); /* queued work on A still uses it */
+    int64_t ranges = vgt_stats().segment[VG_POOL_ALL].current;
+    CHECK_VG(vg_malloc(&w, n, b));
+    CHECK_MSG((char *)w + n <= (char *)z || (char *)w >= (char *)z + 2 * n,
+              "stream B got memory that A's queued work still uses");
+    CHECK_MSG(vgt_stats().segment[VG_POOL_ALL].current == ranges,
+              "stream B reserved a new address range instead of the unmapped rest of A's");
+    CHECK_VALID();
+    vgt_gate_open(&g);
+    CHECK_CU(vg__cuStreamSynchronize(a));
+    CHECK_VG(vg_stream_synchronized(a));
+    int64_t reserved = vgt_stats().reserved_bytes[VG_POOL_ALL].current;
+    void *v;
+    CHECK_VG(vg_malloc(&v, 2 * n, b));
+    CHECK_MSG(v == z, "stream B did not get A's completed memory");
+    CHECK_EQ(vgt_stats().reserved_bytes[VG_POOL_ALL].current, reserved);
+    CHECK_VG(vg_free(v, b));
+    CHECK_VG(vg_free(w, b));
     CHECK_VALID();
 }
 
