@@ -289,6 +289,10 @@ next | next-guard | next-memcheck | next-stream)
         done
     fi
     if [ "$PART" = next ] || [ "$PART" = next-stream ]; then
+        # Several streams (A8, 2026-11-23): reserved / allocated near vgsim's 1.5-1.7.
+        for p in single own next random; do
+            step "multistream $p" 60 "$B/vramguard" run --verbose -- "$B/bench/multistream" $p
+        done
         # Guard mode under a limit: the quarantine shrinks instead of moving pages (G5).
         VRAMGUARD_OPTIONS=limit=18G train_run "$J" "gpt2 guard limit=18G" 300 --alloc guard \
             --model gpt2 --steps 60
