@@ -434,8 +434,9 @@ static vg_block_t *find_block(vg_heap_t *h, uint64_t size, vg_stream_t *s) {
  * pages: the part from above its last mapped page becomes a block of its own, usable by
  * every stream, rather than s reserving a new range. Returns that block, or NULL. */
 static vg_block_t *unmapped_rest(vg_heap_t *h, uint64_t size, vg_stream_t *s) {
+    bool small = size <= h->small_max && h->small_seg; /* (the range find_block searched) */
     for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
-        if (!seg->vmm || seg->small)
+        if (!seg->vmm || seg->small != small)
             continue;
         vg_block_t *b = seg->first;
         while (b->next)
@@ -485,7 +486,7 @@ static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64
     vg_status_t st;
     if (!b)
         b = find_block(h, size, s);
-    if (!b && size > h->small_max)
+    if (!b)
         b = unmapped_rest(h, size, s);
     if (!b) {
         if ((st = vg__segment_grow(h, size, &b)) != VG_OK)

@@ -170,7 +170,6 @@ static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
         return st;
     }
     if (h->vmm) {
-        vg__stat_pool(h->stats.segment, VG_POOL_LARGE, 1);
         h->slot_min = bytes_for(vg__opt.slot_min, total);
         h->small_max = vg__opt.small_max;
     }

@@ -111,6 +111,7 @@ static vg_status_t reserve_range(vg_heap_t *h, uint64_t at_least, bool small,
                 vg__cuMemAddressFree(va, want);
                 return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
             }
+            vg__stat_pool(h->stats.segment, small ? VG_POOL_SMALL : VG_POOL_LARGE, 1);
             *out = seg;
             return VG_OK;
         }

@@ -187,16 +187,23 @@ VG_TEST(one_stream_merges_every_free_neighbour_and_a_second_stream_waits) {
     CHECK_VG(vg_free(y, a)); /* waits on A; joins the complete rest of the range */
     CHECK_VG(vg_malloc(&z, 2 * n, a));
     CHECK_MSG(z == x, "the freed block stayed a hole below the larger request");
+    void *t, *u; /* the same in the small requests' range */
+    CHECK_VG(vg_malloc(&t, 4096, a));
     vgt_gate_t g;
     vgt_gate_close(&g, a);
     CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)z, 0xAA, 2 * n, a));
-    CHECK_VG(vg_free(z, a)); /* queued work on A still uses it */
+    CHECK_CU(vg__cuMemsetD8Async((CUdeviceptr)(uintptr_t)t, 0xAA, 4096, a));
+    CHECK_VG(vg_free(z, a)); /* queued work on A still uses them */
+    CHECK_VG(vg_free(t, a));
     int64_t ranges = vgt_stats().segment[VG_POOL_ALL].current;
     CHECK_VG(vg_malloc(&w, n, b));
     CHECK_MSG((char *)w + n <= (char *)z || (char *)w >= (char *)z + 2 * n,
               "stream B got memory that A's queued work still uses");
+    CHECK_VG(vg_malloc(&u, 4096, b));
+    CHECK_MSG(u != t, "stream B got the small block A's queued work still uses");
     CHECK_MSG(vgt_stats().segment[VG_POOL_ALL].current == ranges,
               "stream B reserved a new address range instead of the unmapped rest of A's");
+    CHECK_VG(vg_free(u, b));
     CHECK_VALID();
     vgt_gate_open(&g);
     CHECK_CU(vg__cuStreamSynchronize(a));
