@@ -187,7 +187,8 @@ static bool refresh_streams(vg_heap_t *h, bool wait) {
  * always merge, as in a single-stream allocator: there is no other stream to hide memory
  * from, and that stream may use both halves at once. The result waits on its later epoch.
  * (A second stream then finds that memory usable once the first one's work has completed,
- * and maps memory of its own meanwhile; from then on the rules above hold.) */
+ * and meanwhile the unmapped part of it (unmapped_rest); from then on the rules above
+ * hold.) */
 static bool merged_tag(const vg_heap_t *h, const vg_block_t *a, const vg_block_t *b,
                        vg_stream_t **s, uint64_t *e) {
     if (b->slot & VG_SLOT_START) /* a slot's end: the two stay apart (A5) */
