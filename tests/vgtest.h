@@ -15,6 +15,21 @@
 #include "harness.h"
 #include "vramguard.h"
 
+/* Built with AddressSanitizer or ThreadSanitizer: long random runs do a third of their
+ * steps there (every check still runs; the sanitizers look for errors, not volume), so
+ * that the whole suite stays within CI's time. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define VGT_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define VGT_SANITIZED 1
+#endif
+#endif
+#ifndef VGT_SANITIZED
+#define VGT_SANITIZED 0
+#endif
+#define VGT_STEPS(n) (VGT_SANITIZED ? (n) / 3 : (n))
+
 #ifndef VG_TEST_VGSIM_LIB
 #error "VG_TEST_VGSIM_LIB must name vgsim's libcuda.so.1"
 #endif

@@ -136,19 +136,19 @@ static void random_run(int steps, size_t max_large, bool expect_ooms) {
 VG_TEST(random_vmm) {
     seed(0x9e3779b97f4a7c15ull);
     vgt_init("");
-    random_run(6000, 32 << 20, false);
+    random_run(VGT_STEPS(6000), 32 << 20, false);
 }
 
 VG_TEST(random_vmm_under_a_tight_limit) {
     seed(0x2545f4914f6cdd1dull);
     vgt_init("limit=256M");
-    random_run(6000, 64 << 20, true);
+    random_run(VGT_STEPS(6000), 64 << 20, true);
 }
 
 VG_TEST(random_cumemalloc_segments) {
     seed(0xda942042e4dd58b5ull);
     vgt_init("vmm=off,limit=512M");
-    random_run(6000, 48 << 20, true);
+    random_run(VGT_STEPS(6000), 48 << 20, true);
 }
 
 /* Guard mode on the same random programs, which never write outside their allocations:
