@@ -222,9 +222,11 @@ VG_TEST(one_stream_merges_every_free_neighbour_and_a_second_stream_waits) {
  * clean_program does), with no synchronisation vramguard sees. Each free lands beside the
  * last one; merged, the earlier frees waited for the latest one's event too, which was
  * never recorded before the next allocation, so every iteration mapped new memory (20
- * iterations of 1 MiB reserved 22 MiB; 200 of 2 MiB reserved 400). The freeing stream's
- * work is done before each allocation, so what the allocation's refresh learns does not
- * depend on timing: the free of two iterations ago is known complete. */
+ * iterations of 1 MiB reserved 22 MiB; 200 of 2 MiB reserved 400). Now memory grows only
+ * when the event recorded on the way to growing has not completed when it is first asked
+ * (it is asked again at the next slow allocation, and the freeing stream's work is done
+ * by then): at worst once per round through what is reserved, about 20 blocks in 200
+ * iterations; 4 to 11 on vgsim, the more the slower the build. */
 VG_TEST(frees_on_another_stream_are_reused_in_a_loop) {
     vgt_init("");
     CUstream alloc_s = vgt_stream(), free_s = vgt_stream();
@@ -239,8 +241,8 @@ VG_TEST(frees_on_another_stream_are_reused_in_a_loop) {
         CHECK_CU(vg__cuStreamSynchronize(free_s)); /* (the same) */
     }
     int64_t peak = vgt_stats().reserved_bytes[VG_POOL_ALL].peak;
-    CHECK_MSG(peak <= 4 * (int64_t)n, "reserved memory grew to %lld MiB over 200 iterations of "
-              "2 MiB", (long long)(peak >> 20));
+    CHECK_MSG(peak <= 32 * (int64_t)n, "reserved memory grew to %lld MiB over 200 iterations "
+              "of 2 MiB", (long long)(peak >> 20));
     CHECK_VALID();
 }
 
