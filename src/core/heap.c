@@ -331,36 +331,42 @@ static void pattern_drop_front(vg_block_t *b, uint64_t n) {
         b->pat_tail = b->size - n;
 }
 
+/* Split block b (out of its index) after its first `at` bytes: b keeps them, the rest
+ * becomes a block of the same state, pool and tag, inserted in the index. Returns the
+ * rest, or NULL (no struct to split with: b stays whole). */
+static vg_block_t *split(vg_heap_t *h, vg_block_t *b, uint64_t at) {
+    vg_block_t *r = vg__block_new(h);
+    if (!r)
+        return NULL;
+    r->addr = b->addr + at;
+    r->size = b->size - at;
+    r->seg = b->seg;
+    r->state = b->state; /* (free, or pooled in the same pool) */
+    r->gpool = b->gpool;
+    r->stream = b->stream;
+    r->epoch = b->epoch;
+    r->mapped = b->mapped;
+    r->pat_head = b->pat_head;
+    r->pat_tail = b->pat_tail;
+    r->slot = b->slot & VG_SLOT_IN;
+    pattern_drop_front(r, at); /* (r->size is already the remainder's) */
+    r->prev = b;
+    r->next = b->next;
+    if (b->next)
+        b->next->prev = r;
+    b->next = r;
+    b->size = at;
+    vg__tlsf_insert(index_of(h, r), r);
+    return r;
+}
+
 /* Hand out the first `size` bytes of free block b (in the index, pages mapped). */
 static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t requested,
                          uint64_t uoff, vg_stream_t *s) {
     bool ready = redzones_ready(b->size, b->pat_head, b->pat_tail, uoff, requested, size);
-    vg_tlsf_t *idx = index_of(h, b);
-    vg__tlsf_remove(idx, b);
-    if (b->size - size >= VG_ALIGN) {
-        vg_block_t *r = vg__block_new(h);
-        if (r) { /* without a struct to split with, hand out the whole block */
-            r->addr = b->addr + size;
-            r->size = b->size - size;
-            r->seg = b->seg;
-            r->state = b->state; /* (free, or pooled in the same pool) */
-            r->gpool = b->gpool;
-            r->stream = b->stream;
-            r->epoch = b->epoch;
-            r->mapped = b->mapped;
-            r->pat_head = b->pat_head;
-            r->pat_tail = b->pat_tail;
-            r->slot = b->slot & VG_SLOT_IN;
-            pattern_drop_front(r, size); /* (r->size is already the remainder's) */
-            r->prev = b;
-            r->next = b->next;
-            if (b->next)
-                b->next->prev = r;
-            b->next = r;
-            b->size = size;
-            vg__tlsf_insert(idx, r);
-        }
-    }
+    vg__tlsf_remove(index_of(h, b), b);
+    if (b->size - size >= VG_ALIGN)
+        split(h, b, size); /* (without a struct to split with, the whole block goes) */
     vg_status_t st = make_allocated(h, b, requested, uoff, s);
     if (st == VG_OK && ready)
         b->flags |= VG_BF_READY;
@@ -451,31 +457,20 @@ static vg_block_t *unmapped_rest(vg_heap_t *h, uint64_t size, vg_stream_t *s) {
         uint64_t cut = VG_MAX(seg->base + i * h->page, b->addr);
         if (b->addr + b->size - cut < size)
             continue;
-        vg__tlsf_remove(&h->index, b);
         if (cut > b->addr) {
-            vg_block_t *u = vg__block_new(h);
-            if (!u) {
-                vg__tlsf_insert(&h->index, b);
-                return NULL;
-            }
-            u->addr = cut;
-            u->size = b->addr + b->size - cut;
-            u->seg = seg;
-            u->state = VG_BLOCK_FREE;
-            u->prev = b;
-            b->next = u;
-            b->size = cut - b->addr;
+            vg__tlsf_remove(&h->index, b);
+            vg_block_t *u = split(h, b, cut - b->addr);
             b->mapped = vg__segment_range_mapped(seg, b->addr, b->size);
-            b->pat_head = VG_MIN(b->pat_head, b->size);
-            b->pat_tail = 0;
+            b->pat_tail = 0; /* (what it knew of its end was u's) */
             vg__tlsf_insert(&h->index, b);
+            if (!u)
+                return NULL;
             b = u;
-        } else {
-            b->stream = NULL; /* all of it unmapped: it serves any stream */
-            b->epoch = 0;
-            b->pat_head = b->pat_tail = 0;
         }
-        vg__tlsf_insert(&h->index, b);
+        b->stream = NULL; /* unmapped all through: it serves any stream */
+        b->epoch = 0;
+        b->mapped = 0;
+        b->pat_head = b->pat_tail = 0;
         return b;
     }
     return NULL;
