@@ -271,6 +271,15 @@ next | next-guard | next-memcheck | next-stream)
         for c in $(cases tests/unit/test_order.c); do
             VGT_DRIVER=libcuda.so.1 step "unit_order $c" 60 "$B/tests/unit/unit_order" "$c"
         done
+        # cuMemFree waits for the device, cuMemAlloc's memory serves any stream at once
+        # (docs/decisions.md A9): exit 0 and no report in each run.
+        for how in --free --alloc; do
+            step "sync_calls $how plain" 60 "$B/tests/preload/sync_calls" $how
+            for m in fast guard; do
+                step "sync_calls $how $m vramguard" 60 "$B/vramguard" run --mode=$m -- \
+                    "$B/tests/preload/sync_calls" $how
+            done
+        done
         guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)
         REPEAT=15 replays
     fi

@@ -50,8 +50,11 @@ void vg__modules_shutdown(void) {
  * Allocation
  * ------------------------------------------------------------------------------------- */
 
+/* `stream` may be VG_STREAM_SYNC (vg__malloc_synchronous): only the heap tells it from
+ * the legacy stream. */
 __attribute__((noinline)) static vg_status_t alloc_in(vg_heap_t *h, void **ptr, size_t size,
-                                                      CUstream stream) {
+                                                      CUstream heap_stream) {
+    CUstream stream = heap_stream == VG_STREAM_SYNC ? NULL : heap_stream;
     uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
     uint64_t total = size, left = 0;
     bool guard = vg__guard_on();
@@ -61,13 +64,13 @@ __attribute__((noinline)) static vg_status_t alloc_in(vg_heap_t *h, void **ptr, 
         left = vg__guard_left();
     pthread_mutex_lock(&h->lock);
     vg_block_t *b;
-    vg_status_t st = vg__heap_alloc(h, total, size, left, stream, &b);
+    vg_status_t st = vg__heap_alloc(h, total, size, left, heap_stream, &b);
     if (st == VG_OK) {
         b->site = site;
         vg__site_account(site, (int64_t)size, 1);
         if (guard && (st = vg__guard_after_alloc(h, b, stream)) != VG_OK) {
             vg__site_account(site, -(int64_t)size, -1);
-            vg__heap_free(h, b, stream); /* a dead context: give it back and say why */
+            vg__heap_free(h, b, stream, false); /* a dead context: give it back, say why */
         }
     }
     if (st == VG_OK) {
@@ -100,6 +103,15 @@ VG_API vg_status_t vg_malloc(void **ptr, size_t size, void *stream) {
     if ((st = vg__heap_current(&h)) != VG_OK)
         return st;
     return alloc_in(h, ptr, size, (CUstream)stream);
+}
+
+__attribute__((noinline)) vg_status_t vg__malloc_synchronous(void **ptr, size_t size) {
+    *ptr = NULL;
+    vg_status_t st = vg__ensure_init();
+    vg_heap_t *h;
+    if (st != VG_OK || (st = vg__heap_current(&h)) != VG_OK)
+        return st;
+    return alloc_in(h, ptr, size, VG_STREAM_SYNC);
 }
 
 VG_API vg_status_t vg_malloc_device(void **ptr, size_t size, int device, void *stream) {
@@ -173,23 +185,57 @@ bool vg__live_range(uint64_t p, uint64_t *base, uint64_t *size) {
     return false;
 }
 
-void vg__ctx_synchronized(CUcontext ctx) {
-    if (vg__ensure_init() != VG_OK)
+/* Which heaps a synchronisation covers: a context's (all), or the heaps that know the
+ * stream (a legacy or per-thread stream is the current context's). */
+static bool sync_covers(const vg_sync_t *t, vg_heap_t *h, CUcontext current) {
+    if (t->all)
+        return h->ctx == t->ctx;
+    if (t->stream == NULL || t->stream == CU_STREAM_LEGACY || t->stream == CU_STREAM_PER_THREAD)
+        return h->ctx == current;
+    return true;
+}
+
+void vg__sync_begin(vg_sync_t *t, bool all, CUcontext ctx, CUstream stream) {
+    memset(t, 0, sizeof *t);
+    t->all = all;
+    t->stream = stream;
+    CUcontext current = NULL;
+    if (vg__ensure_init() != VG_OK || vg__cuCtxGetCurrent(&current) != CUDA_SUCCESS)
         return;
-    if (!ctx && (vg__cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx))
+    t->ctx = ctx ? ctx : current;
+    if (!t->ctx)
         return;
-    vg__order_all_done(); /* (every context's streams: fewer reports, never a false one) */
-    for (int i = 0; i < vg__heap_count(); i++) {
+    for (int i = 0; i < vg__heap_count() && t->n < VG_SYNC_HEAPS; i++) {
         vg_heap_t *h = vg__heap_at(i);
-        if (h->ctx != ctx) /* (another device's streams are still running) */
+        if (!sync_covers(t, h, current))
             continue;
         pthread_mutex_lock(&h->lock);
-        vg__heap_all_synced(h);
-        if (vg__opt.check_sync)
-            vg__guard_check_all(h, "by the check at a context synchronisation");
+        t->capturing |= vg__heap_capturing(h);
+        t->marks[t->n] = vg__heap_sync_begin(h, all, stream);
+        pthread_mutex_unlock(&h->lock);
+        t->heap[t->n++] = h;
+    }
+}
+
+void vg__sync_end(vg_sync_t *t, bool ok) {
+    if (ok && t->ctx) {
+        if (t->all)
+            vg__order_all_done(); /* (every context's streams: fewer reports, never a false one) */
+        else
+            vg__order_stream_done(t->stream);
+    }
+    for (int i = 0; i < t->n; i++) {
+        vg_heap_t *h = t->heap[i];
+        pthread_mutex_lock(&h->lock);
+        vg__heap_sync_end(h, t->marks[i], ok);
+        if (ok && vg__opt.check_sync)
+            vg__guard_check_all(h, t->all ? "by the check at a context synchronisation"
+                                          : "by the check at a stream synchronisation");
         pthread_mutex_unlock(&h->lock);
     }
-    vg__snapshot_maybe();
+    t->n = 0;
+    if (ok && t->all)
+        vg__snapshot_maybe();
 }
 
 void vg__context_destroying(CUcontext ctx) {
@@ -326,7 +372,10 @@ static vg_status_t bad_free(uint64_t p, uint32_t call_site) {
     return VG_ERR_INVALID_FREE;
 }
 
-__attribute__((noinline)) static vg_status_t free_in(void *ptr, int device, CUstream stream) {
+/* `synced`: the context was synchronised just before (the program's cuMemFree): the memory
+ * is any stream's at once. */
+__attribute__((noinline)) static vg_status_t free_in(void *ptr, int device, CUstream stream,
+                                                     bool synced) {
     uint64_t p = (uint64_t)(uintptr_t)ptr;
     bool guard = vg__guard_on();
     uint32_t free_site = guard && vg__opt.stack_depth ? vg__site_here(2) : 0;
@@ -352,7 +401,7 @@ __attribute__((noinline)) static vg_status_t free_in(void *ptr, int device, CUst
     vg__heap_history_add(h, b, free_site);
     vg__trace_event(false, b->user, b->requested, stream);
     vg__event(h, VG_EV_FREE, b->user, b->requested, stream, b->site);
-    vg__heap_free(h, b, stream);
+    vg__heap_free(h, b, stream, synced);
     if (guard)
         vg__guard_poll(h, "by a check that ran after the allocation was freed");
     pthread_mutex_unlock(&h->lock);
@@ -366,14 +415,28 @@ VG_API vg_status_t vg_free(void *ptr, void *stream) {
     if (!ptr)
         return VG_OK;
     vg_status_t st = vg__ensure_init();
-    return st != VG_OK ? st : free_in(ptr, -1, (CUstream)stream);
+    return st != VG_OK ? st : free_in(ptr, -1, (CUstream)stream, false);
 }
 
 VG_API vg_status_t vg_free_device(void *ptr, int device, void *stream) {
     if (!ptr)
         return VG_OK;
     vg_status_t st = vg__ensure_init();
-    return st != VG_OK ? st : free_in(ptr, device, (CUstream)stream);
+    return st != VG_OK ? st : free_in(ptr, device, (CUstream)stream, false);
+}
+
+__attribute__((noinline)) vg_status_t vg__free_synchronous(void *ptr, CUresult *waited) {
+    *waited = CUDA_SUCCESS;
+    vg_status_t st = vg__ensure_init();
+    if (st != VG_OK)
+        return st;
+    vg_sync_t t;
+    vg__sync_begin(&t, true, NULL, NULL);
+    if (!t.capturing) /* (a capture forbids waiting: the block then waits on its stream) */
+        *waited = vg__cuCtxSynchronize();
+    bool synced = !t.capturing && *waited == CUDA_SUCCESS;
+    vg__sync_end(&t, synced);
+    return free_in(ptr, -1, NULL, synced);
 }
 
 /* ---------------------------------------------------------------------------------------

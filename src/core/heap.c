@@ -61,12 +61,12 @@ static vg_stream_t *stream_lookup(vg_heap_t *h, uintptr_t key, bool create, CUst
         s = calloc(1, sizeof *s);
         if (!s)
             return NULL;
-        s->handle = handle == CU_STREAM_LEGACY ? NULL : handle;
+        s->handle = handle == CU_STREAM_LEGACY || handle == VG_STREAM_SYNC ? NULL : handle;
         s->key = key;
         s->epoch = 1;
         s->next = h->streams;
         h->streams = s;
-        h->streams_seen++;
+        h->streams_seen += handle != VG_STREAM_SYNC;
     }
     if (s) {
         t_stream_heap = h;
@@ -103,6 +103,46 @@ void vg__heap_stream_synced(vg_heap_t *h, CUstream handle) {
 void vg__heap_all_synced(vg_heap_t *h) {
     for (vg_stream_t *s = h->streams; s; s = s->next)
         stream_complete(h, s);
+    if (h->deferred)
+        process_deferred(h);
+}
+
+struct vg_sync_marks {
+    size_t n;
+    struct {
+        vg_stream_t *s;
+        uint64_t epoch;
+    } m[];
+};
+
+vg_sync_marks_t *vg__heap_sync_begin(vg_heap_t *h, bool all, CUstream handle) {
+    size_t n = 0;
+    vg_stream_t *one = all ? NULL : stream_lookup(h, stream_key(handle), false, handle);
+    for (vg_stream_t *s = h->streams; s; s = s->next)
+        n += !s->forgotten && (all || s == one);
+    vg_sync_marks_t *m = n ? malloc(sizeof *m + n * sizeof m->m[0]) : NULL;
+    if (!m)
+        return NULL;
+    m->n = 0;
+    for (vg_stream_t *s = h->streams; s; s = s->next) {
+        if (s->forgotten || !(all || s == one))
+            continue;
+        m->m[m->n].s = s;
+        m->m[m->n++].epoch = s->epoch++;
+    }
+    return m;
+}
+
+void vg__heap_sync_end(vg_heap_t *h, vg_sync_marks_t *m, bool ok) {
+    if (!m)
+        return;
+    for (size_t i = 0; ok && i < m->n; i++)
+        if (m->m[i].s->done < m->m[i].epoch)
+            m->m[i].s->done = m->m[i].epoch;
+    free(m);
+    if (!ok)
+        return;
+    h->completion_gen++;
     if (h->deferred)
         process_deferred(h);
 }
@@ -286,6 +326,8 @@ static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requeste
                                   uint64_t user_offset, vg_stream_t *s) {
     b->state = VG_BLOCK_ALLOCATED;
     b->stream = s;
+    if (VG_UNLIKELY(s->key == (uintptr_t)VG_STREAM_SYNC)) /* (NULL: no memory for it) */
+        b->stream = vg__heap_stream(h, NULL) ? vg__heap_stream(h, NULL) : s;
     b->epoch = 0;
     b->user = b->addr + user_offset;
     b->free_site = 0;
@@ -597,13 +639,15 @@ alloc_general(vg_heap_t *h, uint64_t size, uint64_t requested, uint64_t uoff, vg
 
 vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
                            uint64_t uoff, CUstream stream, vg_block_t **out) {
+    vg_stream_t *s = vg__heap_stream(h, stream);
+    if (stream == VG_STREAM_SYNC)
+        stream = NULL;
     uint64_t rounded = vg__align_up(size ? size : 1, VG_ALIGN);
     if (rounded < size || rounded > (1ull << 56)) {
         h->stats.num_ooms++;
         vg__oom_explain(h, requested, rounded < size ? UINT64_MAX : rounded, stream);
         return VG_ERR_OUT_OF_MEMORY;
     }
-    vg_stream_t *s = vg__heap_stream(h, stream);
     if (!s)
         return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
     if (h->limit && rounded > h->limit) { /* cannot succeed: say so without touching anything */
@@ -701,7 +745,7 @@ vg_block_t *vg__heap_unpool(vg_heap_t *h, vg_block_t *b) {
     return f;
 }
 
-void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
+void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream, bool synced) {
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.allocation, pool, -1);
     vg__stat_pool(h->stats.allocated_bytes, pool, -(int64_t)b->size);
@@ -711,8 +755,9 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
         s = b->stream; /* no memory for a new stream record: the allocation's stream */
     vg__guard_before_free(h, b, s); /* (nothing for a graph's block: never guarded) */
     b->stream = s;
-    b->epoch = s->epoch;
-    s->last_free_epoch = s->epoch;
+    b->epoch = synced ? 0 : s->epoch; /* (epoch 0 is complete) */
+    if (!synced)
+        s->last_free_epoch = s->epoch;
     if (b->gpool) { /* a graph's memory: back to its pool, whatever streams used it */
         vg__ptrmap_del(&h->live, b->user);
         release_free(h, b, 0, 0);
@@ -726,7 +771,7 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream) {
         b->nuses = 0;
     }
     bool wait_uses = false;
-    for (int i = 0; i < b->nuses; i++) {
+    for (int i = 0; i < b->nuses && !synced; i++) {
         b->use_epochs[i] = b->uses[i]->epoch;
         if (b->uses[i] != s) {
             wait_uses = true;

@@ -272,8 +272,10 @@ void vg__heap_ctx_leave(bool pushed);
 const vg_free_rec_t *vg__heap_history_find(vg_heap_t *h, uint64_t user, uint64_t id);
 /* Record a free in the history (heap lock held). */
 void vg__heap_history_add(vg_heap_t *h, const vg_block_t *b, uint32_t free_site);
-/* Return an allocated block to the heap, ordered on `stream` (heap lock held). */
-void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream);
+/* Return an allocated block to the heap, ordered on `stream` (heap lock held); `synced`:
+ * the context was synchronised after the program's last use (its cuMemFree), so the
+ * block is any stream's at once. */
+void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream, bool synced);
 /* A block leaving guard's quarantine: deferred if other streams still use it, else
  * free (heap lock held). Its first `head` and last `tail` bytes were checked to hold the
  * guard pattern: the free block remembers them (pat_head, pat_tail). */
@@ -285,6 +287,21 @@ vg_status_t vg__heap_trim(vg_heap_t *h, bool wait_for_streams);
 /* The stream's work up to now is complete (a synchronisation was observed). */
 void vg__heap_stream_synced(vg_heap_t *h, CUstream stream);
 void vg__heap_all_synced(vg_heap_t *h);
+/* The stream of a synchronous allocation (the program's cuMemAlloc): the memory serves
+ * every stream as soon as the call returns, so it comes from blocks that are complete,
+ * never from one still waiting on the legacy stream. Allocated, the block belongs to the
+ * legacy stream as any other allocation given NULL. Not a stream of the program's (not
+ * counted in streams_seen). */
+#define VG_STREAM_SYNC ((CUstream)(uintptr_t)0x4)
+/* A synchronisation the program makes, seen before it waits (heap lock held for each
+ * call, not across the wait): begin ends the epoch of `stream` in h, or of every stream
+ * (all), and returns marks (malloc'd; NULL when nothing is marked or memory is short:
+ * the synchronisation then completes nothing); end, once the wait returned `ok`, makes
+ * complete what was freed before it began, and no more: what another thread freed on
+ * those streams meanwhile may still be in use. Frees the marks. */
+typedef struct vg_sync_marks vg_sync_marks_t;
+vg_sync_marks_t *vg__heap_sync_begin(vg_heap_t *h, bool all, CUstream stream);
+void vg__heap_sync_end(vg_heap_t *h, vg_sync_marks_t *m, bool ok);
 void vg__heap_forget_stream(vg_heap_t *h, CUstream stream);
 /* Check every invariant; returns VG_OK or VG_ERR_INTERNAL with the first violation in
  * vg_last_error(). O(blocks + pages). */

@@ -109,14 +109,32 @@ uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
 bool vg__describe_device_ptr(uint64_t p, char *out, size_t n);
 
 /* For the interposer (api.c; each takes the heap locks): is p inside memory vramguard
- * holds; the live allocation holding p (its pointer and requested size); every stream of
- * context ctx (NULL: the current one) has completed (after a context synchronisation;
- * runs the check_sync check);
- * launch the guard work waiting on `stream` (before a program's launch on it). */
+ * holds; the live allocation holding p (its pointer and requested size); launch the
+ * guard work waiting on `stream` (before a program's launch on it). */
 bool vg__is_ours(uint64_t p);
 bool vg__live_range(uint64_t p, uint64_t *base, uint64_t *size);
-void vg__ctx_synchronized(CUcontext ctx);
 void vg__guard_flush_stream(void *stream);
+/* A synchronisation the program makes (docs/decisions.md A9): begin before it waits,
+ * for context ctx (all; NULL: the current one) or one stream; end once it returned, `ok`
+ * if it succeeded: the streams' work up to the beginning is then complete (frees made
+ * by other threads while it waited are not), and the check_sync check runs. */
+#define VG_SYNC_HEAPS 8
+typedef struct vg_sync {
+    bool all, capturing; /* capturing: a stream it covers is being captured */
+    CUcontext ctx;
+    CUstream stream;
+    int n;
+    struct vg_heap *heap[VG_SYNC_HEAPS];
+    struct vg_sync_marks *marks[VG_SYNC_HEAPS];
+} vg_sync_t;
+void vg__sync_begin(vg_sync_t *t, bool all, CUcontext ctx, CUstream stream);
+void vg__sync_end(vg_sync_t *t, bool ok);
+/* The program's cuMemAlloc: memory every stream may use at once (VG_STREAM_SYNC). */
+vg_status_t vg__malloc_synchronous(void **ptr, size_t size);
+/* The program's cuMemFree of vramguard memory: the current context is synchronised, as
+ * the driver's cuMemFree does (not during a capture), then the memory is freed, any
+ * stream's at once; `waited` is what the synchronisation returned. */
+vg_status_t vg__free_synchronous(void *ptr, CUresult *waited);
 /* The program destroys ctx: guard mode's final check of its heap runs now, then nothing
  * more is launched there. */
 void vg__context_destroying(CUcontext ctx);

@@ -183,9 +183,10 @@ VG_API CUresult cuStreamSynchronize(CUstream stream) {
     if (!vgp_ready())
         return real(stream);
     vg__guard_flush_stream(stream);
+    vg_sync_t t;
+    vg__sync_begin(&t, false, NULL, stream);
     CUresult r = real(stream);
-    if (r == CUDA_SUCCESS)
-        vg_stream_synchronized(stream);
+    vg__sync_end(&t, r == CUDA_SUCCESS);
     return vgp_check(r, "cuStreamSynchronize");
 }
 
@@ -200,9 +201,10 @@ static CUresult ctx_sync(CUresult (*real_v1)(void), CUresult (*real_v2)(CUcontex
     if (!vgp_ready())
         return real_v1 ? real_v1() : real_v2(ctx);
     vg__guard_flush_stream(NULL);
+    vg_sync_t t;
+    vg__sync_begin(&t, true, ctx, NULL);
     CUresult r = real_v1 ? real_v1() : real_v2(ctx);
-    if (r == CUDA_SUCCESS)
-        vg__ctx_synchronized(ctx);
+    vg__sync_end(&t, r == CUDA_SUCCESS);
     return vgp_check(r, "cuCtxSynchronize");
 }
 

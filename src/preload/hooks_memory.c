@@ -49,7 +49,7 @@ VG_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
         return CUDA_ERROR_INVALID_VALUE;
     void *p = NULL;
     vg__guard_sync_call(true);
-    vg_status_t st = vg_malloc(&p, bytesize, NULL);
+    vg_status_t st = vg__malloc_synchronous(&p, bytesize);
     vg__guard_sync_call(false);
     *dptr = (CUdeviceptr)(uintptr_t)p;
     return alloc_result(st);
@@ -69,7 +69,7 @@ VG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
         return CUDA_ERROR_INVALID_VALUE;
     void *ptr = NULL;
     vg__guard_sync_call(true);
-    vg_status_t st = vg_malloc(&ptr, p * height, NULL);
+    vg_status_t st = vg__malloc_synchronous(&ptr, p * height);
     vg__guard_sync_call(false);
     *dptr = (CUdeviceptr)(uintptr_t)ptr;
     if (st == VG_OK)
@@ -98,7 +98,10 @@ VG_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstrea
 }
 
 /* A free: vramguard's memory goes back to its allocator (which reports bad frees);
- * anything else goes to the driver, and an error from it is reported as a bad free. */
+ * anything else goes to the driver, and an error from it is reported as a bad free. A
+ * synchronous cuMemFree then waits for the context, as the driver's does: programs count
+ * on it (a kernel still writing the freed buffer on one stream would race with its next
+ * owner on another; the host may read what earlier async copies wrote). */
 static CUresult free_hook(CUdeviceptr dptr, CUstream stream, bool async) {
     if (vgp_sticky())
         return vgp_sticky();
@@ -113,11 +116,15 @@ static CUresult free_hook(CUdeviceptr dptr, CUstream stream, bool async) {
                         (void *)(uintptr_t)dptr);
             return CUDA_SUCCESS;
         }
+        CUresult waited = CUDA_SUCCESS;
         vg__guard_sync_call(!async);
-        vg_status_t st = vg_free((void *)(uintptr_t)dptr, stream);
+        vg_status_t st = async ? vg_free((void *)(uintptr_t)dptr, stream)
+                               : vg__free_synchronous((void *)(uintptr_t)dptr, &waited);
         vg__guard_sync_call(false);
         if (st != VG_OK && !vg__guard_on()) /* (guard mode reported it in full) */
             vg__log("%s", vg_last_error());
+        if (st == VG_OK && waited != CUDA_SUCCESS) /* (as the driver's: an earlier launch's) */
+            return waited;
         return st == VG_OK ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     }
     static void *next_sync, *next_async;

@@ -390,6 +390,17 @@ interposer_streams_and_graphs)
     grep -q "(cuGraphLaunch) on stream" "$TMP/err" || fail "the graph launches are not listed"
     grep -A1 "given a pointer into this allocation" "$TMP/err" | grep -q "captured into a CUDA graph" ||
         fail "the captured kernel is not named as the likely writer" ;;
+interposer_sync_calls)
+    # cuMemFree waits for the device's work and cuMemAlloc returns memory any stream may
+    # use at once; a program that counts on it gets the same results under vramguard (in
+    # guard mode too, with no report: the poison of the freed buffer follows its kernel).
+    for how in --free --alloc; do
+        LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$BUILD/tests/preload/sync_calls" $how
+        for m in fast guard; do
+            run 0 "$VG" run --sim --mode=$m -- "$BUILD/tests/preload/sync_calls" $how
+            if grep -q "ERROR:" "$TMP/err"; then cat "$TMP/err" >&2; fail "a report ($how, $m mode)"; fi
+        done
+    done ;;
 clean_identical)
     # A correct program: the same output without vramguard, and under it in both modes,
     # no report, and exit status 0.

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "vgtest.h"
-#include "core/report.h" /* vg__ctx_synchronized: what the interposer calls */
+#include "core/report.h" /* vg__sync_begin/end: what the interposer calls */
 
 VG_TEST(alloc_free_basic) {
     vgt_init("");
@@ -697,18 +697,63 @@ VG_TEST(a_context_synchronisation_completes_only_that_context) {
     void *p, *q;
     CHECK_VG(vg_malloc_device(&p, 1 << 20, 1, a));
     CHECK_VG(vg_free_device(p, 1, a)); /* stream a may still use it */
-    vg__ctx_synchronized(c0);
+    vg_sync_t t;
+    vg__sync_begin(&t, true, c0, NULL);
+    vg__sync_end(&t, true);
     CHECK_VG(vg_malloc_device(&q, 1 << 20, 1, b));
     CHECK(q != p);
     CHECK_VG(vg_free_device(q, 1, b));
+    vg__sync_begin(&t, true, c1, NULL);
     CHECK_CU(vg__cuCtxSynchronize()); /* c1 is current */
-    vg__ctx_synchronized(c1);
+    vg__sync_end(&t, true);
     CHECK_VG(vg_forget_stream(a));
     CHECK_VG(vg_forget_stream(b));
     CHECK_CU(vg__cuStreamDestroy(a));
     CHECK_CU(vg__cuStreamDestroy(b));
     CUcontext popped;
     CHECK_CU(vg__cuCtxPopCurrent(&popped));
+    CHECK_VALID();
+}
+
+VG_TEST(a_synchronisation_completes_what_was_freed_before_it_began_only) {
+    /* The interposer marks a program's synchronisation when it begins: a free another
+     * thread makes while it waits (its kernel queued after the wait began) stays waiting
+     * on its stream; what was freed before is any stream's once the wait returns. */
+    vgt_init("");
+    CUstream a = vgt_stream(), b = vgt_stream();
+    vgt_stream_seen(a);
+    vgt_stream_seen(b);
+    void *before, *during, *q;
+    CHECK_VG(vg_malloc(&before, 1 << 20, a));
+    CHECK_VG(vg_malloc(&during, 4 << 20, a));
+    CHECK_VG(vg_free(before, a));
+    vg_sync_t t;
+    vg__sync_begin(&t, false, NULL, a);
+    vgt_gate_t gate;
+    vgt_gate_close(&gate, a); /* work queued after the wait began */
+    CHECK_VG(vg_free(during, a));
+    vg__sync_end(&t, true);
+    CHECK_VG(vg_malloc(&q, 4 << 20, b));
+    CHECK(q != during); /* stream a may still use it */
+    CHECK_VG(vg_free(q, b));
+    CHECK_VG(vg_malloc(&q, 1 << 20, b));
+    CHECK(q == before);
+    CHECK_VG(vg_free(q, b));
+    /* A synchronisation that failed completes nothing. */
+    void *r;
+    CHECK_VG(vg_malloc(&r, 2 << 20, a));
+    CHECK_VG(vg_free(r, a));
+    vg__sync_begin(&t, true, NULL, NULL);
+    vg__sync_end(&t, false);
+    CHECK_VG(vg_malloc(&q, 2 << 20, b));
+    CHECK(q != r);
+    CHECK_VG(vg_free(q, b));
+    vgt_gate_open(&gate);
+    CHECK_CU(vg__cuCtxSynchronize());
+    CHECK_VG(vg_forget_stream(a));
+    CHECK_VG(vg_forget_stream(b));
+    CHECK_CU(vg__cuStreamDestroy(a));
+    CHECK_CU(vg__cuStreamDestroy(b));
     CHECK_VALID();
 }
 
