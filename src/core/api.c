@@ -198,6 +198,7 @@ static bool sync_covers(const vg_sync_t *t, vg_heap_t *h, CUcontext current) {
 void vg__sync_begin(vg_sync_t *t, bool all, CUcontext ctx, CUstream stream) {
     memset(t, 0, sizeof *t);
     t->all = all;
+    t->check = true;
     t->stream = stream;
     CUcontext current = NULL;
     if (vg__ensure_init() != VG_OK || vg__cuCtxGetCurrent(&current) != CUDA_SUCCESS)
@@ -228,7 +229,7 @@ void vg__sync_end(vg_sync_t *t, bool ok) {
         vg_heap_t *h = t->heap[i];
         pthread_mutex_lock(&h->lock);
         vg__heap_sync_end(h, t->marks[i], ok);
-        if (ok && vg__opt.check_sync)
+        if (ok && t->check && vg__opt.check_sync)
             vg__guard_check_all(h, t->all ? "by the check at a context synchronisation"
                                           : "by the check at a stream synchronisation");
         pthread_mutex_unlock(&h->lock);
@@ -432,6 +433,7 @@ __attribute__((noinline)) vg_status_t vg__free_synchronous(void *ptr, CUresult *
         return st;
     vg_sync_t t;
     vg__sync_begin(&t, true, NULL, NULL);
+    t.check = false; /* (a free is not one of check_sync's check points) */
     if (!t.capturing) /* (a capture forbids waiting: the block then waits on its stream) */
         *waited = vg__cuCtxSynchronize();
     bool synced = !t.capturing && *waited == CUDA_SUCCESS;

@@ -386,8 +386,10 @@ static void sync_call_done(vg_heap_t *h, vg_stream_t *s) {
     bool pushed = vg__heap_ctx_enter(h);
     if (s)
         flush_stream(h, s);
-    if (vg__cuCtxSynchronize() == CUDA_SUCCESS)
+    if (vg__cuCtxSynchronize() == CUDA_SUCCESS) {
         vg__order_all_done(); /* (the program's cudaFree waits for the device too, G7) */
+        vg__heap_all_synced(h); /* (exact: the heap lock is held across the wait) */
+    }
     vg__heap_ctx_leave(pushed);
 }
 

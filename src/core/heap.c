@@ -66,7 +66,7 @@ static vg_stream_t *stream_lookup(vg_heap_t *h, uintptr_t key, bool create, CUst
         s->epoch = 1;
         s->next = h->streams;
         h->streams = s;
-        h->streams_seen += handle != VG_STREAM_SYNC;
+        h->streams_seen++;
     }
     if (s) {
         t_stream_heap = h;
@@ -84,10 +84,19 @@ vg_stream_t *vg__heap_stream_find(vg_heap_t *h, CUstream handle) {
     return stream_lookup(h, stream_key(handle), false, handle);
 }
 
+/* Epochs up to `epoch` of s are complete. Only if frees were waiting on s is there
+ * something new to merge or reuse (completion_gen: the slow path's merge pass). */
+static void complete_to(vg_heap_t *h, vg_stream_t *s, uint64_t epoch) {
+    if (s->done >= epoch)
+        return;
+    if (s->last_free_epoch > s->done)
+        h->completion_gen++;
+    s->done = epoch;
+}
+
 static void stream_complete(vg_heap_t *h, vg_stream_t *s) {
-    s->done = s->epoch;
+    complete_to(h, s, s->epoch);
     s->epoch++;
-    h->completion_gen++;
 }
 
 static void process_deferred(vg_heap_t *h);
@@ -137,13 +146,9 @@ void vg__heap_sync_end(vg_heap_t *h, vg_sync_marks_t *m, bool ok) {
     if (!m)
         return;
     for (size_t i = 0; ok && i < m->n; i++)
-        if (m->m[i].s->done < m->m[i].epoch)
-            m->m[i].s->done = m->m[i].epoch;
+        complete_to(h, m->m[i].s, m->m[i].epoch);
     free(m);
-    if (!ok)
-        return;
-    h->completion_gen++;
-    if (h->deferred)
+    if (ok && h->deferred)
         process_deferred(h);
 }
 

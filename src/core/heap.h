@@ -290,8 +290,8 @@ void vg__heap_all_synced(vg_heap_t *h);
 /* The stream of a synchronous allocation (the program's cuMemAlloc): the memory serves
  * every stream as soon as the call returns, so it comes from blocks that are complete,
  * never from one still waiting on the legacy stream. Allocated, the block belongs to the
- * legacy stream as any other allocation given NULL. Not a stream of the program's (not
- * counted in streams_seen). */
+ * legacy stream as any other allocation given NULL. It counts in streams_seen: a
+ * waiting block that absorbed a complete one would hide that memory from it. */
 #define VG_STREAM_SYNC ((CUstream)(uintptr_t)0x4)
 /* A synchronisation the program makes, seen before it waits (heap lock held for each
  * call, not across the wait): begin ends the epoch of `stream` in h, or of every stream

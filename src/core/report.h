@@ -121,6 +121,7 @@ void vg__guard_flush_stream(void *stream);
 #define VG_SYNC_HEAPS 8
 typedef struct vg_sync {
     bool all, capturing; /* capturing: a stream it covers is being captured */
+    bool check;          /* run the check_sync check at the end (the program's own) */
     CUcontext ctx;
     CUstream stream;
     int n;
