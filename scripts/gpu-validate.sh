@@ -280,6 +280,10 @@ next | next-guard | next-memcheck | next-stream)
                     "$B/tests/preload/sync_calls" $how
             done
         done
+        # A pointer's range is the allocation whichever call asks; CUDA IPC of vramguard's
+        # memory is refused with the reason (plain: the driver's answer, CUDA_SUCCESS).
+        step "pointer_user plain" 60 "$B/tests/preload/pointer_user"
+        step "pointer_user vramguard" 60 "$B/vramguard" run -- "$B/tests/preload/pointer_user"
         guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)
         REPEAT=15 replays
     fi

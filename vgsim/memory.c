@@ -452,6 +452,37 @@ VGSIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
     }
 }
 
+/* Not a CUDA pointer: every attribute reads as zero, and the call still succeeds. */
+VGSIM_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attributes,
+                                          void **data, CUdeviceptr ptr) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!attributes || !data)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < n; i++) {
+        if (!data[i])
+            continue;
+        r = cuPointerGetAttribute(data[i], attributes[i], ptr);
+        if (r == CUDA_ERROR_INVALID_VALUE) /* (pointer sizes of the attributes used here) */
+            memset(data[i], 0, attributes[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE ||
+                                       attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL ||
+                                       attributes[i] == CU_POINTER_ATTRIBUTE_MAPPED
+                                   ? sizeof(int)
+                                   : sizeof(void *));
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Processes do not share vgsim's memory. */
+VGSIM_API CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr) {
+    (void)dptr;
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    return handle ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Virtual memory management
  * ------------------------------------------------------------------------------------- */

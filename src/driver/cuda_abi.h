@@ -202,6 +202,11 @@ typedef enum CUpointer_attribute_enum {
     CU_POINTER_ATTRIBUTE_MAPPED = 13
 } CUpointer_attribute;
 
+#define CU_IPC_HANDLE_SIZE 64
+typedef struct CUipcMemHandle_st {
+    char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcMemHandle;
+
 #define CU_MEMHOSTALLOC_PORTABLE 0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
 #define CU_MEMHOSTALLOC_WRITECOMBINED 0x04

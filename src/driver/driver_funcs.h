@@ -58,6 +58,11 @@
       (CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr), (pbase, psize, dptr))          \
     X(cuPointerGetAttribute, cuPointerGetAttribute, OPT,                                    \
       (void *data, CUpointer_attribute attribute, CUdeviceptr ptr), (data, attribute, ptr)) \
+    X(cuPointerGetAttributes, cuPointerGetAttributes, OPT,                                  \
+      (unsigned int n, CUpointer_attribute *attributes, void **data, CUdeviceptr ptr),      \
+      (n, attributes, data, ptr))                                                           \
+    X(cuIpcGetMemHandle, cuIpcGetMemHandle, OPT,                                            \
+      (CUipcMemHandle *handle, CUdeviceptr dptr), (handle, dptr))                           \
     X(cuMemAllocAsync, cuMemAllocAsync, OPT,                                                \
       (CUdeviceptr *dptr, size_t bytesize, CUstream stream), (dptr, bytesize, stream))      \
     X(cuMemFreeAsync, cuMemFreeAsync, OPT, (CUdeviceptr dptr, CUstream stream), (dptr, stream)) \

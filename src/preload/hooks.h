@@ -24,6 +24,9 @@
     X(cuMemFreeAsync, cuMemFreeAsync)                                                       \
     X(cuMemGetAddressRange, cuMemGetAddressRange_v2)                                        \
     X(cuMemGetInfo, cuMemGetInfo_v2)                                                        \
+    X(cuPointerGetAttribute, cuPointerGetAttribute)                                         \
+    X(cuPointerGetAttributes, cuPointerGetAttributes)                                       \
+    X(cuIpcGetMemHandle, cuIpcGetMemHandle)                                                 \
     /* pinned host memory */                                                                \
     X(cuMemAllocHost, cuMemAllocHost_v2)                                                    \
     X(cuMemHostAlloc, cuMemHostAlloc)                                                       \

@@ -172,6 +172,56 @@ VG_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdev
     NEXT(cuMemGetAddressRange_v2, pbase, psize, dptr);
 }
 
+/* A pointer's range, asked as an attribute, is the allocation too, as with
+ * cuMemGetAddressRange (libraries that cache registrations or export memory key on it):
+ * true if `a` is such an attribute of a live vramguard allocation, and data is set. */
+static bool range_attribute(CUpointer_attribute a, void *data, CUdeviceptr ptr) {
+    uint64_t base, size;
+    if ((a != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && a != CU_POINTER_ATTRIBUTE_RANGE_SIZE) ||
+        !data || !vgp_ready() || !vg__live_range(ptr, &base, &size))
+        return false;
+    if (a == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+        *(CUdeviceptr *)data = (CUdeviceptr)base;
+    else
+        *(size_t *)data = (size_t)size;
+    return true;
+}
+
+VG_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+    if (range_attribute(attribute, data, ptr))
+        return CUDA_SUCCESS;
+    NEXT(cuPointerGetAttribute, data, attribute, ptr);
+}
+
+VG_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *attributes,
+                                       void **data, CUdeviceptr ptr) {
+    static void *next;
+    __typeof__(&cuPointerGetAttributes) f =
+        (__typeof__(&cuPointerGetAttributes))vgp_next("cuPointerGetAttributes", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = f(n, attributes, data, ptr);
+    for (unsigned i = 0; r == CUDA_SUCCESS && attributes && data && i < n; i++)
+        range_attribute(attributes[i], data[i], ptr);
+    return r;
+}
+
+/* Legacy CUDA IPC exports a whole driver allocation, and the driver refuses memory mapped
+ * through the virtual-memory calls: an exported vramguard block would fail, or (from a
+ * cuMemAlloc segment) hand the other process the wrong memory. Refused, with the reason. */
+VG_API CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr) {
+    if (vgp_ready() && vg__is_ours(dptr)) {
+        static atomic_flag said = ATOMIC_FLAG_INIT;
+        if (!atomic_flag_test_and_set(&said))
+            vg__log("cuIpcGetMemHandle(%p): memory from vramguard's allocator cannot be "
+                    "shared with another process through CUDA IPC; the call fails with "
+                    "CUDA_ERROR_NOT_SUPPORTED (run the program without vramguard to share "
+                    "it; reported once)", (void *)(uintptr_t)dptr);
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    NEXT(cuIpcGetMemHandle, handle, dptr);
+}
+
 /* With limit= the program sees the smaller device it asked for; memory vramguard holds
  * but has not handed out counts as free, since the program's allocations can use it. */
 VG_API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {

@@ -404,6 +404,18 @@ interposer_sync_calls)
     # cudaMalloc, a kernel on a non-blocking stream, cudaFree, in a loop: guard mode
     # reported thousands of writes to freed memory here before.
     run 0 "$VG" run --sim --mode=guard --error_exitcode=3 -- "$BUILD/bench/launch_heavy" 300 sync ;;
+interposer_pointer_queries)
+    # A pointer's range is the allocation whichever call asks (cuMemGetAddressRange,
+    # cuPointerGetAttribute, cuPointerGetAttributes), and a CUDA IPC export of vramguard's
+    # memory fails with the reason said once, instead of sharing the wrong memory.
+    LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$BUILD/tests/preload/pointer_user"
+    for m in fast guard; do
+        run 0 "$VG" run --sim --mode=$m -- "$BUILD/tests/preload/pointer_user"
+        grep -q "range the allocation's; cuIpcGetMemHandle: CUDA_ERROR_NOT_SUPPORTED" "$TMP/out" ||
+            { cat "$TMP/out" "$TMP/err" >&2; fail "answers ($m mode)"; }
+        [ "$(grep -c "cannot be shared with another process through CUDA IPC" "$TMP/err")" = 1 ] ||
+            { cat "$TMP/err" >&2; fail "the IPC refusal is not explained once ($m mode)"; }
+    done ;;
 clean_identical)
     # A correct program: the same output without vramguard, and under it in both modes,
     # no report, and exit status 0.
