@@ -282,6 +282,12 @@ next | next-guard | next-memcheck | next-stream)
         done
         # A pointer's range is the allocation whichever call asks; CUDA IPC of vramguard's
         # memory is refused with the reason (plain: the driver's answer, CUDA_SUCCESS).
+        # 70 contexts created and destroyed: every round works, device memory free after
+        # as before (vramguard gives back the cuMemCreate pages cuCtxDestroy leaves).
+        step "contexts plain" 120 "$B/tests/preload/contexts"
+        for m in fast guard; do
+            step "contexts $m vramguard" 120 "$B/vramguard" run --mode=$m -- "$B/tests/preload/contexts"
+        done
         step "pointer_user plain" 60 "$B/tests/preload/pointer_user"
         step "pointer_user vramguard" 60 "$B/vramguard" run -- "$B/tests/preload/pointer_user"
         guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)

@@ -242,7 +242,7 @@ VGSIM_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
         return CUDA_ERROR_INVALID_HANDLE;
     if (atomic_load(&s->capture))
         return CUDA_ERROR_NOT_SUPPORTED; /* graph memory nodes are not modelled (graph.c) */
-    return sim_mem_alloc(c, dptr, bytesize);
+    return sim_mem_alloc(c, dptr, bytesize, false);
 }
 
 VGSIM_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {

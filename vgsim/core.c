@@ -315,6 +315,20 @@ VGSIM_API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     return r;
 }
 
+VGSIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
+    CUresult r = check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_device_t *d = &g_sim.devices[dev];
+    pthread_mutex_lock(&g_sim.lock);
+    *flags = 0;
+    *active = d->primary && d->primary_refs > 0;
+    pthread_mutex_unlock(&g_sim.lock);
+    return CUDA_SUCCESS;
+}
+
 /* cuCtxCreate with CUDA 12's signature (cuCtxCreate_v2) and CUDA 13's (cuCtxCreate_v4). */
 VGSIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
     (void)flags;
@@ -349,8 +363,9 @@ VGSIM_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
     if (!c || c->primary)
         return CUDA_ERROR_INVALID_CONTEXT;
     sim_ctx_synchronize(c);
-    /* Pop it from this thread's stack wherever it is. The context's memory and streams
-     * stay allocated (other threads may still name it); its work has finished. */
+    sim_free_ctx_memory(c); /* its cuMemAlloc memory, not the VMM calls' or the pool's */
+    /* Pop it from this thread's stack wherever it is. Its streams stay allocated (other
+     * threads may still name them); its work has finished. */
     for (int i = 0; i < t_nctx; i++) {
         if (t_ctx[i] == c) {
             memmove(&t_ctx[i], &t_ctx[i + 1], (size_t)(t_nctx - i - 1) * sizeof t_ctx[0]);

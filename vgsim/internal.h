@@ -86,6 +86,7 @@ typedef struct sim_region {
     int kind;                /* REGION_ALLOC or REGION_RESERVE */
     sim_device_t *dev;
     uint64_t user_size;      /* ALLOC: bytes asked for */
+    struct sim_ctx *owner;   /* ALLOC by cuMemAlloc: freed with this context (cuCtxDestroy) */
     uint64_t phys_off;       /* ALLOC: offset in the memfd */
     sim_mapping_t **pages;   /* RESERVE: mapping per granule, or NULL */
 } sim_region_t;
@@ -244,7 +245,11 @@ bool sim_is_pinned(const void *p, size_t n);
 void sim_host_copy(void *dst, const void *src, size_t n);
 CUresult sim_memory_init_device(sim_device_t *d);
 CUresult sim_free_device_ptr(CUdeviceptr p);
-CUresult sim_mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize); /* cuMemAlloc's work */
+/* cuMemAlloc's work; `owned`: the memory belongs to c and dies with it (cuMemAlloc's, not
+ * cuMemAllocAsync's, which comes from the device's pool). */
+CUresult sim_mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize, bool owned);
+/* cuCtxDestroy: free the memory c owns. */
+void sim_free_ctx_memory(sim_ctx_t *c);
 
 /* stream.c */
 sim_stream_t *sim_stream_resolve(sim_ctx_t *ctx, CUstream s); /* NULL/legacy/ptds/handle */

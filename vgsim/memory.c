@@ -253,7 +253,7 @@ bool sim_is_device_addr(uint64_t addr) {
  * cuMemAlloc / cuMemFree and queries
  * ------------------------------------------------------------------------------------- */
 
-static CUresult mem_alloc(sim_device_t *d, size_t size, CUdeviceptr *out) {
+static CUresult mem_alloc(sim_device_t *d, size_t size, sim_ctx_t *owner, CUdeviceptr *out) {
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t bytes = align_up(size, VGSIM_PAGE);
@@ -279,7 +279,7 @@ static CUresult mem_alloc(sim_device_t *d, size_t size, CUdeviceptr *out) {
     }
     if (res == CUDA_SUCCESS) {
         *r = (sim_region_t){.base = va, .size = bytes, .kind = REGION_ALLOC, .dev = d,
-                            .user_size = size, .phys_off = off};
+                            .user_size = size, .phys_off = off, .owner = owner};
         if (!region_insert(r)) {
             unmap_to_reserved(va, bytes);
             extent_give(d, va, bytes);
@@ -296,10 +296,10 @@ static CUresult mem_alloc(sim_device_t *d, size_t size, CUdeviceptr *out) {
     return CUDA_SUCCESS;
 }
 
-CUresult sim_mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize) {
+CUresult sim_mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize, bool owned) {
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
-    return mem_alloc(c->dev, bytesize, dptr);
+    return mem_alloc(c->dev, bytesize, owned ? c : NULL, dptr);
 }
 
 VGSIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
@@ -308,7 +308,7 @@ VGSIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     CUresult r = sim_ctx_check(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    return sim_mem_alloc(c, dptr, bytesize);
+    return sim_mem_alloc(c, dptr, bytesize, true);
 }
 
 VGSIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
@@ -324,10 +324,18 @@ VGSIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
     size_t p = (size_t)align_up(width, 512);
     if (height > SIZE_MAX / p)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    r = mem_alloc(c->dev, p * height, dptr);
+    r = mem_alloc(c->dev, p * height, c, dptr);
     if (r == CUDA_SUCCESS)
         *pitch = p;
     return r;
+}
+
+/* Give back an ALLOC region's memory and address range (g_sim.lock held). */
+static void region_release_locked(sim_region_t *r) {
+    region_remove(r);
+    unmap_to_reserved(r->base, r->size);
+    phys_give(r->dev, r->phys_off, r->size);
+    extent_give(r->dev, r->base, r->size);
 }
 
 /* Release a cuMemAlloc region; the caller has synchronised. */
@@ -338,13 +346,22 @@ CUresult sim_free_device_ptr(CUdeviceptr p) {
         pthread_mutex_unlock(&g_sim.lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    region_remove(r);
-    unmap_to_reserved(r->base, r->size);
-    phys_give(r->dev, r->phys_off, r->size);
-    extent_give(r->dev, r->base, r->size);
+    region_release_locked(r);
     pthread_mutex_unlock(&g_sim.lock);
     free(r);
     return CUDA_SUCCESS;
+}
+
+void sim_free_ctx_memory(sim_ctx_t *c) {
+    pthread_mutex_lock(&g_sim.lock);
+    for (size_t i = g_sim.nregions; i-- > 0;) {
+        sim_region_t *r = g_sim.regions[i];
+        if (r->kind == REGION_ALLOC && r->owner == c) {
+            region_release_locked(r);
+            free(r);
+        }
+    }
+    pthread_mutex_unlock(&g_sim.lock);
 }
 
 VGSIM_API CUresult cuMemFree_v2(CUdeviceptr dptr) {

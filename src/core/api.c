@@ -33,12 +33,14 @@ vg_status_t vg__modules_init(void) {
 void vg__modules_shutdown(void) {
     for (int i = 0; i < vg__heap_count(); i++) { /* the final check */
         vg_heap_t *h = vg__heap_at(i);
+        if (vg__heap_retired(h)) /* (its context was destroyed) */
+            continue;
         pthread_mutex_lock(&h->lock);
         vg__guard_heap_shutdown(h);
         pthread_mutex_unlock(&h->lock);
     }
-    if (vg__opt.leaks == VG_LEAKS_ON || (vg__opt.leaks == VG_LEAKS_AUTO && vg__guard_on()))
-        vg__leak_report();
+    if (vg__leaks_wanted())
+        vg__leak_report(NULL, "at exit");
     vg__snapshot_at_exit();
     vg__trace_close();
     if (vg__opt.verbose)
@@ -208,6 +210,8 @@ void vg__sync_begin(vg_sync_t *t, bool all, CUcontext ctx, CUstream stream) {
         return;
     for (int i = 0; i < vg__heap_count() && t->n < VG_SYNC_HEAPS; i++) {
         vg_heap_t *h = vg__heap_at(i);
+        if (vg__heap_retired(h)) /* (its context was destroyed) */
+            continue;
         if (!sync_covers(t, h, current))
             continue;
         pthread_mutex_lock(&h->lock);
@@ -239,14 +243,41 @@ void vg__sync_end(vg_sync_t *t, bool ok) {
         vg__snapshot_maybe();
 }
 
+/* Whether ctx is the primary context of `device` (cuCtxDestroy refuses those), found
+ * without creating one. In doubt, yes: the heap is then kept. */
+static bool is_primary(CUcontext ctx, int device) {
+    CUdevice dev;
+    unsigned int flags = 0;
+    int active = 0;
+    if (vg__cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
+        vg__cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
+        return true;
+    if (!active)
+        return false;
+    CUcontext primary = NULL;
+    if (vg__cuDevicePrimaryCtxRetain(&primary, dev) != CUDA_SUCCESS)
+        return true;
+    vg__cuDevicePrimaryCtxRelease(dev);
+    return primary == ctx;
+}
+
 void vg__context_destroying(CUcontext ctx) {
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
+        if (vg__heap_retired(h) || __atomic_load_n(&h->ctx, __ATOMIC_ACQUIRE) != ctx)
+            continue;
         pthread_mutex_lock(&h->lock);
-        if (h->ctx == ctx) {
-            vg__guard_heap_shutdown(h); /* the final check, while the context lives */
-            vg__guard_context_failed(h);
-        }
+        vg__guard_heap_shutdown(h); /* the final check, while the context lives */
+        vg__guard_context_failed(h);
+        bool retire = !is_primary(ctx, h->device);
+        pthread_mutex_unlock(&h->lock);
+        if (!retire)
+            continue;
+        /* What the program never freed dies with the context: a leak, as at exit. */
+        if (vg__leaks_wanted())
+            vg__leak_report(h, "when its context was destroyed (cuCtxDestroy)");
+        pthread_mutex_lock(&h->lock);
+        vg__heap_retire(h);
         pthread_mutex_unlock(&h->lock);
     }
 }
@@ -256,6 +287,8 @@ void vg__guard_flush_stream(void *stream) {
         return;
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
+        if (vg__heap_retired(h)) /* (its context was destroyed) */
+            continue;
         pthread_mutex_lock(&h->lock);
         vg__guard_flush(h, (CUstream)stream);
         pthread_mutex_unlock(&h->lock);
@@ -467,6 +500,8 @@ VG_API vg_status_t vg_stream_synchronized(void *stream) {
     vg__order_stream_done((CUstream)stream);
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
+        if (vg__heap_retired(h)) /* (its context was destroyed) */
+            continue;
         pthread_mutex_lock(&h->lock);
         vg__heap_stream_synced(h, (CUstream)stream);
         if (vg__opt.check_sync)
@@ -487,6 +522,8 @@ VG_API vg_status_t vg_check(void) {
     uint64_t before = vg__report_count();
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
+        if (vg__heap_retired(h)) /* (its context was destroyed) */
+            continue;
         pthread_mutex_lock(&h->lock);
         vg__guard_flush_all(h);
         CUresult r = CUDA_SUCCESS;
@@ -556,6 +593,8 @@ VG_API void vg_cuda_error(int result, const char *call) {
     vg__cuCtxGetCurrent(&cur);
     for (int i = 0; i < vg__heap_count(); i++) { /* what the checks already found */
         vg_heap_t *h = vg__heap_at(i);
+        if (vg__heap_retired(h)) /* (its context was destroyed) */
+            continue;
         pthread_mutex_lock(&h->lock);
         vg__guard_poll(h, "by a check that ran before the CUDA error");
         if (h->ctx == cur)
@@ -571,6 +610,8 @@ VG_API vg_status_t vg_forget_stream(void *stream) {
     vg__order_stream_destroyed((CUstream)stream);
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
+        if (vg__heap_retired(h)) /* (its context was destroyed) */
+            continue;
         pthread_mutex_lock(&h->lock);
         vg__heap_forget_stream(h, (CUstream)stream);
         pthread_mutex_unlock(&h->lock);
@@ -586,6 +627,8 @@ VG_API vg_status_t vg_empty_cache(void) {
     vg_status_t st = vg__ensure_init();
     for (int i = 0; st == VG_OK && i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
+        if (vg__heap_retired(h)) /* (its context was destroyed) */
+            continue;
         pthread_mutex_lock(&h->lock);
         st = vg__heap_trim(h, true);
         pthread_mutex_unlock(&h->lock);

@@ -241,6 +241,8 @@ struct vg_heap {
     vg_gpool_t *gpools;         /* CUDA graph pools (graphpool.c) */
     vg_gpool_route_t routes[VG_GPOOL_ROUTES]; /* captures under way: where requests go */
     int nroutes;
+    bool retired;               /* its context was destroyed: it holds nothing, serves
+                                   nothing, and its place in the registry may be reused */
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -259,6 +261,15 @@ int vg__heap_count(void);
 /* verbose=1: each device's peaks and counts, at exit. */
 void vg__heaps_describe_exit(void);
 vg_heap_t *vg__heap_at(int i);
+/* The program destroys h's context (heap lock held, the context still alive; its live
+ * allocations already reported as leaks if leaks are reported): they die with it, as
+ * cuMemAlloc's do, and vramguard's memory — created with cuMemCreate, which cuCtxDestroy
+ * does not free — goes back to the driver; the heap is retired, and a context created
+ * later gets a heap of its own. */
+void vg__heap_retire(vg_heap_t *h);
+static inline bool vg__heap_retired(vg_heap_t *h) {
+    return __atomic_load_n(&h->retired, __ATOMIC_ACQUIRE);
+}
 
 /* Allocate a block of `size` bytes (of which the user asked for `requested`) ordered on
  * `stream` (heap lock held). On success *out is the block, with user == addr (guard mode

@@ -8,11 +8,13 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common.h"
 #include "guard.h"
 #include "init.h"
 #include "options.h"
+#include "sites.h"
 
 #define VG_MAX_HEAPS 64
 
@@ -20,11 +22,21 @@ static vg_heap_t *g_heaps[VG_MAX_HEAPS];
 static _Atomic int g_nheaps;
 static pthread_mutex_t g_heaps_lock = PTHREAD_MUTEX_INITIALIZER;
 static CUcontext g_primary[VG_MAX_HEAPS];
+static _Atomic uint64_t g_retired; /* heaps retired so far: a thread's cached heap is valid
+                                      only if none was retired since it was cached */
 static VG_TLS_FAST CUcontext t_last_ctx;
 static VG_TLS_FAST vg_heap_t *t_last_heap;
+static VG_TLS_FAST uint64_t t_last_retired;
 
 int vg__heap_count(void) { return atomic_load(&g_nheaps); }
-vg_heap_t *vg__heap_at(int i) { return i < atomic_load(&g_nheaps) ? g_heaps[i] : NULL; }
+vg_heap_t *vg__heap_at(int i) {
+    return i < atomic_load(&g_nheaps) ? __atomic_load_n(&g_heaps[i], __ATOMIC_ACQUIRE) : NULL;
+}
+
+static bool cached(CUcontext ctx) {
+    return ctx == t_last_ctx && t_last_heap &&
+           t_last_retired == atomic_load_explicit(&g_retired, memory_order_acquire);
+}
 
 /* ---------------------------------------------------------------------------------------
  * Contexts
@@ -183,6 +195,8 @@ void vg__heaps_describe_exit(void) {
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
         char a[32], b[32];
+        if (vg__heap_retired(h)) /* (its context was destroyed) */
+            continue;
         pthread_mutex_lock(&h->lock);
         const vg_stats_t *st = &h->stats;
         uint64_t alloc = (uint64_t)st->allocated_bytes[VG_POOL_ALL].peak;
@@ -200,29 +214,45 @@ void vg__heaps_describe_exit(void) {
 
 static vg_heap_t *find_heap(CUcontext ctx) {
     int n = atomic_load(&g_nheaps);
-    for (int i = 0; i < n; i++)
-        if (g_heaps[i]->ctx == ctx)
-            return g_heaps[i];
+    for (int i = 0; i < n; i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        if (__atomic_load_n(&h->ctx, __ATOMIC_ACQUIRE) == ctx)
+            return h;
+    }
     return NULL;
 }
 
+/* Where a new heap goes (g_heaps_lock held): the next place, else a retired heap's (that
+ * heap's struct stays allocated: another thread may still be looking at it). -1: full. */
+static int free_place(void) {
+    int n = atomic_load(&g_nheaps);
+    if (n < VG_MAX_HEAPS)
+        return n;
+    for (int i = 0; i < n; i++)
+        if (__atomic_load_n(&g_heaps[i]->retired, __ATOMIC_ACQUIRE))
+            return i;
+    return -1;
+}
+
 static vg_status_t heap_for_ctx(CUcontext ctx, int device, vg_heap_t **out) {
-    if (ctx == t_last_ctx && t_last_heap) {
+    if (cached(ctx)) {
         *out = t_last_heap;
         return VG_OK;
     }
+    uint64_t retired = atomic_load_explicit(&g_retired, memory_order_acquire);
     vg_heap_t *h = find_heap(ctx);
     if (!h) {
         pthread_mutex_lock(&g_heaps_lock);
         h = find_heap(ctx);
         vg_status_t st = VG_OK;
-        if (!h) {
-            if (atomic_load(&g_nheaps) == VG_MAX_HEAPS)
-                st = vg__error(VG_ERR_NOT_SUPPORTED, "more than %d CUDA contexts", VG_MAX_HEAPS);
-            else if ((st = heap_create(ctx, device, &h)) == VG_OK) {
-                g_heaps[atomic_load(&g_nheaps)] = h;
+        int at = h ? -1 : free_place();
+        if (!h && at < 0)
+            st = vg__error(VG_ERR_NOT_SUPPORTED, "more than %d CUDA contexts at once",
+                           VG_MAX_HEAPS);
+        else if (!h && (st = heap_create(ctx, device, &h)) == VG_OK) {
+            __atomic_store_n(&g_heaps[at], h, __ATOMIC_RELEASE);
+            if (at == atomic_load(&g_nheaps))
                 atomic_fetch_add(&g_nheaps, 1);
-            }
         }
         pthread_mutex_unlock(&g_heaps_lock);
         if (st != VG_OK)
@@ -230,8 +260,49 @@ static vg_status_t heap_for_ctx(CUcontext ctx, int device, vg_heap_t **out) {
     }
     t_last_ctx = ctx;
     t_last_heap = h;
+    t_last_retired = retired;
     *out = h;
     return VG_OK;
+}
+
+void vg__heap_retire(vg_heap_t *h) {
+    for (vg_segment_t *seg = h->segments; seg; seg = seg->next) /* (reported as leaks) */
+        for (vg_block_t *b = seg->first; b; b = b->next)
+            if (b->state == VG_BLOCK_ALLOCATED)
+                vg__site_account(b->site, -(int64_t)b->requested, -1);
+    bool pushed = vg__heap_ctx_enter(h);
+    for (vg_stream_t *s = h->streams; s; s = s->next) {
+        if (s->event)
+            vg__cuEventDestroy(s->event);
+        s->event = NULL;
+        s->event_pending = false;
+        s->forgotten = true;
+    }
+    vg__segment_release_all(h); /* (cuMemAlloc segments too, before the driver would) */
+    vg__heap_ctx_leave(pushed);
+    /* Nothing refers to the blocks any more but the guard's dead state: their structs,
+     * and the heap's, stay allocated (a few bytes each). */
+    h->small_seg = NULL;
+    h->deferred = NULL;
+    h->gpools = NULL;
+    h->nroutes = 0;
+    memset(&h->index, 0, sizeof h->index);
+    vg__ptrmap_free(&h->live);
+    free(h->history);
+    h->history = NULL;
+    h->nhistory = 0;
+#define VG_X(f, key, row, bytes)                                                            \
+    for (int p = 0; p < VG_POOLS; p++) {                                                    \
+        h->stats.f[p].freed += h->stats.f[p].current;                                       \
+        h->stats.f[p].current = 0;                                                          \
+    }
+    VG_STATS_POOLED(VG_X)
+#undef VG_X
+    pthread_mutex_lock(&g_heaps_lock);
+    __atomic_store_n(&h->ctx, NULL, __ATOMIC_RELEASE);
+    __atomic_store_n(&h->retired, true, __ATOMIC_RELEASE);
+    atomic_fetch_add_explicit(&g_retired, 1, memory_order_release);
+    pthread_mutex_unlock(&g_heaps_lock);
 }
 
 vg_status_t vg__heap_for_device(int device, vg_heap_t **out) {
@@ -270,7 +341,7 @@ vg_status_t vg__heap_current(vg_heap_t **out) {
             vg__cuCtxSetCurrent((*out)->ctx);
         return st;
     }
-    if (ctx == t_last_ctx && t_last_heap) {
+    if (cached(ctx)) {
         *out = t_last_heap;
         return VG_OK;
     }

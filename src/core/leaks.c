@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "guard.h"
 #include "heap.h"
 #include "leaks.h"
 #include "options.h"
@@ -75,13 +76,19 @@ static uint32_t merge_same_stacks(leak_site_t *per, uint32_t n) {
     return out;
 }
 
-void vg__leak_report(void) {
+bool vg__leaks_wanted(void) {
+    return vg__opt.leaks == VG_LEAKS_ON || (vg__opt.leaks == VG_LEAKS_AUTO && vg__guard_on());
+}
+
+void vg__leak_report(vg_heap_t *only, const char *found) {
     uint32_t nsites = vg__site_count();
     leak_site_t *per = calloc(nsites ? nsites : 1, sizeof *per);
     if (!per)
         return;
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
+        if (only && h != only)
+            continue;
         pthread_mutex_lock(&h->lock);
         for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
             for (vg_block_t *b = seg->first; b; b = b->next) {
@@ -120,7 +127,7 @@ void vg__leak_report(void) {
             continue;
         vg_report_t r = {.kind = VG_REPORT_LEAK, .device = per[i].device, .alloc_site = per[i].site,
                          .bytes = per[i].bytes, .count = per[i].count, .clean_seq = UINT64_MAX,
-                         .found = "at exit"};
+                         .found = found};
         snprintf(r.detail, sizeof r.detail, "for example 0x%llx, %llu bytes (allocation #%llu)",
                  (unsigned long long)per[i].example_user, (unsigned long long)per[i].example_size,
                  (unsigned long long)per[i].example_id);
@@ -128,9 +135,9 @@ void vg__leak_report(void) {
     }
     if (sites > MAX_LEAK_REPORTS) {
         char b[32];
-        vg__log("%llu more allocation sites hold live memory at exit; in all %s in %llu "
+        vg__log("%llu more allocation sites hold live memory %s; in all %s in %llu "
                 "allocations from %llu sites",
-                (unsigned long long)(sites - MAX_LEAK_REPORTS), vg__fmt_bytes(b, total),
+                (unsigned long long)(sites - MAX_LEAK_REPORTS), found, vg__fmt_bytes(b, total),
                 (unsigned long long)count, (unsigned long long)sites);
     }
     free(per);

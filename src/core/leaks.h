@@ -2,8 +2,15 @@
 #ifndef VG_LEAKS_H
 #define VG_LEAKS_H
 
-/* Report every live allocation, grouped by allocation site, largest first (at exit). */
-void vg__leak_report(void);
+#include <stdbool.h>
+
+struct vg_heap;
+/* Whether leaks are reported (the option `leaks`; auto: in guard mode). */
+bool vg__leaks_wanted(void);
+/* Report every live allocation, grouped by allocation site, largest first: of every heap
+ * at exit (only NULL), or of one heap whose context is being destroyed. `found` says
+ * when ("at exit"). Takes the heap locks; reports once they are released. */
+void vg__leak_report(struct vg_heap *only, const char *found);
 /* vg_step(): one iteration ended; report sites whose live bytes grew at each of the last
  * `growth_steps` steps (S5: tensors appended to a list in a training loop). */
 void vg__growth_step(void);

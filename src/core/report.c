@@ -54,6 +54,13 @@ static const char *kind_headline(vg_report_kind_t k) {
     }
 }
 
+/* A leak is found at exit, or when the program destroys the allocations' context. */
+static const char *headline(const vg_report_t *r) {
+    if (r->kind == VG_REPORT_LEAK && r->found && strcmp(r->found, "at exit") != 0)
+        return "memory still allocated when its context was destroyed";
+    return kind_headline(r->kind);
+}
+
 
 /* ---------------------------------------------------------------------------------------
  * Kernel launches: a ring of the most recent ones.
@@ -503,7 +510,7 @@ static void damage_text(vg_buf_t *b, const vg_report_t *r) {
 
 static void json_report(vg_buf_t *j, const vg_report_t *r) {
     vg__buf_printf(j, "{\"kind\":\"%s\",\"message\":", vg__report_kind_json(r->kind));
-    vg__buf_json_str(j, kind_headline(r->kind));
+    vg__buf_json_str(j, headline(r));
     vg__buf_printf(j, ",\"pid\":%d,\"rank\":%d,\"device\":%d,\"stream\":\"0x%llx\",\"at_event\":%llu,"
                       "\"t_ns\":%llu",
                    (int)getpid(), vg__rank(), r->device, (unsigned long long)(uintptr_t)r->stream,
@@ -631,7 +638,7 @@ void vg__report(const vg_report_t *r) {
         return;
     vg_buf_t b = {0};
     char sz[32], st[48];
-    vg__buf_printf(&b, PREFIX "ERROR: %s\n", kind_headline(r->kind));
+    vg__buf_printf(&b, PREFIX "ERROR: %s\n", headline(r));
     if (r->has_damage)
         damage_text(&b, r);
     if (r->lead[0])

@@ -40,6 +40,8 @@
     X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain, REQ, (CUcontext *pctx, CUdevice dev), \
       (pctx, dev))                                                                          \
     X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, REQ, (CUdevice dev), (dev))  \
+    X(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, OPT,                          \
+      (CUdevice dev, unsigned int *flags, int *active), (dev, flags, active))               \
     X(cuCtxGetCurrent, cuCtxGetCurrent, REQ, (CUcontext *pctx), (pctx))                     \
     X(cuCtxSetCurrent, cuCtxSetCurrent, REQ, (CUcontext ctx), (ctx))                        \
     X(cuCtxPushCurrent, cuCtxPushCurrent_v2, OPT, (CUcontext ctx), (ctx))                   \
