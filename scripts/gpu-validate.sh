@@ -288,6 +288,10 @@ next | next-guard | next-memcheck | next-stream)
         for m in fast guard; do
             step "contexts $m vramguard" 120 "$B/vramguard" run --mode=$m -- "$B/tests/preload/contexts"
         done
+        step "device_reset plain" 60 "$B/tests/preload/device_reset"
+        for m in fast guard; do
+            step "device_reset $m vramguard" 60 "$B/vramguard" run --mode=$m -- "$B/tests/preload/device_reset"
+        done
         step "pointer_user plain" 60 "$B/tests/preload/pointer_user"
         step "pointer_user vramguard" 60 "$B/vramguard" run -- "$B/tests/preload/pointer_user"
         guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)

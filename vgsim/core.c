@@ -329,6 +329,24 @@ VGSIM_API CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags,
     return CUDA_SUCCESS;
 }
 
+/* The primary context's work is waited for, its cuMemAlloc memory freed and its sticky
+ * error cleared; the handle stays the same (its streams are kept, as with cuCtxDestroy). */
+VGSIM_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    CUresult r = check_device(dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_device_t *d = &g_sim.devices[dev];
+    pthread_mutex_lock(&g_sim.lock);
+    sim_ctx_t *c = d->primary;
+    pthread_mutex_unlock(&g_sim.lock);
+    if (!c)
+        return CUDA_SUCCESS;
+    sim_ctx_synchronize(c);
+    sim_free_ctx_memory(c);
+    atomic_store(&c->sticky, 0);
+    return CUDA_SUCCESS;
+}
+
 /* cuCtxCreate with CUDA 12's signature (cuCtxCreate_v2) and CUDA 13's (cuCtxCreate_v4). */
 VGSIM_API CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev) {
     (void)flags;

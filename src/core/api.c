@@ -243,8 +243,20 @@ void vg__sync_end(vg_sync_t *t, bool ok) {
         vg__snapshot_maybe();
 }
 
-/* Whether ctx is the primary context of `device` (cuCtxDestroy refuses those), found
- * without creating one. In doubt, yes: the heap is then kept. */
+/* The primary context of dev if it is active, found without creating one; else NULL. */
+static CUcontext active_primary(CUdevice dev) {
+    unsigned int flags = 0;
+    int active = 0;
+    CUcontext primary = NULL;
+    if (vg__cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active ||
+        vg__cuDevicePrimaryCtxRetain(&primary, dev) != CUDA_SUCCESS)
+        return NULL;
+    vg__cuDevicePrimaryCtxRelease(dev);
+    return primary;
+}
+
+/* Whether ctx is the primary context of `device` (cuCtxDestroy refuses those). In doubt
+ * (the driver cannot say), yes: the heap is then kept. */
 static bool is_primary(CUcontext ctx, int device) {
     CUdevice dev;
     unsigned int flags = 0;
@@ -252,34 +264,48 @@ static bool is_primary(CUcontext ctx, int device) {
     if (vg__cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
         vg__cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
         return true;
-    if (!active)
-        return false;
-    CUcontext primary = NULL;
-    if (vg__cuDevicePrimaryCtxRetain(&primary, dev) != CUDA_SUCCESS)
-        return true;
-    vg__cuDevicePrimaryCtxRelease(dev);
-    return primary == ctx;
+    return active && active_primary(dev) == ctx;
 }
 
-void vg__context_destroying(CUcontext ctx) {
+/* The program is about to destroy (or reset) ctx: guard mode's final check runs while the
+ * context lives; with `retire`, what the program never freed is reported as leaked
+ * (`found` says when) and the heap retired. */
+static void context_ending(CUcontext ctx, bool (*retire)(CUcontext, int), const char *found) {
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
         if (vg__heap_retired(h) || __atomic_load_n(&h->ctx, __ATOMIC_ACQUIRE) != ctx)
             continue;
         pthread_mutex_lock(&h->lock);
-        vg__guard_heap_shutdown(h); /* the final check, while the context lives */
+        vg__guard_heap_shutdown(h);
         vg__guard_context_failed(h);
-        bool retire = !is_primary(ctx, h->device);
+        bool go = retire(ctx, h->device);
         pthread_mutex_unlock(&h->lock);
-        if (!retire)
+        if (!go)
             continue;
-        /* What the program never freed dies with the context: a leak, as at exit. */
-        if (vg__leaks_wanted())
-            vg__leak_report(h, "when its context was destroyed (cuCtxDestroy)");
+        if (vg__leaks_wanted()) /* (the memory dies with the context: as at exit) */
+            vg__leak_report(h, found);
         pthread_mutex_lock(&h->lock);
         vg__heap_retire(h);
         pthread_mutex_unlock(&h->lock);
     }
+}
+
+static bool unless_primary(CUcontext ctx, int device) { return !is_primary(ctx, device); }
+static bool always(CUcontext ctx, int device) {
+    (void)ctx, (void)device;
+    return true;
+}
+
+void vg__context_destroying(CUcontext ctx) {
+    context_ending(ctx, unless_primary, "when its context was destroyed (cuCtxDestroy)");
+}
+
+void vg__primary_resetting(CUdevice dev) {
+    if (vg__ensure_init() != VG_OK)
+        return;
+    CUcontext primary = active_primary(dev);
+    if (primary)
+        context_ending(primary, always, "when its context was reset (cudaDeviceReset)");
 }
 
 void vg__guard_flush_stream(void *stream) {

@@ -57,7 +57,8 @@ static const char *kind_headline(vg_report_kind_t k) {
 /* A leak is found at exit, or when the program destroys the allocations' context. */
 static const char *headline(const vg_report_t *r) {
     if (r->kind == VG_REPORT_LEAK && r->found && strcmp(r->found, "at exit") != 0)
-        return "memory still allocated when its context was destroyed";
+        return strstr(r->found, "reset") ? "memory still allocated when its context was reset"
+                                         : "memory still allocated when its context was destroyed";
     return kind_headline(r->kind);
 }
 

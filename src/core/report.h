@@ -139,6 +139,9 @@ vg_status_t vg__free_synchronous(void *ptr, CUresult *waited);
 /* The program destroys ctx: guard mode's final check of its heap runs now, then nothing
  * more is launched there. */
 void vg__context_destroying(CUcontext ctx);
+/* The program resets device dev's primary context (cudaDeviceReset): the same, for the
+ * heap of that context (docs/decisions.md A10). */
+void vg__primary_resetting(CUdevice dev);
 uint64_t vg__launch_seq(void);
 /* G7: of the launches after `since` on streams other than s (not captured into a graph),
  * the newest given a pointer into [lo, hi] that nothing orders before s's later work

@@ -42,6 +42,7 @@
     X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease_v2, REQ, (CUdevice dev), (dev))  \
     X(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState, OPT,                          \
       (CUdevice dev, unsigned int *flags, int *active), (dev, flags, active))               \
+    X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2, OPT, (CUdevice dev), (dev))      \
     X(cuCtxGetCurrent, cuCtxGetCurrent, REQ, (CUcontext *pctx), (pctx))                     \
     X(cuCtxSetCurrent, cuCtxSetCurrent, REQ, (CUcontext ctx), (ctx))                        \
     X(cuCtxPushCurrent, cuCtxPushCurrent_v2, OPT, (CUcontext ctx), (ctx))                   \

@@ -53,6 +53,7 @@
     X(cuEventSynchronize, cuEventSynchronize)                                               \
     X(cuStreamDestroy, cuStreamDestroy_v2)                                                  \
     X(cuCtxDestroy, cuCtxDestroy_v2)                                                        \
+    X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2)                                  \
     X(cuEventRecord, cuEventRecord)                                                         \
     X(cuEventRecordWithFlags, cuEventRecordWithFlags)                                       \
     X(cuStreamWaitEvent, cuStreamWaitEvent)                                                 \

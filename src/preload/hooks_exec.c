@@ -354,6 +354,16 @@ VG_API CUresult cuCtxDestroy_v2(CUcontext ctx) {
     return real(ctx);
 }
 
+/* cudaDeviceReset: the primary context's heap goes, as with cuCtxDestroy. */
+VG_API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
+    __typeof__(&cuDevicePrimaryCtxReset_v2) real = NEXT_FN(cuDevicePrimaryCtxReset_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (vgp_ready())
+        vg__primary_resetting(dev);
+    return real(dev);
+}
+
 /* A CUDA graph capture begins: from now on vramguard asks whether a stream is being
  * captured before it queues guard work on it or waits for it (docs/decisions.md A7), and
  * the guard work already waiting on this stream runs first, outside the graph. */
