@@ -490,11 +490,22 @@ __attribute__((noinline)) vg_status_t vg__free_synchronous(void *ptr, CUresult *
     vg_status_t st = vg__ensure_init();
     if (st != VG_OK)
         return st;
+    vg_block_t *b;
+    vg_heap_t *h = vg__heap_owner_locked((uint64_t)(uintptr_t)ptr, &b);
+    CUcontext ctx = NULL; /* the allocation's context (else the current one's: a bad free) */
+    if (h) {
+        ctx = h->ctx;
+        pthread_mutex_unlock(&h->lock);
+    }
     vg_sync_t t;
-    vg__sync_begin(&t, true, NULL, NULL);
+    vg__sync_begin(&t, true, ctx, NULL);
     t.check = false; /* (a free is not one of check_sync's check points) */
-    if (!t.capturing) /* (a capture forbids waiting: the block then waits on its stream) */
+    if (!t.capturing) { /* (a capture forbids waiting: the block then waits on its stream) */
+        bool pushed = h && vg__heap_ctx_enter(h);
         *waited = vg__cuCtxSynchronize();
+        if (h)
+            vg__heap_ctx_leave(pushed);
+    }
     bool synced = !t.capturing && *waited == CUDA_SUCCESS;
     vg__sync_end(&t, synced);
     return free_in(ptr, -1, NULL, synced);

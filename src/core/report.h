@@ -132,8 +132,8 @@ void vg__sync_begin(vg_sync_t *t, bool all, CUcontext ctx, CUstream stream);
 void vg__sync_end(vg_sync_t *t, bool ok);
 /* The program's cuMemAlloc: memory every stream may use at once (VG_STREAM_SYNC). */
 vg_status_t vg__malloc_synchronous(void **ptr, size_t size);
-/* The program's cuMemFree of vramguard memory: the current context is synchronised, as
- * the driver's cuMemFree does (not during a capture), then the memory is freed, any
+/* The program's cuMemFree of vramguard memory: the allocation's context is synchronised,
+ * as the driver's cuMemFree does (not during a capture), then the memory is freed, any
  * stream's at once; `waited` is what the synchronisation returned. */
 vg_status_t vg__free_synchronous(void *ptr, CUresult *waited);
 /* The program destroys ctx: guard mode's final check of its heap runs now, then nothing
