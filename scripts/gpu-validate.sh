@@ -282,11 +282,12 @@ next | next-guard | next-memcheck | next-stream)
         done
         # A pointer's range is the allocation whichever call asks; CUDA IPC of vramguard's
         # memory is refused with the reason (plain: the driver's answer, CUDA_SUCCESS).
-        # 70 contexts created and destroyed: every round works, device memory free after
-        # as before (vramguard gives back the cuMemCreate pages cuCtxDestroy leaves).
-        step "contexts plain" 120 "$B/tests/preload/contexts"
+        # 20 contexts created and destroyed (a real context takes ~0.1-0.3 s; vgsim runs 70):
+        # every round works, device memory free after as before (vramguard gives back the
+        # cuMemCreate pages cuCtxDestroy leaves).
+        step "contexts plain" 60 "$B/tests/preload/contexts" 20
         for m in fast guard; do
-            step "contexts $m vramguard" 120 "$B/vramguard" run --mode=$m -- "$B/tests/preload/contexts"
+            step "contexts $m vramguard" 60 "$B/vramguard" run --mode=$m -- "$B/tests/preload/contexts" 20
         done
         step "device_reset plain" 60 "$B/tests/preload/device_reset"
         for m in fast guard; do
