@@ -289,6 +289,13 @@ next | next-guard | next-memcheck | next-stream)
         for m in fast guard; do
             step "contexts $m vramguard" 60 "$B/vramguard" run --mode=$m -- "$B/tests/preload/contexts" 20
         done
+        for seed in 1 2 3; do # (the same checksum in the three runs of a seed, no report)
+            step "random_clean $seed plain" 60 "$B/tests/preload/random_clean" $seed
+            for m in fast guard; do
+                step "random_clean $seed $m vramguard" 60 "$B/vramguard" run --mode=$m \
+                    --error_exitcode=3 -- "$B/tests/preload/random_clean" $seed
+            done
+        done
         step "device_reset plain" 60 "$B/tests/preload/device_reset"
         for m in fast guard; do
             step "device_reset $m vramguard" 60 "$B/vramguard" run --mode=$m -- "$B/tests/preload/device_reset"
