@@ -62,6 +62,19 @@ void vg__sites_top(vg_buf_t *b, int n, const char *indent) {
     free(r);
 }
 
+/* Mapped bytes of the small-request range that no block holds (A6). */
+static uint64_t small_free(const vg_heap_t *h) {
+    const vg_segment_t *seg = h->small_seg;
+    if (!seg)
+        return 0;
+    uint64_t held = 0;
+    for (const vg_block_t *b = seg->first; b; b = b->next)
+        if (b->state != VG_BLOCK_FREE)
+            held += b->size;
+    uint64_t mapped = (uint64_t)seg->nmapped * h->page;
+    return mapped > held ? mapped - held : 0;
+}
+
 void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream stream) {
     vg_buf_t b = {0};
     char s1[32], s2[32], s3[32], s4[32];
@@ -117,9 +130,19 @@ void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream s
                            "may replay into it: destroy the graphs no longer needed (PyTorch: "
                            "reset() them or drop every reference)",
                        vg__fmt_bytes(s1, cached), vg__fmt_bytes(s2, pooled));
+    else if (cached >= size && servable < size && size > h->small_max &&
+             small_free(h) >= cached / 2)
+        vg__buf_printf(&b, "%s is cached and free, but %s of it lies in the range of small "
+                           "requests (up to %s), in pages that live small allocations share: "
+                           "a larger request cannot use it (the largest that could be served "
+                           "now is %s; small_max=0 keeps one range for every size, "
+                           "docs/decisions.md A6)",
+                       vg__fmt_bytes(s1, cached), vg__fmt_bytes(s2, small_free(h)),
+                       vg__fmt_bytes(s3, h->small_max), vg__fmt_bytes(s4, servable));
     else if (cached >= size && servable < size)
-        vg__buf_printf(&b, "%s is cached and free, but in pieces: the largest is %s (memory is "
-                           "fragmented; vmm=on joins free pages where the driver allows)",
+        vg__buf_printf(&b, "%s is cached and free, but in pieces: the largest that could be "
+                           "served now is %s (memory is fragmented; vmm=on joins free pages "
+                           "where the driver allows)",
                        vg__fmt_bytes(s1, cached), vg__fmt_bytes(s2, servable));
     else if (allocated + size > h->device_total)
         vg__buf_printf(&b, "live allocations (%s) plus this request exceed the device",

@@ -6,13 +6,16 @@
  * handed from stream to stream through events, read back, and freed with cuMemFree (any
  * of them) or cuMemFreeAsync (those from cuMemAllocAsync), on legacy, blocking and
  * non-blocking streams, each step drawn from a seed. Host functions that sleep make streams lag behind the host, so that a reuse the
- * program's ordering does not allow shows as a wrong value. Every read checks the
+ * program's ordering does not allow shows as a wrong value. Fills are kernels or memsets;
+ * reads wait for the stream or for an event (waited for, or polled). Every read checks the
  * buffer's first, middle and last float against what its last fill wrote.
  *
  * usage: random_clean SEED [STEPS]. Prints a checksum of what it read; exit status 1 if
  * a value was wrong.
  */
 #include "common.h"
+
+#include <sched.h>
 
 enum { NSTREAMS = 4, MAXLIVE = 24 };
 
@@ -44,13 +47,28 @@ static double checksum;
 static void fill(buf_t *b, int s, float v) {
     if (rnd(3) == 0)
         CK(cuLaunchHostFunc(streams[s], lag, (void *)(uintptr_t)rnd(16)));
-    CK(ex_fill(&ex, b->p, v, b->n, streams[s]));
+    if (rnd(4) == 0) { /* a memset instead of a kernel */
+        unsigned bits;
+        memcpy(&bits, &v, sizeof bits);
+        CK(cuMemsetD32Async(b->p, bits, b->n, streams[s]));
+    } else {
+        CK(ex_fill(&ex, b->p, v, b->n, streams[s]));
+    }
     b->owner = s;
     b->value = v;
 }
 
 static void check(const buf_t *b) {
-    CK(cuStreamSynchronize(streams[b->owner]));
+    if (rnd(3) == 0) { /* an event, waited for or polled, instead of the stream */
+        CK(cuEventRecord(events[b->owner], streams[b->owner]));
+        if (rnd(2))
+            CK(cuEventSynchronize(events[b->owner]));
+        else
+            while (cuEventQuery(events[b->owner]) == CUDA_ERROR_NOT_READY)
+                sched_yield();
+    } else {
+        CK(cuStreamSynchronize(streams[b->owner]));
+    }
     size_t at[3] = {0, b->n / 2, b->n - 1};
     for (int i = 0; i < 3; i++) {
         float x;

@@ -306,6 +306,30 @@ static void record_stream_reuse(bool told) {
     CHECK_VALID();
 }
 
+VG_TEST(an_oom_beside_free_small_range_memory_says_so) {
+    /* Small tensors spread over every page the limit allows, half of them freed: the free
+     * memory lies in pages live small tensors share, which a larger request cannot use.
+     * The explanation says so, and how to keep one range for every size. */
+    vgt_init("limit=8M");
+    void *p[70], *q;
+    int n = 0;
+    while (n < 70 && vg_malloc(&p[n], 100 << 10, NULL) == VG_OK)
+        n++;
+    CHECK(n >= 60);
+    for (int i = 0; i < n; i += 2)
+        CHECK_VG(vg_free(p[i], NULL));
+    CHECK_EQ(vg_malloc(&q, 2 << 20, NULL), VG_ERR_OUT_OF_MEMORY);
+    const char *e = vg_last_error();
+    CHECK_CONTAINS(e, "of it lies in the range of small requests (up to 1.00 MiB), in pages "
+                      "that live small allocations share");
+    CHECK_CONTAINS(e, "small_max=0 keeps one range for every size");
+    CHECK_VG(vg_malloc(&q, 512 << 10, NULL)); /* a small request still fits */
+    CHECK_VG(vg_free(q, NULL));
+    for (int i = 1; i < n; i += 2)
+        CHECK_VG(vg_free(p[i], NULL));
+    CHECK_VALID();
+}
+
 VG_TEST(record_stream_delays_reuse) { record_stream_reuse(true); }
 VG_TEST(recorded_uses_that_completed_release_the_block_before_memory_grows) {
     record_stream_reuse(false);
