@@ -462,6 +462,19 @@ interposer_random_clean)
                 { cat "$TMP/plain" "$TMP/out" >&2; fail "seed $seed reads differ ($m mode)"; }
         done
     done ;;
+interposer_random_threads)
+    # Four threads, each such a program with its own streams (one the per-thread default
+    # stream) in one context: one thread's cudaDeviceSynchronize and cudaFree happen while
+    # the others allocate, free and launch (docs/decisions.md A9). Also run under TSan.
+    for seed in 1 2; do
+        LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$BUILD/tests/preload/random_clean" $seed 1500 4
+        cp "$TMP/out" "$TMP/plain"
+        for m in fast guard; do
+            run 0 "$VG" run --sim --mode=$m --error_exitcode=3 -- "$BUILD/tests/preload/random_clean" $seed 1500 4
+            cmp -s "$TMP/plain" "$TMP/out" ||
+                { cat "$TMP/plain" "$TMP/out" >&2; fail "seed $seed reads differ ($m mode)"; }
+        done
+    done ;;
 clean_identical)
     # A correct program: the same output without vramguard, and under it in both modes,
     # no report, and exit status 0.
