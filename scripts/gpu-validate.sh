@@ -289,11 +289,11 @@ next | next-guard | next-memcheck | next-stream)
         for m in fast guard; do
             step "contexts $m vramguard" 60 "$B/vramguard" run --mode=$m -- "$B/tests/preload/contexts" 20
         done
-        for seed in 1 2 3; do # (the same checksum in the three runs of a seed, no report)
-            step "random_clean $seed plain" 60 "$B/tests/preload/random_clean" $seed
+        for args in 1 2 3 "1 1500 4"; do # (the same checksums in the three runs, no report)
+            step "random_clean $args plain" 60 "$B/tests/preload/random_clean" $args
             for m in fast guard; do
-                step "random_clean $seed $m vramguard" 60 "$B/vramguard" run --mode=$m \
-                    --error_exitcode=3 -- "$B/tests/preload/random_clean" $seed
+                step "random_clean $args $m vramguard" 60 "$B/vramguard" run --mode=$m \
+                    --error_exitcode=3 -- "$B/tests/preload/random_clean" $args
             done
         done
         step "device_reset plain" 60 "$B/tests/preload/device_reset"
