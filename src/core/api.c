@@ -190,11 +190,12 @@ bool vg__live_range(uint64_t p, uint64_t *base, uint64_t *size) {
 /* Which heaps a synchronisation covers: a context's (all), or the heaps that know the
  * stream (a legacy or per-thread stream is the current context's). */
 static bool sync_covers(const vg_sync_t *t, vg_heap_t *h, CUcontext current) {
+    CUcontext ctx = __atomic_load_n(&h->ctx, __ATOMIC_ACQUIRE); /* (NULL once retired) */
     if (t->all)
-        return h->ctx == t->ctx;
+        return ctx == t->ctx;
     if (t->stream == NULL || t->stream == CU_STREAM_LEGACY || t->stream == CU_STREAM_PER_THREAD)
-        return h->ctx == current;
-    return true;
+        return ctx == current;
+    return ctx != NULL;
 }
 
 void vg__sync_begin(vg_sync_t *t, bool all, CUcontext ctx, CUstream stream) {

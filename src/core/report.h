@@ -118,7 +118,7 @@ void vg__guard_flush_stream(void *stream);
  * for context ctx (all; NULL: the current one) or one stream; end once it returned, `ok`
  * if it succeeded: the streams' work up to the beginning is then complete (frees made
  * by other threads while it waited are not), and the check_sync check runs. */
-#define VG_SYNC_HEAPS 8
+#define VG_SYNC_HEAPS 64 /* (every heap: heaps.c keeps at most 64) */
 typedef struct vg_sync {
     bool all, capturing; /* capturing: a stream it covers is being captured */
     bool check;          /* run the check_sync check at the end (the program's own) */
