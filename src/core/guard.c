@@ -284,7 +284,7 @@ static void flush_stream(vg_heap_t *h, vg_stream_t *s) {
     while (p && p->n > 0) {
         vg_guard_batch_t batch = {0};
         take_pending(s, &batch, VG_GUARD_BATCH);
-        vg__guard_launch_ranges(h, &batch, s->handle);
+        vg__guard_launch_ranges(h, &batch, vg__stream_handle_here(s));
     }
 }
 
@@ -338,7 +338,7 @@ void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
         flush_stream(h, s);
     for (int k = 0; k < n; k++) {
         flush_stream(h, other[k]);
-        if (!vg__guard_wait_for(g, other[k]->handle))
+        if (!vg__guard_wait_for(g, vg__stream_handle_here(other[k])))
             b->flags |= UNORDERED;
     }
     vg__heap_ctx_leave(pushed);
@@ -527,7 +527,8 @@ static vg_stream_t *exit_stream(vg_heap_t *h, const vg_block_t *b) {
 
 static bool exit_launch(vg_heap_t *h, exit_batch_t *x) {
     bool ok = x->batch.n == 0 ||
-              vg__guard_launch_ranges(h, &x->batch, x->s ? x->s->handle : NULL) == CUDA_SUCCESS;
+              vg__guard_launch_ranges(h, &x->batch, x->s ? vg__stream_handle_here(x->s) : NULL) ==
+                  CUDA_SUCCESS;
     x->batch.n = 0;
     return ok;
 }
@@ -742,6 +743,30 @@ void vg__guard_flush_quarantine(vg_heap_t *h) {
 vg_block_t *vg__guard_quarantined(vg_heap_t *h, uint64_t user) {
     vg_block_t *b = vg__ptrmap_get(&h->live, user);
     return b && b->state == VG_BLOCK_QUARANTINED ? b : NULL;
+}
+
+void vg__guard_heap_release(vg_heap_t *h) {
+    vg_guard_t *g = h->guard;
+    if (!g || !g->log)
+        return;
+    bool pushed = vg__heap_ctx_enter(h);
+    if (g->stream) { /* (its last check has run: heap shutdown waited for it) */
+        vg__cuStreamSynchronize(g->stream);
+        vg__cuStreamDestroy(g->stream);
+    }
+    if (g->event)
+        vg__cuEventDestroy(g->event);
+    if (g->check_buf.d)
+        vg__cuMemFreeHost(g->check_buf.d);
+    vg__cuMemFreeHost(g->log);
+    vg__cuModuleUnload(g->module);
+    vg__heap_ctx_leave(pushed);
+    g->stream = NULL;
+    g->event = NULL;
+    g->check_buf = (desc_buf_t){0};
+    g->log = NULL;
+    g->module = NULL;
+    g->dead = true;
 }
 
 void vg__guard_heap_shutdown(vg_heap_t *h) {

@@ -80,6 +80,12 @@ vg_stream_t *vg__heap_stream(vg_heap_t *h, CUstream handle) {
     return stream_lookup(h, stream_key(handle), true, handle);
 }
 
+CUstream vg__stream_handle_here(const vg_stream_t *s) {
+    if (s->handle == CU_STREAM_PER_THREAD && s->key != stream_key(CU_STREAM_PER_THREAD))
+        return NULL; /* another thread's per-thread stream: the legacy one follows it */
+    return s->handle;
+}
+
 vg_stream_t *vg__heap_stream_find(vg_heap_t *h, CUstream handle) {
     return stream_lookup(h, stream_key(handle), false, handle);
 }

@@ -323,6 +323,10 @@ uint64_t vg__heap_largest_free_block(vg_heap_t *h);
 vg_stream_t *vg__heap_stream(vg_heap_t *h, CUstream handle);
 /* The same, without creating it: NULL if the heap never met the stream. */
 vg_stream_t *vg__heap_stream_find(vg_heap_t *h, CUstream handle);
+/* The handle under which the calling thread queues work after stream s's work so far:
+ * s's own, or for another thread's per-thread default stream, which only its thread can
+ * name, the legacy stream (every per-thread stream synchronises with it). */
+CUstream vg__stream_handle_here(const vg_stream_t *s);
 
 /* Is the stream being captured into a CUDA graph (heap.c)? Always false until
  * vg__captures_seen_set: a capture began (the interposer's hook) or a graph pool did. */

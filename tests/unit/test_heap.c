@@ -739,6 +739,33 @@ VG_TEST(a_context_synchronisation_completes_only_that_context) {
     CHECK_VALID();
 }
 
+static void *handle_from_another_thread(void *arg) {
+    return (void *)vg__stream_handle_here((const vg_stream_t *)arg);
+}
+
+VG_TEST(guard_work_for_another_threads_per_thread_stream_goes_on_the_legacy_stream) {
+    /* Only its thread can name a per-thread default stream: work another thread queues
+     * after it (guard mode's poison, a quarantine exit) goes on the legacy stream, which
+     * every per-thread stream synchronises with. Before, it went on the calling thread's
+     * own per-thread stream, unordered, and a kernel still writing the freed block
+     * overwrote the poison: a false "write to freed memory" (random_clean with threads). */
+    vgt_init("");
+    vg_heap_t *h;
+    CHECK_VG(vg__heap_current(&h));
+    pthread_mutex_lock(&h->lock);
+    vg_stream_t *pt = vg__heap_stream(h, CU_STREAM_PER_THREAD);
+    vg_stream_t *legacy = vg__heap_stream(h, NULL);
+    pthread_mutex_unlock(&h->lock);
+    CHECK(pt != NULL && legacy != NULL);
+    CHECK(vg__stream_handle_here(pt) == CU_STREAM_PER_THREAD); /* its own thread */
+    CHECK(vg__stream_handle_here(legacy) == NULL);
+    pthread_t t;
+    void *there = (void *)1;
+    CHECK(pthread_create(&t, NULL, handle_from_another_thread, pt) == 0);
+    CHECK(pthread_join(t, &there) == 0);
+    CHECK(there == NULL);
+}
+
 VG_TEST(a_synchronisation_completes_what_was_freed_before_it_began_only) {
     /* The interposer marks a program's synchronisation when it begins: a free another
      * thread makes while it waits (its kernel queued after the wait began) stays waiting
