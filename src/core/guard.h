@@ -58,5 +58,9 @@ void vg__guard_check_all(vg_heap_t *h, const char *origin);
 void vg__guard_graph_fill(vg_heap_t *h);
 /* At exit: the final check. */
 void vg__guard_heap_shutdown(vg_heap_t *h);
+/* The heap retires (its context is about to be destroyed or reset, still alive; heap
+ * lock held): the guard's stream, event, module and pinned buffers go back, and nothing
+ * is launched or read from them after. */
+void vg__guard_heap_release(vg_heap_t *h);
 
 #endif /* VG_GUARD_H */

@@ -115,7 +115,7 @@ static int error_order(const void *pa, const void *pb) {
 
 void vg__guard_poll(vg_heap_t *h, const char *origin) {
     vg_guard_t *g = h->guard;
-    if (!g)
+    if (!g || !g->log) /* (released: the heap retired) */
         return;
     vg_guard_log_t *log = g->log;
     uint32_t count = __atomic_load_n(&log->count, __ATOMIC_ACQUIRE);

@@ -270,6 +270,7 @@ void vg__heap_retire(vg_heap_t *h) {
         for (vg_block_t *b = seg->first; b; b = b->next)
             if (b->state == VG_BLOCK_ALLOCATED)
                 vg__site_account(b->site, -(int64_t)b->requested, -1);
+    vg__guard_heap_release(h);
     bool pushed = vg__heap_ctx_enter(h);
     for (vg_stream_t *s = h->streams; s; s = s->next) {
         if (s->event)
