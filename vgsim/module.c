@@ -260,7 +260,12 @@ VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
     sim_stream_t *s = sim_stream_resolve(c, stream);
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
-    vgsim_kernel_fn impl = fn->impl ? fn->impl : (fn->impl = lookup_kernel(fn->name));
+    /* (Found at the first launch; threads may launch it at once.) */
+    vgsim_kernel_fn impl = __atomic_load_n(&fn->impl, __ATOMIC_ACQUIRE);
+    if (!impl) {
+        impl = lookup_kernel(fn->name);
+        __atomic_store_n(&fn->impl, impl, __ATOMIC_RELEASE);
+    }
     if (!impl) {
         sim_logf("no host implementation of kernel '%s' is registered", fn->name);
         return CUDA_ERROR_NOT_SUPPORTED;
