@@ -57,8 +57,12 @@ static const hook_t g_hooks[] = {
 
 /* dlsym() is called by sanitizer runtimes while they start, before their shadow memory
  * exists: what it runs must not be instrumented. */
-#if defined(__clang__) && __clang_major__ >= 14
-/* (TSan instruments function entry and exit even under no_sanitize("thread")) */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer) && __clang_major__ >= 14
+#define VG_TSAN_BUILD 1
+#endif
+#endif
+#ifdef VG_TSAN_BUILD /* (TSan instruments function entry even under no_sanitize("thread")) */
 #define VG_NO_SANITIZE __attribute__((disable_sanitizer_instrumentation))
 #else
 #define VG_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
