@@ -216,7 +216,6 @@ void vg__sync_begin(vg_sync_t *t, bool all, CUcontext ctx, CUstream stream) {
         if (!sync_covers(t, h, current))
             continue;
         pthread_mutex_lock(&h->lock);
-        t->capturing |= vg__heap_capturing(h);
         t->marks[t->n] = vg__heap_sync_begin(h, all, stream);
         pthread_mutex_unlock(&h->lock);
         t->heap[t->n++] = h;
@@ -244,34 +243,35 @@ void vg__sync_end(vg_sync_t *t, bool ok) {
         vg__snapshot_maybe();
 }
 
-/* The primary context of dev if it is active, found without creating one; else NULL. */
-static CUcontext active_primary(CUdevice dev) {
+/* The primary context of dev, found without creating one: *primary is NULL when it is
+ * not active. False when the driver cannot say. */
+static bool primary_of(CUdevice dev, CUcontext *primary) {
     unsigned int flags = 0;
     int active = 0;
-    CUcontext primary = NULL;
-    if (vg__cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS || !active ||
-        vg__cuDevicePrimaryCtxRetain(&primary, dev) != CUDA_SUCCESS)
-        return NULL;
+    *primary = NULL;
+    if (vg__cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
+        return false;
+    if (!active)
+        return true;
+    if (vg__cuDevicePrimaryCtxRetain(primary, dev) != CUDA_SUCCESS)
+        return false;
     vg__cuDevicePrimaryCtxRelease(dev);
-    return primary;
+    return true;
 }
 
-/* Whether ctx is the primary context of `device` (cuCtxDestroy refuses those). In doubt
- * (the driver cannot say), yes: the heap is then kept. */
+/* Whether ctx is the primary context of `device` (cuCtxDestroy refuses those). In doubt,
+ * yes: the heap is then kept. */
 static bool is_primary(CUcontext ctx, int device) {
     CUdevice dev;
-    unsigned int flags = 0;
-    int active = 0;
-    if (vg__cuDeviceGet(&dev, device) != CUDA_SUCCESS ||
-        vg__cuDevicePrimaryCtxGetState(dev, &flags, &active) != CUDA_SUCCESS)
-        return true;
-    return active && active_primary(dev) == ctx;
+    CUcontext primary;
+    return vg__cuDeviceGet(&dev, device) != CUDA_SUCCESS || !primary_of(dev, &primary) ||
+           primary == ctx;
 }
 
 /* The program is about to destroy (or reset) ctx: guard mode's final check runs while the
- * context lives; with `retire`, what the program never freed is reported as leaked
- * (`found` says when) and the heap retired. */
-static void context_ending(CUcontext ctx, bool (*retire)(CUcontext, int), const char *found) {
+ * context lives; then, unless it is a primary context and `keep_primary`, what the
+ * program never freed is reported as leaked (`found` says when) and the heap retired. */
+static void context_ending(CUcontext ctx, bool keep_primary, const char *found) {
     for (int i = 0; i < vg__heap_count(); i++) {
         vg_heap_t *h = vg__heap_at(i);
         if (vg__heap_retired(h) || __atomic_load_n(&h->ctx, __ATOMIC_ACQUIRE) != ctx)
@@ -279,9 +279,9 @@ static void context_ending(CUcontext ctx, bool (*retire)(CUcontext, int), const 
         pthread_mutex_lock(&h->lock);
         vg__guard_heap_shutdown(h);
         vg__guard_context_failed(h);
-        bool go = retire(ctx, h->device);
+        bool retire = !keep_primary || !is_primary(ctx, h->device);
         pthread_mutex_unlock(&h->lock);
-        if (!go)
+        if (!retire)
             continue;
         if (vg__leaks_wanted()) /* (the memory dies with the context: as at exit) */
             vg__leak_report(h, found);
@@ -291,22 +291,14 @@ static void context_ending(CUcontext ctx, bool (*retire)(CUcontext, int), const 
     }
 }
 
-static bool unless_primary(CUcontext ctx, int device) { return !is_primary(ctx, device); }
-static bool always(CUcontext ctx, int device) {
-    (void)ctx, (void)device;
-    return true;
-}
-
 void vg__context_destroying(CUcontext ctx) {
-    context_ending(ctx, unless_primary, "when its context was destroyed (cuCtxDestroy)");
+    context_ending(ctx, true, "when its context was destroyed (cuCtxDestroy)");
 }
 
 void vg__primary_resetting(CUdevice dev) {
-    if (vg__ensure_init() != VG_OK)
-        return;
-    CUcontext primary = active_primary(dev);
-    if (primary)
-        context_ending(primary, always, "when its context was reset (cudaDeviceReset)");
+    CUcontext primary;
+    if (vg__ensure_init() == VG_OK && primary_of(dev, &primary) && primary)
+        context_ending(primary, false, "when its context was reset (cudaDeviceReset)");
 }
 
 void vg__guard_flush_stream(void *stream) {
@@ -493,22 +485,25 @@ __attribute__((noinline)) vg_status_t vg__free_synchronous(void *ptr, CUresult *
         return st;
     vg_block_t *b;
     vg_heap_t *h = vg__heap_owner_locked((uint64_t)(uintptr_t)ptr, &b);
-    CUcontext ctx = NULL; /* the allocation's context (else the current one's: a bad free) */
+    bool wait = false; /* (not for a bad free; nor during a capture, which forbids it: the
+                          block then waits on its stream, as any free does) */
+    CUcontext ctx = NULL;
     if (h) {
         ctx = h->ctx;
+        wait = !vg__heap_capturing(h);
         pthread_mutex_unlock(&h->lock);
     }
-    vg_sync_t t;
-    vg__sync_begin(&t, true, ctx, NULL);
-    t.check = false; /* (a free is not one of check_sync's check points) */
-    if (!t.capturing) { /* (a capture forbids waiting: the block then waits on its stream) */
-        bool pushed = h && vg__heap_ctx_enter(h);
+    bool synced = false;
+    if (wait) {
+        vg_sync_t t;
+        vg__sync_begin(&t, true, ctx, NULL);
+        t.check = false; /* (a free is not one of check_sync's check points) */
+        bool pushed = vg__heap_ctx_enter(h);
         *waited = vg__cuCtxSynchronize();
-        if (h)
-            vg__heap_ctx_leave(pushed);
+        vg__heap_ctx_leave(pushed);
+        synced = *waited == CUDA_SUCCESS;
+        vg__sync_end(&t, synced);
     }
-    bool synced = !t.capturing && *waited == CUDA_SUCCESS;
-    vg__sync_end(&t, synced);
     return free_in(ptr, -1, NULL, synced);
 }
 

@@ -337,8 +337,10 @@ static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requeste
                                   uint64_t user_offset, vg_stream_t *s) {
     b->state = VG_BLOCK_ALLOCATED;
     b->stream = s;
-    if (VG_UNLIKELY(s->key == (uintptr_t)VG_STREAM_SYNC)) /* (NULL: no memory for it) */
-        b->stream = vg__heap_stream(h, NULL) ? vg__heap_stream(h, NULL) : s;
+    if (VG_UNLIKELY(s->key == (uintptr_t)VG_STREAM_SYNC)) {
+        vg_stream_t *legacy = vg__heap_stream(h, NULL);
+        b->stream = legacy ? legacy : s; /* (NULL: no memory for its record) */
+    }
     b->epoch = 0;
     b->user = b->addr + user_offset;
     b->free_site = 0;

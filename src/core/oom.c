@@ -87,6 +87,7 @@ void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream s
     uint64_t allocated = (uint64_t)st->allocated_bytes[VG_POOL_ALL].current;
     uint64_t cached = reserved > allocated ? reserved - allocated : 0;
     uint64_t servable = size == UINT64_MAX ? 0 : vg__heap_largest_servable(h);
+    uint64_t in_small = small_free(h);
     uint64_t pooled, graphs;
     vg__gpool_totals(h, &pooled, &graphs);
 
@@ -131,13 +132,13 @@ void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream s
                            "reset() them or drop every reference)",
                        vg__fmt_bytes(s1, cached), vg__fmt_bytes(s2, pooled));
     else if (cached >= size && servable < size && size > h->small_max &&
-             small_free(h) >= cached / 2)
+             in_small >= cached / 2)
         vg__buf_printf(&b, "%s is cached and free, but %s of it lies in the range of small "
                            "requests (up to %s), in pages that live small allocations share: "
                            "a larger request cannot use it (the largest that could be served "
                            "now is %s; small_max=0 keeps one range for every size, "
                            "docs/decisions.md A6)",
-                       vg__fmt_bytes(s1, cached), vg__fmt_bytes(s2, small_free(h)),
+                       vg__fmt_bytes(s1, cached), vg__fmt_bytes(s2, in_small),
                        vg__fmt_bytes(s3, h->small_max), vg__fmt_bytes(s4, servable));
     else if (cached >= size && servable < size)
         vg__buf_printf(&b, "%s is cached and free, but in pieces: the largest that could be "

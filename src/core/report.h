@@ -120,8 +120,8 @@ void vg__guard_flush_stream(void *stream);
  * by other threads while it waited are not), and the check_sync check runs. */
 #define VG_SYNC_HEAPS 64 /* (every heap: heaps.c keeps at most 64) */
 typedef struct vg_sync {
-    bool all, capturing; /* capturing: a stream it covers is being captured */
-    bool check;          /* run the check_sync check at the end (the program's own) */
+    bool all;
+    bool check; /* run the check_sync check at the end (the program's own) */
     CUcontext ctx;
     CUstream stream;
     int n;

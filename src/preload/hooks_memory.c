@@ -99,7 +99,7 @@ VG_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstrea
 
 /* A free: vramguard's memory goes back to its allocator (which reports bad frees);
  * anything else goes to the driver, and an error from it is reported as a bad free. A
- * synchronous cuMemFree then waits for the context, as the driver's does: programs count
+ * synchronous cuMemFree first waits for the context, as the driver's does: programs count
  * on it (a kernel still writing the freed buffer on one stream would race with its next
  * owner on another; the host may read what earlier async copies wrote). */
 static CUresult free_hook(CUdeviceptr dptr, CUstream stream, bool async) {

@@ -165,16 +165,13 @@ int main(int argc, char **argv) {
         w[i].steps = steps;
         w[i].streams[0] = i == 0 ? NULL : CU_STREAM_PER_THREAD;
     }
-    if (nthreads == 1)
-        run(&w[0]);
-    for (int i = 0; i < nthreads && nthreads > 1; i++)
+    for (int i = 0; i < nthreads; i++)
         pthread_create(&t[i], NULL, run, &w[i]);
-    for (int i = 0; i < nthreads && nthreads > 1; i++)
+    for (int i = 0; i < nthreads; i++)
         pthread_join(t[i], NULL);
     int wrong = 0;
     for (int i = 0; i < nthreads; i++) {
-        printf("%s%ld steps: checksum %.1f, %d wrong values\n", "", steps, w[i].checksum,
-               w[i].wrong);
+        printf("%ld steps: checksum %.1f, %d wrong values\n", steps, w[i].checksum, w[i].wrong);
         wrong += w[i].wrong;
     }
     return wrong != 0;
