@@ -320,12 +320,12 @@ void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     if (!g || g->dead || (b->flags & VG_BF_UNGUARDED))
         return;
     vg_stream_t *other[1 + VG_MAX_USES];
-    int n = 0;
-    if (b->stream && b->stream != s)
+    int n = 0; /* (a destroyed stream's work completed before it went: skipped) */
+    if (b->stream && b->stream != s && !b->stream->forgotten)
         other[n++] = b->stream;
     for (int i = 0; i < b->nuses; i++) {
         vg_stream_t *u = b->uses[i];
-        bool seen = !u || u == s;
+        bool seen = !u || u == s || u->forgotten;
         for (int k = 0; k < n && !seen; k++)
             seen = other[k] == u;
         if (!seen)
@@ -398,7 +398,7 @@ static void sync_call_done(vg_heap_t *h, vg_stream_t *s) {
 static bool recorded_use(CUstream t, void *arg) {
     const vg_block_t *b = arg;
     for (int i = 0; i < b->nuses; i++)
-        if (b->uses[i] && b->uses[i]->handle == t)
+        if (b->uses[i] && !b->uses[i]->forgotten && b->uses[i]->handle == t)
             return true;
     return false;
 }
@@ -518,9 +518,10 @@ typedef struct exit_batch {
 
 /* Where block b's exit check runs: after its free's own check and poison, so on the
  * stream that ran those — the freeing stream, or the guard's own stream for a free on
- * another stream than the allocation's (see vg__guard_before_free). */
+ * another stream than the allocation's (see vg__guard_before_free) or one destroyed
+ * since (its work, those checks with it, completed before it went). */
 static vg_stream_t *exit_stream(vg_heap_t *h, const vg_block_t *b) {
-    if (b->flags & CROSS_FREE)
+    if ((b->flags & CROSS_FREE) || (b->stream && b->stream->forgotten))
         return vg__heap_stream(h, ((vg_guard_t *)h->guard)->stream);
     return b->stream ? b->stream : vg__heap_stream(h, NULL);
 }

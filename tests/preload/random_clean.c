@@ -2,13 +2,21 @@
  * interposer_random_clean): under vramguard it must compute exactly what it computes
  * without it, and guard mode must report nothing.
  *
- * Buffers are allocated with cuMemAlloc or cuMemAllocAsync, filled by a kernel, refilled,
- * handed from stream to stream through events, read back, and freed with cuMemFree (any
- * of them) or cuMemFreeAsync (those from cuMemAllocAsync), on legacy, blocking and
- * non-blocking streams, each step drawn from a seed. Host functions that sleep make streams lag behind the host, so that a reuse the
- * program's ordering does not allow shows as a wrong value. Fills are kernels or memsets;
- * reads wait for the stream or for an event (waited for, or polled). Every read checks the
- * buffer's first, middle and last float against what its last fill wrote.
+ * Buffers are allocated with cuMemAlloc, cuMemAllocPitch or cuMemAllocAsync, filled,
+ * refilled, handed from stream to stream through events, read back, and freed with
+ * cuMemFree (any of them) or cuMemFreeAsync (those from cuMemAllocAsync), on legacy,
+ * blocking and non-blocking streams, each step drawn from a seed. Host functions that
+ * sleep make streams lag behind the host, so that a reuse the program's ordering does not
+ * allow shows as a wrong value.
+ *
+ * Fills are kernels (cuLaunchKernel or cuLaunchKernelEx, the pointer an argument or
+ * inside one), memsets, device-to-device copies (plain or 2D) from another buffer, copies
+ * from pinned or pageable host memory the host wrote, or a kernel or memset captured in a
+ * graph (every capture mode) and launched. Reads wait for the stream or for an event
+ * (each waited for, or polled), or copy the whole buffer into pinned or pageable host
+ * memory; each checks the buffer's first, middle and last float against what its last
+ * fill wrote. Streams are destroyed and created again (a new stream may get a destroyed
+ * one's handle), their buffers handed to another first.
  *
  * With THREADS > 1, each thread runs such a program of its own (its own streams, the
  * first of them the per-thread default stream, and buffers; seed SEED*100+thread) in the
@@ -23,6 +31,7 @@
 #include <sched.h>
 
 enum { NSTREAMS = 4, MAXLIVE = 24 };
+#define MAXFLOATS (64 + 3 * 1024 + 1023 * 256) /* the largest buffer drawn */
 
 typedef struct buf {
     CUdeviceptr p;
@@ -37,6 +46,10 @@ typedef struct worker {
     long steps;
     CUstream streams[NSTREAMS]; /* [0]: the legacy stream, or the per-thread one */
     CUevent events[NSTREAMS];
+    bool blocking[NSTREAMS];    /* created CU_STREAM_DEFAULT (may not be captured) */
+    float *pinned, *pageable;   /* MAXFLOATS each */
+    int pinned_stream;          /* the stream of an async copy of pinned not waited for, or -1 */
+    bool alone;                 /* the only thread: a GLOBAL capture cannot fail another's call */
     int wrong;
     double checksum;
 } worker_t;
@@ -56,10 +69,15 @@ static void CUDA_CB lag(void *arg) {
 static void fill(worker_t *w, buf_t *b, int s, float v) {
     if (rnd(w, 3) == 0)
         CK(cuLaunchHostFunc(w->streams[s], lag, (void *)(uintptr_t)rnd(w, 16)));
-    if (rnd(w, 4) == 0) { /* a memset instead of a kernel */
+    unsigned how = rnd(w, 8);
+    if (how < 2) { /* a memset instead of a kernel */
         unsigned bits;
         memcpy(&bits, &v, sizeof bits);
         CK(cuMemsetD32Async(b->p, bits, b->n, w->streams[s]));
+    } else if (how == 2) { /* cuLaunchKernelEx */
+        CK(ex_fill_ex(&ex, b->p, v, b->n, w->streams[s]));
+    } else if (how == 3) { /* the pointer inside a struct argument */
+        CK(ex_fill_span(&ex, b->p, v, b->n, w->streams[s]));
     } else {
         CK(ex_fill(&ex, b->p, v, b->n, w->streams[s]));
     }
@@ -67,64 +85,222 @@ static void fill(worker_t *w, buf_t *b, int s, float v) {
     b->value = v;
 }
 
-static void check(worker_t *w, const buf_t *b) {
-    CUstream s = w->streams[b->owner];
-    if (rnd(w, 3) == 0) { /* an event, waited for or polled, instead of the stream */
-        CK(cuEventRecord(w->events[b->owner], s));
+static void expect(worker_t *w, const buf_t *b, size_t i, float x) {
+    w->checksum += x;
+    if (x != b->value && w->wrong++ < 5)
+        printf("wrong: float %zu of a %zu-float buffer reads %g, its last fill wrote %g\n", i,
+               b->n, x, b->value);
+}
+
+/* Stream t comes after b's last fill. */
+static void order_after(worker_t *w, const buf_t *b, int t) {
+    if (t == b->owner)
+        return;
+    CK(cuEventRecord(w->events[b->owner], w->streams[b->owner]));
+    CK(cuStreamWaitEvent(w->streams[t], w->events[b->owner], 0));
+}
+
+/* Wait for stream s: for the stream (waited for or polled), or for an event recorded now
+ * (waited for or polled). */
+static void wait_for(worker_t *w, int s) {
+    unsigned how = rnd(w, 6);
+    if (how == 0) {
+        while (cuStreamQuery(w->streams[s]) == CUDA_ERROR_NOT_READY)
+            sched_yield();
+    } else if (how < 3) {
+        CK(cuEventRecord(w->events[s], w->streams[s]));
         if (rnd(w, 2))
-            CK(cuEventSynchronize(w->events[b->owner]));
+            CK(cuEventSynchronize(w->events[s]));
         else
-            while (cuEventQuery(w->events[b->owner]) == CUDA_ERROR_NOT_READY)
+            while (cuEventQuery(w->events[s]) == CUDA_ERROR_NOT_READY)
                 sched_yield();
     } else {
-        CK(cuStreamSynchronize(s));
+        CK(cuStreamSynchronize(w->streams[s]));
     }
+}
+
+static void check(worker_t *w, const buf_t *b) {
+    wait_for(w, b->owner);
     size_t at[3] = {0, b->n / 2, b->n - 1};
     for (int i = 0; i < 3; i++) {
         float x;
         CK(cuMemcpyDtoH(&x, b->p + at[i] * sizeof(float), sizeof x));
-        w->checksum += x;
-        if (x != b->value && w->wrong++ < 5)
-            printf("wrong: float %zu of a %zu-float buffer reads %g, its last fill wrote %g\n",
-                   at[i], b->n, x, b->value);
+        expect(w, b, at[i], x);
     }
+}
+
+/* The host may touch the pinned buffer: no async copy of it is still running. */
+static void pinned_idle(worker_t *w) {
+    if (w->pinned_stream >= 0)
+        CK(cuStreamSynchronize(w->streams[w->pinned_stream]));
+    w->pinned_stream = -1;
+}
+
+/* The whole buffer into pinned memory (waited for before the host reads it) or into
+ * pageable memory (the call returns when the copy is done). */
+static void download(worker_t *w, const buf_t *b) {
+    float *h = w->pageable;
+    if (rnd(w, 2)) {
+        pinned_idle(w);
+        h = w->pinned;
+        CK(cuMemcpyDtoHAsync(h, b->p, b->n * sizeof(float), w->streams[b->owner]));
+        wait_for(w, b->owner);
+    } else {
+        CK(cuMemcpyDtoHAsync(h, b->p, b->n * sizeof(float), w->streams[b->owner]));
+    }
+    expect(w, b, 0, h[0]);
+    expect(w, b, b->n / 2, h[b->n / 2]);
+    expect(w, b, b->n - 1, h[b->n - 1]);
+}
+
+/* Fill b from host memory the host wrote: pinned memory is not touched again until the
+ * copy is waited for; pageable memory is staged, so the host overwrites it at once. */
+static void upload(worker_t *w, buf_t *b, float v) {
+    bool pinned = rnd(w, 2);
+    float *h = pinned ? w->pinned : w->pageable;
+    if (pinned)
+        pinned_idle(w);
+    for (size_t i = 0; i < b->n; i++)
+        h[i] = v;
+    CK(cuMemcpyHtoDAsync(b->p, h, b->n * sizeof(float), w->streams[b->owner]));
+    if (pinned)
+        w->pinned_stream = b->owner;
+    else
+        h[0] = h[b->n / 2] = h[b->n - 1] = -v;
+    b->value = v;
+}
+
+/* Fill b with a copy of a, on a stream that comes after both their last fills: a plain
+ * device-to-device copy or a 2D one of two rows, the rest of a longer b set by a memset. */
+static void copy_from(worker_t *w, buf_t *a, buf_t *b) {
+    int t = (int)rnd(w, NSTREAMS);
+    CUstream s = w->streams[t];
+    order_after(w, a, t);
+    order_after(w, b, t);
+    size_t m = a->n < b->n ? a->n : b->n;
+    unsigned kind = rnd(w, 3);
+    if (kind == 0) {
+        CK(cuMemcpyDtoDAsync(b->p, a->p, m * sizeof(float), s));
+    } else if (kind == 1) {
+        CK(cuMemcpyAsync(b->p, a->p, m * sizeof(float), s));
+    } else {
+        CUDA_MEMCPY2D c;
+        memset(&c, 0, sizeof c);
+        m -= m % 2;
+        c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        c.srcDevice = a->p;
+        c.dstDevice = b->p;
+        c.srcPitch = c.dstPitch = c.WidthInBytes = m / 2 * sizeof(float);
+        c.Height = 2;
+        CK(cuMemcpy2DAsync(&c, s));
+    }
+    if (b->n > m) {
+        unsigned bits;
+        memcpy(&bits, &a->value, sizeof bits);
+        CK(cuMemsetD32Async(b->p + m * sizeof(float), bits, b->n - m, s));
+    }
+    a->owner = b->owner = t; /* a's next fill comes after this read of it */
+    b->value = a->value;
+}
+
+/* Fill b by a graph: a kernel or a memset captured on a non-blocking stream (in any
+ * capture mode), launched once or twice. One thread only: another thread's cuMemFree or
+ * context synchronisation during a capture is invalid in CUDA. */
+static void graph_fill(worker_t *w, buf_t *b, float v) {
+    static const CUstreamCaptureMode modes[] = {CU_STREAM_CAPTURE_MODE_GLOBAL,
+                                                CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+                                                CU_STREAM_CAPTURE_MODE_RELAXED};
+    int t = 2 + (int)rnd(w, 2);
+    CUstream s = w->streams[t];
+    order_after(w, b, t);
+    CK(cuStreamBeginCapture(s, modes[rnd(w, 3)]));
+    if (rnd(w, 3) == 0) {
+        unsigned bits;
+        memcpy(&bits, &v, sizeof bits);
+        CK(cuMemsetD32Async(b->p, bits, b->n, s));
+    } else if (rnd(w, 2)) {
+        CK(ex_fill(&ex, b->p, v, b->n, s));
+    } else {
+        CK(ex_fill_span(&ex, b->p, v, b->n, s));
+    }
+    CUgraph g;
+    CUgraphExec e;
+    CK(cuStreamEndCapture(s, &g));
+    CK(cuGraphInstantiate(&e, g, 0));
+    for (unsigned i = 0, n = 1 + rnd(w, 2); i < n; i++)
+        CK(cuGraphLaunch(e, s));
+    CK(cuGraphExecDestroy(e));
+    CK(cuGraphDestroy(g));
+    b->owner = t;
+    b->value = v;
+}
+
+/* Destroy a stream, its work still queued, and create it again (the new one may get its
+ * handle): its buffers and the pinned buffer's copy go to stream 0, which waits for it. */
+static void recycle(worker_t *w, buf_t *live, int nlive) {
+    int s = 1 + (int)rnd(w, NSTREAMS - 1);
+    CK(cuEventRecord(w->events[s], w->streams[s]));
+    CK(cuStreamWaitEvent(w->streams[0], w->events[s], 0));
+    for (int k = 0; k < nlive; k++)
+        if (live[k].owner == s)
+            live[k].owner = 0;
+    if (w->pinned_stream == s)
+        w->pinned_stream = 0;
+    CK(cuStreamDestroy(w->streams[s]));
+    CK(cuStreamCreate(&w->streams[s], w->blocking[s] ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
 }
 
 static void *run(void *arg) {
     worker_t *w = arg;
     CK(cuCtxSetCurrent(ex.ctx));
-    CK(cuStreamCreate(&w->streams[1], CU_STREAM_DEFAULT));
-    CK(cuStreamCreate(&w->streams[2], CU_STREAM_NON_BLOCKING));
-    CK(cuStreamCreate(&w->streams[3], CU_STREAM_NON_BLOCKING));
+    w->blocking[1] = true;
+    for (int i = 1; i < NSTREAMS; i++)
+        CK(cuStreamCreate(&w->streams[i], w->blocking[i] ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < NSTREAMS; i++)
         CK(cuEventCreate(&w->events[i], CU_EVENT_DISABLE_TIMING));
+    CK(cuMemAllocHost((void **)&w->pinned, MAXFLOATS * sizeof(float)));
+    w->pageable = malloc(MAXFLOATS * sizeof(float));
+    w->pinned_stream = -1;
     buf_t live[MAXLIVE];
     int nlive = 0;
     float next_value = 1.0f;
     for (long step = 0; step < w->steps; step++) {
         unsigned op = rnd(w, 100);
-        if (nlive == 0 || (op < 30 && nlive < MAXLIVE)) { /* allocate and fill */
+        if (nlive == 0 || (op < 28 && nlive < MAXLIVE)) { /* allocate and fill */
             buf_t *b = &live[nlive++];
             b->n = 64 + rnd(w, 4) * 1024 + rnd(w, 1024) * (rnd(w, 8) == 0 ? 256 : 1);
             int s = (int)rnd(w, NSTREAMS);
             b->sync = rnd(w, 2);
-            if (b->sync)
+            size_t pitch;
+            if (b->sync && rnd(w, 4) == 0) /* one row */
+                CK(cuMemAllocPitch(&b->p, &pitch, b->n * sizeof(float), 1, sizeof(float)));
+            else if (b->sync)
                 CK(cuMemAlloc(&b->p, b->n * sizeof(float))); /* any stream may use it */
             else
                 CK(cuMemAllocAsync(&b->p, b->n * sizeof(float), w->streams[s]));
             fill(w, b, s, next_value++);
-        } else if (op < 45) { /* refill on its stream */
+        } else if (op < 38) { /* refill on its stream */
             buf_t *b = &live[rnd(w, nlive)];
             fill(w, b, b->owner, next_value++);
-        } else if (op < 60) { /* hand it to another stream through an event */
+        } else if (op < 48) { /* hand it to another stream through an event */
             buf_t *b = &live[rnd(w, nlive)];
             int t = (int)rnd(w, NSTREAMS);
-            CK(cuEventRecord(w->events[b->owner], w->streams[b->owner]));
-            CK(cuStreamWaitEvent(w->streams[t], w->events[b->owner], 0));
+            order_after(w, b, t);
             fill(w, b, t, next_value++);
-        } else if (op < 72) {
+        } else if (op < 54 && nlive > 1) {
+            int i = (int)rnd(w, nlive), j = (int)rnd(w, nlive - 1);
+            copy_from(w, &live[i], &live[j < i ? j : j + 1]);
+        } else if (op < 58) {
+            upload(w, &live[rnd(w, nlive)], next_value++);
+        } else if (op < 62) {
             check(w, &live[rnd(w, nlive)]);
-        } else if (op < 98) { /* free: cuMemFree waits for the device, FreeAsync is ordered */
+        } else if (op < 66) {
+            download(w, &live[rnd(w, nlive)]);
+        } else if (op < 68 && w->alone) {
+            graph_fill(w, &live[rnd(w, nlive)], next_value++);
+        } else if (op < 69) {
+            recycle(w, live, nlive);
+        } else if (op < 97) { /* free: cuMemFree waits for the device, FreeAsync is ordered */
             int k = (int)rnd(w, nlive);
             buf_t *b = &live[k];
             if (rnd(w, 4) == 0)
@@ -145,6 +321,8 @@ static void *run(void *arg) {
     CK(cuCtxSynchronize());
     for (int i = 1; i < NSTREAMS; i++)
         CK(cuStreamDestroy(w->streams[i]));
+    CK(cuMemFreeHost(w->pinned));
+    free(w->pageable);
     return NULL;
 }
 
@@ -164,6 +342,7 @@ int main(int argc, char **argv) {
         w[i].rng = nthreads == 1 ? seed : seed * 100 + (unsigned long long)i;
         w[i].steps = steps;
         w[i].streams[0] = i == 0 ? NULL : CU_STREAM_PER_THREAD;
+        w[i].alone = nthreads == 1;
     }
     for (int i = 0; i < nthreads; i++)
         pthread_create(&t[i], NULL, run, &w[i]);

@@ -188,6 +188,43 @@ VG_TEST(free_on_another_stream_than_the_allocation) {
     CHECK_CU(vg__cuStreamDestroy(b));
 }
 
+VG_TEST(blocks_of_a_destroyed_stream_are_checked_without_its_handle) {
+    /* cudaStreamDestroy with blocks of the stream still about: one it freed waits in the
+     * quarantine, one allocated on it is freed later on another stream. Their checks must
+     * not name the destroyed stream (the driver refuses its handle, or it is a new
+     * stream's by then): its work completed when it went (vg_forget_stream waits). */
+    guard_init("quarantine=64K");
+    CUstream a, b;
+    CHECK_CU(vg__cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(vg__cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    void *p, *q;
+    CHECK_VG(vg_malloc(&p, 4000, a));
+    CHECK_VG(vg_malloc(&q, 6000, b));
+    CHECK_VG(vg_free(q, b));
+    CHECK_VG(vg_forget_stream(a));
+    CHECK_VG(vg_forget_stream(b));
+    CHECK_CU(vg__cuStreamDestroy(a));
+    CHECK_CU(vg__cuStreamDestroy(b));
+    /* q leaves the quarantine (its exit check ran on b until now) ... */
+    for (int i = 0; i < 8; i++) {
+        void *r;
+        CHECK_VG(vg_malloc(&r, 32 << 10, NULL));
+        CHECK_VG(vg_free(r, NULL));
+    }
+    CHECK_VG(vg_check());
+    /* ... and p is freed on the legacy stream, its checks ordered after a until now. */
+    CHECK_VG(vg_free(p, NULL));
+    CHECK_VG(vg_check());
+    poke((char *)p + 100, 16, 0x45);
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    CHECK_EQ(vg_error_count(), 1);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"use_after_free\"");
+    CHECK_CONTAINS(j, "\"size\":4000");
+    vg_free_string(j);
+    CHECK_MSG(strstr(g_out, "vramguard: ") == NULL, "a message: %s", g_out);
+}
+
 VG_TEST(a_recorded_stream_may_still_write_the_block_after_the_free) {
     /* record_stream(x, side) says side's queued work may use x after the free: the free's
      * poison must come after that work, or side's legal write would be reported as a
