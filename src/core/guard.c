@@ -309,12 +309,23 @@ void vg__guard_flush_streams(vg_heap_t *h) {
         flush_stream(h, s);
 }
 
+/* Has everything queued on stream s completed? (Asked where a query may name it.) */
+static bool stream_idle(const vg_stream_t *s) {
+    CUstream here = vg__stream_handle_here(s);
+    return here == s->handle && !vg__stream_capturing(here) &&
+           vg__cuStreamQuery(here) == CUDA_SUCCESS;
+}
+
 /* A free on another stream than the allocation's, or of a block record_stream gave other
  * streams: the allocation's redzone fill may still wait on its stream (deferred, or behind
  * slow work), and the recorded streams' queued kernels may still write the block legally
  * (that is what record_stream says), so the free's checks and poison run on the guard's
  * own stream, after the work queued on all of them and on the freeing stream (see
- * vg__guard_quarantine). The program's streams get no new dependency. */
+ * vg__guard_quarantine). The program's streams get no new dependency. Then the freeing
+ * stream's next kernels are not ordered after the poison, and one that writes the block
+ * at once may be overwritten by it, unseen; so where the other streams' work has all
+ * completed by now (the common case of a block handed from stream to stream and freed
+ * by its last user), the free's work is queued on the freeing stream as usual. */
 void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     vg_guard_t *g = h->guard;
     if (!g || g->dead || (b->flags & VG_BF_UNGUARDED))
@@ -336,13 +347,18 @@ void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     bool pushed = vg__heap_ctx_enter(h);
     if (s) /* (the allocation's deferred fill may wait there: the check must follow it) */
         flush_stream(h, s);
+    bool cross = false;
     for (int k = 0; k < n; k++) {
         flush_stream(h, other[k]);
+        if (stream_idle(other[k]))
+            continue;
+        cross = true;
         if (!vg__guard_wait_for(g, vg__stream_handle_here(other[k])))
             b->flags |= UNORDERED;
     }
     vg__heap_ctx_leave(pushed);
-    b->flags |= CROSS_FREE;
+    if (cross)
+        b->flags |= CROSS_FREE;
 }
 
 /* Queue the redzone fill of b on stream s until the stream's next observed operation;

@@ -490,6 +490,28 @@ interposer_random_threads)
             fi
         done
     done ;;
+interposer_random_planted)
+    # One bug planted halfway through such a program (a kernel filling 1-16 floats past a
+    # buffer's end, or writing 1-16 floats into a buffer just freed), with one thread and
+    # with four: exactly that report, with the allocation's size and the damage's offset
+    # and length the program printed.
+    command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
+    runs="1:1 2:1 3:1 1:4" steps=2000
+    [ -n "${VG_SANITIZE:-}" ] && runs="1:1 1:4" steps=800
+    for r in $runs; do
+        seed=${r%:*} threads=${r#*:}
+        for plant in overrun freed; do
+            kind=out_of_bounds_after
+            [ $plant = freed ] && kind=use_after_free
+            run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
+                "$BUILD/tests/preload/random_clean" $seed $steps $threads $plant
+            read -r _ _ size off bytes < <(grep "^planted: $plant " "$TMP/out") ||
+                fail "seed $seed: nothing planted: $(cat "$TMP/out")"
+            python3 "$HERE/check_report.py" "$TMP/r.json" 1 all kind=$kind "allocation.$size" \
+                "damage.$off" "damage.$bytes" ||
+                { cat "$TMP/err" >&2; fail "seed $seed, $threads thread(s): $plant not reported as planted"; }
+        done
+    done ;;
 clean_identical)
     # A correct program: the same output without vramguard, and under it in both modes,
     # no report, and exit status 0.

@@ -23,8 +23,14 @@
  * one context, so that one thread's synchronisations and frees happen while the others
  * allocate, free and launch.
  *
- * usage: random_clean SEED [STEPS] [THREADS]. Prints a checksum of what each thread read;
- * exit status 1 if a value was wrong.
+ * With PLANT, thread 0 plants one bug halfway, for guard mode to find among all this:
+ * "overrun" (a kernel fills 1-16 floats past a buffer's end) or "freed" (a kernel writes
+ * 1-16 floats at the start of a buffer just freed, in order after the free, every stream
+ * idle before it). It prints
+ * "planted: KIND size=BYTES first_offset=N bytes=N", what the report must say.
+ *
+ * usage: random_clean SEED [STEPS] [THREADS] [PLANT]. Prints a checksum of what each
+ * thread read; exit status 1 if a value was wrong (with no bug planted).
  */
 #include "common.h"
 
@@ -36,6 +42,7 @@ enum { NSTREAMS = 4, MAXLIVE = 24 };
 typedef struct buf {
     CUdeviceptr p;
     size_t n;    /* floats */
+    size_t bytes; /* allocated: n floats, or a row's pitch */
     int owner;   /* index into streams: where its last fill ran */
     float value; /* what that fill wrote */
     bool sync;   /* from cuMemAlloc (freed with cuMemFree), else cuMemAllocAsync */
@@ -50,6 +57,7 @@ typedef struct worker {
     float *pinned, *pageable;   /* MAXFLOATS each */
     int pinned_stream;          /* the stream of an async copy of pinned not waited for, or -1 */
     bool alone;                 /* the only thread: a GLOBAL capture cannot fail another's call */
+    const char *plant;          /* the bug to plant halfway, or NULL */
     int wrong;
     double checksum;
 } worker_t;
@@ -250,6 +258,35 @@ static void recycle(worker_t *w, buf_t *live, int nlive) {
     CK(cuStreamCreate(&w->streams[s], w->blocking[s] ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
 }
 
+/* Plant w->plant on a live buffer (see the top of the file); returns whether it took one
+ * off the live list. */
+static bool plant(worker_t *w, buf_t *live, int *nlive) {
+    int k = (int)rnd(w, (unsigned)*nlive);
+    buf_t *b = &live[k];
+    unsigned extra = 1 + rnd(w, 16);
+    if (strcmp(w->plant, "overrun") == 0) {
+        float v = b->value; /* (its own floats keep their value) */
+        CK(ex_fill(&ex, b->p, v, b->bytes / sizeof(float) + extra, w->streams[b->owner]));
+        printf("planted: overrun size=%zu first_offset=%zu bytes=%u\n", b->bytes, b->bytes,
+               extra * (unsigned)sizeof(float));
+        return false;
+    }
+    /* (With every stream idle: a free on another stream than the allocation's while
+     * that one is busy poisons the block unordered with the freeing stream's next work,
+     * which may then write first, unseen; docs/decisions.md G3.) */
+    CK(cuCtxSynchronize());
+    int s = b->owner;
+    if (b->sync)
+        CK(cuMemFree(b->p)); /* (any stream's work comes after it) */
+    else
+        CK(cuMemFreeAsync(b->p, w->streams[s]));
+    CK(ex_fill(&ex, b->p, 7.0f, extra, w->streams[s]));
+    printf("planted: freed size=%zu first_offset=0 bytes=%u\n", b->bytes,
+           extra * (unsigned)sizeof(float));
+    live[k] = live[--*nlive];
+    return true;
+}
+
 static void *run(void *arg) {
     worker_t *w = arg;
     CK(cuCtxSetCurrent(ex.ctx));
@@ -265,15 +302,21 @@ static void *run(void *arg) {
     int nlive = 0;
     float next_value = 1.0f;
     for (long step = 0; step < w->steps; step++) {
+        if (w->plant && step >= w->steps / 2 && nlive > 0) {
+            bool took = plant(w, live, &nlive);
+            w->plant = NULL;
+            if (took)
+                continue;
+        }
         unsigned op = rnd(w, 100);
         if (nlive == 0 || (op < 28 && nlive < MAXLIVE)) { /* allocate and fill */
             buf_t *b = &live[nlive++];
             b->n = 64 + rnd(w, 4) * 1024 + rnd(w, 1024) * (rnd(w, 8) == 0 ? 256 : 1);
             int s = (int)rnd(w, NSTREAMS);
             b->sync = rnd(w, 2);
-            size_t pitch;
+            b->bytes = b->n * sizeof(float);
             if (b->sync && rnd(w, 4) == 0) /* one row */
-                CK(cuMemAllocPitch(&b->p, &pitch, b->n * sizeof(float), 1, sizeof(float)));
+                CK(cuMemAllocPitch(&b->p, &b->bytes, b->n * sizeof(float), 1, sizeof(float)));
             else if (b->sync)
                 CK(cuMemAlloc(&b->p, b->n * sizeof(float))); /* any stream may use it */
             else
@@ -330,8 +373,13 @@ int main(int argc, char **argv) {
     unsigned long long seed = argc > 1 ? strtoull(argv[1], NULL, 10) : 1;
     long steps = argc > 2 ? atol(argv[2]) : 3000;
     int nthreads = argc > 3 ? atoi(argv[3]) : 1;
+    const char *planted = argc > 4 ? argv[4] : NULL;
     if (nthreads < 1 || nthreads > 16) {
         fprintf(stderr, "random_clean: THREADS is 1 to 16\n");
+        return 2;
+    }
+    if (planted && strcmp(planted, "overrun") != 0 && strcmp(planted, "freed") != 0) {
+        fprintf(stderr, "random_clean: PLANT is overrun or freed\n");
         return 2;
     }
     ex = ex_init();
@@ -343,6 +391,7 @@ int main(int argc, char **argv) {
         w[i].steps = steps;
         w[i].streams[0] = i == 0 ? NULL : CU_STREAM_PER_THREAD;
         w[i].alone = nthreads == 1;
+        w[i].plant = i == 0 ? planted : NULL;
     }
     for (int i = 0; i < nthreads; i++)
         pthread_create(&t[i], NULL, run, &w[i]);
@@ -353,5 +402,5 @@ int main(int argc, char **argv) {
         printf("%ld steps: checksum %.1f, %d wrong values\n", steps, w[i].checksum, w[i].wrong);
         wrong += w[i].wrong;
     }
-    return wrong != 0;
+    return wrong != 0 && !planted;
 }
