@@ -23,11 +23,15 @@
  * one context, so that one thread's synchronisations and frees happen while the others
  * allocate, free and launch.
  *
- * With PLANT, thread 0 plants one bug halfway, for guard mode to find among all this:
- * "overrun" (a kernel fills 1-16 floats past a buffer's end) or "freed" (a kernel writes
- * 1-16 floats at the start of a buffer just freed, in order after the free, every stream
- * idle before it). It prints
- * "planted: KIND size=BYTES first_offset=N bytes=N", what the report must say.
+ * With PLANT, thread 0 plants one bug halfway (or soon after, once a buffer suits it), for
+ * guard mode to find among all this: "overrun" or "underrun" (a kernel fills 1-16 floats
+ * past a buffer's end, or before its start), "freed" (a kernel writes 1-16 floats at the
+ * start of a buffer just freed, in order after the free, every stream idle before it),
+ * "double_free" (cuMemFree twice), "unordered" (cuMemFreeAsync on one stream while a
+ * kernel on another may still write the buffer; if the write lands after the free's
+ * poison, it is reported too, as DESIGN.md's S2 asks) or "host_race" (the host writes pinned
+ * memory an async copy is reading). It prints "planted:", the plant, and the report guard
+ * mode must give as arguments of tests/cli/check_report.py, separated by tabs.
  *
  * usage: random_clean SEED [STEPS] [THREADS] [PLANT]. Prints a checksum of what each
  * thread read; exit status 1 if a value was wrong (with no bug planted).
@@ -258,33 +262,80 @@ static void recycle(worker_t *w, buf_t *live, int nlive) {
     CK(cuStreamCreate(&w->streams[s], w->blocking[s] ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
 }
 
-/* Plant w->plant on a live buffer (see the top of the file); returns whether it took one
- * off the live list. */
-static bool plant(worker_t *w, buf_t *live, int *nlive) {
+/* What plant() did. */
+enum { NOT_YET, PLANTED, PLANTED_FREED };
+
+/* The report guard mode must give, as check_report.py's arguments: tab-separated. */
+#define EXPECT(name, kind, fmt, ...) printf("planted:\t" name "\t" kind "\t" fmt "\n", __VA_ARGS__)
+
+/* Plant w->plant on a live buffer (see the top of the file), or NOT_YET if none suits. */
+static int plant(worker_t *w, buf_t *live, int *nlive) {
     int k = (int)rnd(w, (unsigned)*nlive);
     buf_t *b = &live[k];
-    unsigned extra = 1 + rnd(w, 16);
-    if (strcmp(w->plant, "overrun") == 0) {
-        float v = b->value; /* (its own floats keep their value) */
-        CK(ex_fill(&ex, b->p, v, b->bytes / sizeof(float) + extra, w->streams[b->owner]));
-        printf("planted: overrun size=%zu first_offset=%zu bytes=%u\n", b->bytes, b->bytes,
-               extra * (unsigned)sizeof(float));
-        return false;
+    unsigned extra = 1 + rnd(w, 16), n = b->bytes / sizeof(float);
+    const char *what = w->plant;
+    if (strcmp(what, "overrun") == 0) { /* (its own floats keep their value) */
+        CK(ex_fill(&ex, b->p, b->value, n + extra, w->streams[b->owner]));
+        EXPECT("overrun", "out_of_bounds_after",
+               "allocation.size=%zu\tdamage.first_offset=%zu\tdamage.bytes=%u", b->bytes,
+               b->bytes, extra * 4);
+        return PLANTED;
     }
-    /* (With every stream idle: a free on another stream than the allocation's while
-     * that one is busy poisons the block unordered with the freeing stream's next work,
-     * which may then write first, unseen; docs/decisions.md G3.) */
+    if (strcmp(what, "underrun") == 0) {
+        CK(ex_fill(&ex, b->p - extra * 4, 5.0f, extra, w->streams[b->owner]));
+        EXPECT("underrun", "out_of_bounds_before",
+               "allocation.size=%zu\tdamage.first_offset=-%u\tdamage.bytes=%u", b->bytes,
+               extra * 4, extra * 4);
+        return PLANTED;
+    }
+    if (strcmp(what, "host_race") == 0) { /* the host writes a source page in flight */
+        if (n < 2048) /* (a page the copy covers whole: bytes 4096-8191) */
+            return NOT_YET;
+        pinned_idle(w);
+        for (size_t i = 0; i < b->n; i++)
+            w->pinned[i] = b->value;
+        CK(cuLaunchHostFunc(w->streams[b->owner], lag, (void *)(uintptr_t)15));
+        CK(cuMemcpyHtoDAsync(b->p, w->pinned, b->n * sizeof(float), w->streams[b->owner]));
+        w->pinned_stream = b->owner;
+        ((volatile float *)w->pinned)[1024] = b->value;
+        EXPECT("host_race", "host_race",
+               "detail~byte 4096 of the source of cuMemcpyHtoDAsync (%zu bytes",
+               b->n * sizeof(float));
+        return PLANTED;
+    }
+    if (strcmp(what, "unordered") == 0) { /* freed on stream 3 while stream 2 writes it */
+        if (b->sync)
+            return NOT_YET;
+        order_after(w, b, 2);
+        CK(ex_fill(&ex, b->p, b->value, b->n, w->streams[2]));
+        CK(cuMemFreeAsync(b->p, w->streams[3]));
+        EXPECT("unordered", "unordered_free",
+               "allocation.size=%zu\tkernel.name=ex_fill\tkernel.argument=0\tkernel.offset=0",
+               b->bytes);
+        live[k] = live[--*nlive];
+        return PLANTED_FREED;
+    }
+    /* freed, double_free. (With every stream idle: a free on another stream than the
+     * allocation's while that one is busy poisons the block unordered with the freeing
+     * stream's next work, which may then write first, unseen; docs/decisions.md G3.) */
     CK(cuCtxSynchronize());
     int s = b->owner;
     if (b->sync)
         CK(cuMemFree(b->p)); /* (any stream's work comes after it) */
     else
         CK(cuMemFreeAsync(b->p, w->streams[s]));
-    CK(ex_fill(&ex, b->p, 7.0f, extra, w->streams[s]));
-    printf("planted: freed size=%zu first_offset=0 bytes=%u\n", b->bytes,
-           extra * (unsigned)sizeof(float));
+    if (strcmp(what, "double_free") == 0) {
+        if (cuMemFree(b->p) == CUDA_SUCCESS)
+            printf("the second cuMemFree succeeded\n");
+        EXPECT("double_free", "double_free", "allocation.size=%zu", b->bytes);
+    } else {
+        CK(ex_fill(&ex, b->p, 7.0f, extra, w->streams[s]));
+        EXPECT("freed", "use_after_free",
+               "allocation.size=%zu\tdamage.first_offset=0\tdamage.bytes=%u", b->bytes,
+               extra * 4);
+    }
     live[k] = live[--*nlive];
-    return true;
+    return PLANTED_FREED;
 }
 
 static void *run(void *arg) {
@@ -303,9 +354,10 @@ static void *run(void *arg) {
     float next_value = 1.0f;
     for (long step = 0; step < w->steps; step++) {
         if (w->plant && step >= w->steps / 2 && nlive > 0) {
-            bool took = plant(w, live, &nlive);
-            w->plant = NULL;
-            if (took)
+            int done = plant(w, live, &nlive);
+            if (done != NOT_YET)
+                w->plant = NULL;
+            if (done == PLANTED_FREED)
                 continue;
         }
         unsigned op = rnd(w, 100);
@@ -378,8 +430,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "random_clean: THREADS is 1 to 16\n");
         return 2;
     }
-    if (planted && strcmp(planted, "overrun") != 0 && strcmp(planted, "freed") != 0) {
-        fprintf(stderr, "random_clean: PLANT is overrun or freed\n");
+    static const char *const plants[] = {"overrun", "underrun", "freed", "double_free",
+                                         "unordered", "host_race"};
+    bool known = !planted;
+    for (size_t i = 0; i < sizeof plants / sizeof plants[0] && !known; i++)
+        known = strcmp(planted, plants[i]) == 0;
+    if (!known) {
+        fprintf(stderr, "random_clean: PLANT is overrun, underrun, freed, double_free, "
+                        "unordered or host_race\n");
         return 2;
     }
     ex = ex_init();
