@@ -323,9 +323,11 @@ static bool stream_idle(const vg_stream_t *s) {
  * own stream, after the work queued on all of them and on the freeing stream (see
  * vg__guard_quarantine). The program's streams get no new dependency. Then the freeing
  * stream's next kernels are not ordered after the poison, and one that writes the block
- * at once may be overwritten by it, unseen; so where the other streams' work has all
- * completed by now (the common case of a block handed from stream to stream and freed
- * by its last user), the free's work is queued on the freeing stream as usual. */
+ * at once may be overwritten by it, unseen. So where no such wait is needed, the free's
+ * work is queued on the freeing stream as usual: a stream whose work has all completed
+ * by now, and the allocation's stream if the freeing stream waited for an event recorded
+ * there since the allocation (its record launched the fill first: G3). That is the block
+ * handed from stream to stream and freed by its last user. */
 void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     vg_guard_t *g = h->guard;
     if (!g || g->dead || (b->flags & VG_BF_UNGUARDED))
@@ -349,6 +351,9 @@ void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
         flush_stream(h, s);
     bool cross = false;
     for (int k = 0; k < n; k++) {
+        if (s && other[k] == b->stream &&
+            vg__order_waited_after(s->handle, b->stream->handle, b->alloc_tick))
+            continue;
         flush_stream(h, other[k]);
         if (stream_idle(other[k]))
             continue;
@@ -445,6 +450,7 @@ vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) 
     vg_guard_t *g = h->guard;
     b->clean_seq = vg__launch_seq();
     b->alloc_launch = b->clean_seq;
+    b->alloc_tick = vg__order_tick();
     if (b->gpool || vg__stream_capturing(stream)) { /* a graph's: no kernel may join it */
         if (b->gpool) /* (its redzones are filled once the capture is over) */
             vg__gpool_guard_note(b, vg__launch_seq());

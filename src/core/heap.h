@@ -78,6 +78,7 @@ struct vg_block {
     uint32_t free_site;         /* guard: where it was freed */
     uint32_t fill_at;           /* guard: where its deferred fill was queued (guard.c) */
     uint64_t clean_seq;         /* guard: launch number at its last clean check */
+    uint64_t alloc_tick;        /* guard, ALLOCATED: vg__order_tick() when it was made */
     vg_stream_t *uses[VG_MAX_USES];  /* ALLOCATED: streams recorded with vg_record_stream */
     uint64_t use_epochs[VG_MAX_USES];/* DEFERRED: epoch each use stream must complete */
     uint64_t pat_head, pat_tail;/* FREE (guard): its first and last bytes known to hold

@@ -9,6 +9,7 @@
 #include "order.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../driver/driver.h"
@@ -34,12 +35,16 @@ typedef struct oevent {
     int slot;      /* the recording stream's slot */
     uint64_t born; /* that slot's `born` then (a reused slot is another stream) */
     uint64_t seq;  /* the launch number at the record */
+    uint64_t tick; /* the record's own number (g_tick) */
 } oevent_t;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static ostream_t g_s[VG_ORDER_STREAMS];
 static uint64_t g_clock[VG_ORDER_STREAMS][VG_ORDER_STREAMS]; /* [s][t], see order.h */
 static int g_n; /* slots [0, g_n) may be used */
+static _Atomic uint64_t g_tick; /* event records so far (written under g_lock) */
+static uint64_t g_waited[VG_ORDER_STREAMS][VG_ORDER_STREAMS]; /* [s][t]: the newest record
+                                                   on t that s itself waited for (a tick) */
 static oevent_t g_ev[EVENTS];
 
 static CUstream norm(CUstream s) { return s == CU_STREAM_LEGACY ? NULL : s; }
@@ -74,8 +79,9 @@ static int slot(CUstream s, uint8_t kind, uint64_t born) {
         return -1;
     g_s[i] = (ostream_t){.handle = s, .used = true, .kind = kind, .born = born, .host = born};
     memset(g_clock[i], 0, sizeof g_clock[i]);
+    memset(g_waited[i], 0, sizeof g_waited[i]);
     for (int k = 0; k < VG_ORDER_STREAMS; k++)
-        g_clock[k][i] = 0;
+        g_clock[k][i] = g_waited[k][i] = 0;
     if (i >= g_n)
         g_n = i + 1;
     return i;
@@ -171,7 +177,8 @@ void vg__order_event_record(CUevent e, CUstream s) {
     uint64_t now = vg__launch_seq();
     int i = lock_slot(norm(s), now);
     oevent_t *x = event_at(e, true);
-    *x = (oevent_t){.e = e, .slot = i, .born = i >= 0 ? g_s[i].born : 0, .seq = now};
+    *x = (oevent_t){.e = e, .slot = i, .born = i >= 0 ? g_s[i].born : 0, .seq = now,
+                    .tick = ++g_tick};
     legacy_op(i, now);
     pthread_mutex_unlock(&g_lock);
 }
@@ -188,6 +195,9 @@ void vg__order_stream_wait(CUstream s, CUevent e) {
             if (seq > g_clock[i][t])
                 g_clock[i][t] = seq;
             merge(g_clock[i], g_clock[t]);
+            uint64_t tick = event_at(e, false)->tick;
+            if (tick > g_waited[i][t])
+                g_waited[i][t] = tick;
         }
         legacy_op(i, now);
     }
@@ -256,6 +266,18 @@ bool vg__order_after(CUstream s, CUstream t, uint64_t seq) {
     int i = lock_slot(norm(s), vg__launch_seq());
     int j = find(norm(t));
     bool r = i < 0 || j < 0 || i == j || ordered(i, j, seq);
+    pthread_mutex_unlock(&g_lock);
+    return r;
+}
+
+uint64_t vg__order_tick(void) { return atomic_load_explicit(&g_tick, memory_order_acquire); }
+
+bool vg__order_waited_after(CUstream s, CUstream t, uint64_t tick) {
+    if (s == CU_STREAM_PER_THREAD || t == CU_STREAM_PER_THREAD)
+        return false; /* (one handle for every thread's own stream) */
+    pthread_mutex_lock(&g_lock);
+    int i = find(norm(s)), j = find(norm(t));
+    bool r = i >= 0 && j >= 0 && i != j && g_waited[i][j] > tick;
     pthread_mutex_unlock(&g_lock);
     return r;
 }

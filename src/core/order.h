@@ -47,4 +47,12 @@ bool vg__order_after(CUstream s, CUstream t, uint64_t seq);
  * any other stream have launched after `since` work not known ordered before s? */
 bool vg__order_may_race(CUstream s, uint64_t since);
 
+/* Strict questions for guard mode's own ordering (G3), where a wrong "yes" would put a
+ * check before the fill it checks. Event records are numbered ("ticks"); tick() is the
+ * number of the latest. waited_after(s, t, tick): did s itself wait for an event recorded
+ * on t after that moment? Only direct waits count: no host knowledge, no implicit order
+ * of the legacy stream, no chain of waits, no per-thread stream, nothing unknown. */
+uint64_t vg__order_tick(void);
+bool vg__order_waited_after(CUstream s, CUstream t, uint64_t tick);
+
 #endif /* VG_ORDER_H */

@@ -316,8 +316,9 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
         return PLANTED_FREED;
     }
     /* freed, double_free. (With every stream idle: a free on another stream than the
-     * allocation's while that one is busy poisons the block unordered with the freeing
-     * stream's next work, which may then write first, unseen; docs/decisions.md G3.) */
+     * allocation's while that one is busy, handed over through a third stream, poisons
+     * the block unordered with the freeing stream's next work, which may then write
+     * first, unseen; docs/decisions.md G3.) */
     CK(cuCtxSynchronize());
     int s = b->owner;
     if (b->sync)

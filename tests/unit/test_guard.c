@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "vgtest.h"
+#include "core/order.h"  /* vg__order_*: what the interposer tells of events */
 #include "core/report.h" /* vg__guard_flush_stream: what the interposer calls */
 
 static char g_out[1 << 16];
@@ -223,6 +224,44 @@ VG_TEST(blocks_of_a_destroyed_stream_are_checked_without_its_handle) {
     CHECK_CONTAINS(j, "\"size\":4000");
     vg_free_string(j);
     CHECK_MSG(strstr(g_out, "vramguard: ") == NULL, "a message: %s", g_out);
+}
+
+VG_TEST(a_write_right_after_a_free_on_the_stream_it_was_handed_to_is_caught) {
+    /* Allocated on a, handed to b through an event, freed on b while a is still busy, then
+     * written by b's next copy: the free's poison must come before that write on b. On the
+     * guard's own stream, after a's work, it came after it (a is held longer than b) and
+     * overwrote it, unseen (docs/decisions.md G3). What the interposer does is done by
+     * hand: guard work waiting on a stream is launched before the program's next operation
+     * there, and the order of event records and waits is noted. */
+    guard_init("");
+    static unsigned char bytes[16];
+    memset(bytes, 0x46, sizeof bytes);
+    CUstream a = vgt_stream(), b = vgt_stream();
+    CUevent e;
+    CHECK_CU(vg__cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    vgt_gate_t first, second;
+    vgt_gate_close(&first, a);
+    void *p;
+    CHECK_VG(vg_malloc(&p, 4000, a));
+    vg__guard_flush_stream(a);
+    CHECK_CU(vg__cuEventRecord(e, a));
+    vg__order_event_record(e, a);
+    vgt_gate_close(&second, a); /* a stays busy after the hand-over */
+    CHECK_CU(vg__cuStreamWaitEvent(b, e, 0));
+    vg__order_stream_wait(b, e);
+    CHECK_VG(vg_free(p, b));
+    vg__guard_flush_stream(b);
+    CHECK_CU(vg__cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)p + 100, bytes, sizeof bytes, b));
+    vgt_gate_open(&first);
+    CHECK_CU(vg__cuStreamSynchronize(b)); /* the write is done; a is still held */
+    vgt_gate_open(&second);
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    CHECK_EQ(vg_error_count(), 1);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"kind\":\"use_after_free\"");
+    CHECK_CONTAINS(j, "\"size\":4000");
+    CHECK_CONTAINS(j, "\"first_offset\":100,\"last_offset\":115,\"bytes\":16");
+    vg_free_string(j);
 }
 
 VG_TEST(a_recorded_stream_may_still_write_the_block_after_the_free) {

@@ -275,3 +275,32 @@ VG_TEST(threads_at_once) {
     CHECK_CU(vg__cuCtxSynchronize());
     CHECK_VALID();
 }
+
+VG_TEST(guard_order_counts_direct_waits_on_events_recorded_since_only) {
+    /* vg__order_waited_after: guard mode's strict question (G3). */
+    init();
+    CUstream a = stream(CU_STREAM_NON_BLOCKING), b = stream(CU_STREAM_NON_BLOCKING),
+             c = stream(CU_STREAM_NON_BLOCKING), d = stream(CU_STREAM_NON_BLOCKING);
+    CUevent e0 = event(), e1 = event(), e2 = event(), unseen = event();
+    record(e0, a);
+    uint64_t moment = vg__order_tick();
+    wait_on(b, e0);
+    CHECK(!vg__order_waited_after(b, a, moment)); /* recorded before the moment */
+    record(e1, a);
+    wait_on(c, e1);
+    CHECK(vg__order_waited_after(c, a, moment)); /* recorded since, waited for */
+    CHECK(!vg__order_waited_after(c, a, vg__order_tick()));
+    CHECK(!vg__order_waited_after(b, a, moment));
+    record(e2, c);
+    wait_on(b, e2); /* b after c after a: a chain, not counted */
+    CHECK(!vg__order_waited_after(b, a, moment));
+    CHECK(vg__order_waited_after(b, c, moment));
+    CHECK(!vg__order_waited_after(a, a, 0));
+    CHECK(!vg__order_waited_after(CU_STREAM_PER_THREAD, a, 0));
+    CHECK_CU(vg__cuEventRecord(unseen, a)); /* a record vramguard was not told of */
+    wait_on(d, unseen);
+    CHECK(!vg__order_waited_after(d, a, 0));
+    CHECK_CU(vg__cuCtxSynchronize());
+    vg__order_all_done(); /* the host's knowledge does not count either */
+    CHECK(!vg__order_waited_after(d, a, 0));
+}
