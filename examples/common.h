@@ -84,12 +84,13 @@ typedef struct ex {
     CUfunction fill, scatter, fill_span;
 } ex_t;
 
-static inline ex_t ex_init(void) {
+/* Device `ordinal`'s primary context, made current, with the kernels loaded in it. */
+static inline ex_t ex_init_device(int ordinal) {
     ex_t e;
     CUdevice dev;
     CUmodule mod;
     CK(cuInit(0));
-    CK(cuDeviceGet(&dev, 0));
+    CK(cuDeviceGet(&dev, ordinal));
     CK(cuDevicePrimaryCtxRetain(&e.ctx, dev));
     CK(cuCtxSetCurrent(e.ctx));
     int (*reg)(const char *, void (*)(const ex_launch_t *)) =
@@ -106,6 +107,8 @@ static inline ex_t ex_init(void) {
     CK(cuModuleGetFunction(&e.fill_span, mod, "ex_fill_span"));
     return e;
 }
+
+static inline ex_t ex_init(void) { return ex_init_device(0); }
 
 /* The same as ex_fill, the pointer inside a struct argument (as in PyTorch's kernels). */
 static inline CUresult ex_fill_span(const ex_t *e, CUdeviceptr x, float v, unsigned long long n,

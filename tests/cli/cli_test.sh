@@ -475,11 +475,15 @@ interposer_random_clean)
 interposer_random_threads)
     # Four threads, each such a program with its own streams (one the per-thread default
     # stream) in one context: one thread's cudaDeviceSynchronize and cudaFree happen while
-    # the others allocate, free and launch (docs/decisions.md A9). Also run under TSan.
-    seeds="1 2" steps=1500
-    [ -n "${VG_SANITIZE:-}" ] && seeds=1 steps=600
-    for seed in $seeds; do
+    # the others allocate, free and launch (docs/decisions.md A9). Then the same on two
+    # devices, two threads on each. Also run under TSan.
+    runs="1:1 2:1 1:2" steps=1500
+    [ -n "${VG_SANITIZE:-}" ] && runs="1:1 1:2" steps=600
+    for r in $runs; do
+        seed=${r%:*}
+        export VGSIM_DEVICES=${r#*:}
         LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$BUILD/tests/preload/random_clean" $seed $steps 4
+        grep -q "^4 thread(s) on $VGSIM_DEVICES device(s)" "$TMP/out" || fail "$(head -1 "$TMP/out")"
         cp "$TMP/out" "$TMP/plain"
         for m in fast guard; do
             run 0 "$VG" run --sim --mode=$m --error_exitcode=3 -- "$BUILD/tests/preload/random_clean" $seed $steps 4

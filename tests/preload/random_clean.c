@@ -19,9 +19,9 @@
  * one's handle), their buffers handed to another first.
  *
  * With THREADS > 1, each thread runs such a program of its own (its own streams, the
- * first of them the per-thread default stream, and buffers; seed SEED*100+thread) in the
- * one context, so that one thread's synchronisations and frees happen while the others
- * allocate, free and launch.
+ * first of them the per-thread default stream, and buffers; seed SEED*100+thread), so
+ * that one thread's synchronisations and frees happen while the others allocate, free
+ * and launch. Thread i uses device i % (the number of devices)'s primary context.
  *
  * With PLANT, thread 0 plants one bug halfway (or soon after, once a buffer suits it), for
  * guard mode to find among all this: "overrun" or "underrun" (a kernel fills 1-16 floats
@@ -62,11 +62,13 @@ typedef struct worker {
     int pinned_stream;          /* the stream of an async copy of pinned not waited for, or -1 */
     bool alone;                 /* the only thread: a GLOBAL capture cannot fail another's call */
     const char *plant;          /* the bug to plant halfway, or NULL */
+    const ex_t *ex;             /* its device's context and kernels */
     int wrong;
     double checksum;
 } worker_t;
 
-static ex_t ex;
+enum { MAXDEVICES = 8 };
+static ex_t g_ex[MAXDEVICES]; /* each device's primary context and kernels */
 
 static unsigned rnd(worker_t *w, unsigned n) {
     w->rng = w->rng * 6364136223846793005ull + 1442695040888963407ull;
@@ -87,11 +89,11 @@ static void fill(worker_t *w, buf_t *b, int s, float v) {
         memcpy(&bits, &v, sizeof bits);
         CK(cuMemsetD32Async(b->p, bits, b->n, w->streams[s]));
     } else if (how == 2) { /* cuLaunchKernelEx */
-        CK(ex_fill_ex(&ex, b->p, v, b->n, w->streams[s]));
+        CK(ex_fill_ex(w->ex, b->p, v, b->n, w->streams[s]));
     } else if (how == 3) { /* the pointer inside a struct argument */
-        CK(ex_fill_span(&ex, b->p, v, b->n, w->streams[s]));
+        CK(ex_fill_span(w->ex, b->p, v, b->n, w->streams[s]));
     } else {
-        CK(ex_fill(&ex, b->p, v, b->n, w->streams[s]));
+        CK(ex_fill(w->ex, b->p, v, b->n, w->streams[s]));
     }
     b->owner = s;
     b->value = v;
@@ -231,9 +233,9 @@ static void graph_fill(worker_t *w, buf_t *b, float v) {
         memcpy(&bits, &v, sizeof bits);
         CK(cuMemsetD32Async(b->p, bits, b->n, s));
     } else if (rnd(w, 2)) {
-        CK(ex_fill(&ex, b->p, v, b->n, s));
+        CK(ex_fill(w->ex, b->p, v, b->n, s));
     } else {
-        CK(ex_fill_span(&ex, b->p, v, b->n, s));
+        CK(ex_fill_span(w->ex, b->p, v, b->n, s));
     }
     CUgraph g;
     CUgraphExec e;
@@ -275,14 +277,14 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
     unsigned extra = 1 + rnd(w, 16), n = b->bytes / sizeof(float);
     const char *what = w->plant;
     if (strcmp(what, "overrun") == 0) { /* (its own floats keep their value) */
-        CK(ex_fill(&ex, b->p, b->value, n + extra, w->streams[b->owner]));
+        CK(ex_fill(w->ex, b->p, b->value, n + extra, w->streams[b->owner]));
         EXPECT("overrun", "out_of_bounds_after",
                "allocation.size=%zu\tdamage.first_offset=%zu\tdamage.bytes=%u", b->bytes,
                b->bytes, extra * 4);
         return PLANTED;
     }
     if (strcmp(what, "underrun") == 0) {
-        CK(ex_fill(&ex, b->p - extra * 4, 5.0f, extra, w->streams[b->owner]));
+        CK(ex_fill(w->ex, b->p - extra * 4, 5.0f, extra, w->streams[b->owner]));
         EXPECT("underrun", "out_of_bounds_before",
                "allocation.size=%zu\tdamage.first_offset=-%u\tdamage.bytes=%u", b->bytes,
                extra * 4, extra * 4);
@@ -307,7 +309,7 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
         if (b->sync)
             return NOT_YET;
         order_after(w, b, 2);
-        CK(ex_fill(&ex, b->p, b->value, b->n, w->streams[2]));
+        CK(ex_fill(w->ex, b->p, b->value, b->n, w->streams[2]));
         CK(cuMemFreeAsync(b->p, w->streams[3]));
         EXPECT("unordered", "unordered_free",
                "allocation.size=%zu\tkernel.name=ex_fill\tkernel.argument=0\tkernel.offset=0",
@@ -330,7 +332,7 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
             printf("the second cuMemFree succeeded\n");
         EXPECT("double_free", "double_free", "allocation.size=%zu", b->bytes);
     } else {
-        CK(ex_fill(&ex, b->p, 7.0f, extra, w->streams[s]));
+        CK(ex_fill(w->ex, b->p, 7.0f, extra, w->streams[s]));
         EXPECT("freed", "use_after_free",
                "allocation.size=%zu\tdamage.first_offset=0\tdamage.bytes=%u", b->bytes,
                extra * 4);
@@ -341,7 +343,7 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
 
 static void *run(void *arg) {
     worker_t *w = arg;
-    CK(cuCtxSetCurrent(ex.ctx));
+    CK(cuCtxSetCurrent(w->ex->ctx));
     w->blocking[1] = true;
     for (int i = 1; i < NSTREAMS; i++)
         CK(cuStreamCreate(&w->streams[i], w->blocking[i] ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
@@ -441,7 +443,13 @@ int main(int argc, char **argv) {
                         "unordered or host_race\n");
         return 2;
     }
-    ex = ex_init();
+    int ndevices;
+    CK(cuInit(0));
+    CK(cuDeviceGetCount(&ndevices));
+    if (ndevices > MAXDEVICES)
+        ndevices = MAXDEVICES;
+    for (int d = ndevices - 1; d >= 0; d--) /* (device 0's context current at the end) */
+        g_ex[d] = ex_init_device(d);
     worker_t w[16];
     pthread_t t[16];
     for (int i = 0; i < nthreads; i++) {
@@ -451,12 +459,14 @@ int main(int argc, char **argv) {
         w[i].streams[0] = i == 0 ? NULL : CU_STREAM_PER_THREAD;
         w[i].alone = nthreads == 1;
         w[i].plant = i == 0 ? planted : NULL;
+        w[i].ex = &g_ex[i % ndevices];
     }
     for (int i = 0; i < nthreads; i++)
         pthread_create(&t[i], NULL, run, &w[i]);
     for (int i = 0; i < nthreads; i++)
         pthread_join(t[i], NULL);
     int wrong = 0;
+    printf("%d thread(s) on %d device(s)\n", nthreads, ndevices < nthreads ? ndevices : nthreads);
     for (int i = 0; i < nthreads; i++) {
         printf("%ld steps: checksum %.1f, %d wrong values\n", steps, w[i].checksum, w[i].wrong);
         wrong += w[i].wrong;
