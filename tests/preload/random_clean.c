@@ -15,8 +15,9 @@
  * graph (every capture mode) and launched. Reads wait for the stream or for an event
  * (each waited for, or polled), or copy the whole buffer into pinned or pageable host
  * memory; each checks the buffer's first, middle and last float against what its last
- * fill wrote. Streams are destroyed and created again (a new stream may get a destroyed
- * one's handle), their buffers handed to another first.
+ * fill wrote. The pinned memory comes from cuMemAllocHost or cuMemHostRegister. Streams
+ * are destroyed and created again (a new stream may get a destroyed one's handle), their
+ * buffers handed to another first.
  *
  * With THREADS > 1, each thread runs such a program of its own (its own streams, the
  * first of them the per-thread default stream, and buffers; seed SEED*100+thread), so
@@ -59,6 +60,7 @@ typedef struct worker {
     CUevent events[NSTREAMS];
     bool blocking[NSTREAMS];    /* created CU_STREAM_DEFAULT (may not be captured) */
     float *pinned, *pageable;   /* MAXFLOATS each */
+    bool registered;            /* pinned by cuMemHostRegister, not cuMemAllocHost */
     int pinned_stream;          /* the stream of an async copy of pinned not waited for, or -1 */
     bool alone;                 /* the only thread: a GLOBAL capture cannot fail another's call */
     const char *plant;          /* the bug to plant halfway, or NULL */
@@ -349,7 +351,14 @@ static void *run(void *arg) {
         CK(cuStreamCreate(&w->streams[i], w->blocking[i] ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < NSTREAMS; i++)
         CK(cuEventCreate(&w->events[i], CU_EVENT_DISABLE_TIMING));
-    CK(cuMemAllocHost((void **)&w->pinned, MAXFLOATS * sizeof(float)));
+    w->registered = rnd(w, 2);
+    if (w->registered) { /* (page-aligned memory the program pins itself) */
+        if (posix_memalign((void **)&w->pinned, 4096, MAXFLOATS * sizeof(float)) != 0)
+            exit(1);
+        CK(cuMemHostRegister(w->pinned, MAXFLOATS * sizeof(float), 0));
+    } else {
+        CK(cuMemAllocHost((void **)&w->pinned, MAXFLOATS * sizeof(float)));
+    }
     w->pageable = malloc(MAXFLOATS * sizeof(float));
     w->pinned_stream = -1;
     buf_t live[MAXLIVE];
@@ -419,7 +428,12 @@ static void *run(void *arg) {
     CK(cuCtxSynchronize());
     for (int i = 1; i < NSTREAMS; i++)
         CK(cuStreamDestroy(w->streams[i]));
-    CK(cuMemFreeHost(w->pinned));
+    if (w->registered) {
+        CK(cuMemHostUnregister(w->pinned));
+        free(w->pinned);
+    } else {
+        CK(cuMemFreeHost(w->pinned));
+    }
     free(w->pageable);
     return NULL;
 }
