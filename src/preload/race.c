@@ -82,7 +82,16 @@ static int g_npinned;
 
 static struct sigaction g_old_segv;
 static bool g_handler_installed;
-static long g_page;
+static _Atomic long g_page; /* (learnt by the first copy; read in the signal handler) */
+
+static uintptr_t page_size(void) {
+    long p = atomic_load_explicit(&g_page, memory_order_relaxed);
+    if (!p) {
+        p = sysconf(_SC_PAGESIZE);
+        atomic_store_explicit(&g_page, p, memory_order_relaxed);
+    }
+    return (uintptr_t)p;
+}
 
 bool vgp_race_enabled(void) {
     return vg__opt.host_race == VG_RACE_ON ||
@@ -236,8 +245,8 @@ static void on_segv(int sig, siginfo_t *si, void *ucv) {
                 (uint64_t)t0.tv_nsec > WAIT_LIMIT_NS) {
             /* The copy does not complete (a stream waiting on this very thread?): stop
              * guarding this page rather than hang the program. */
-            uintptr_t page = a & ~(uintptr_t)(g_page - 1);
-            mprotect((void *)page, (size_t)g_page, PROT_READ | PROT_WRITE);
+            uintptr_t size = (uintptr_t)atomic_load_explicit(&g_page, memory_order_relaxed);
+            mprotect((void *)(a & ~(size - 1)), size, PROT_READ | PROT_WRITE);
             r->waited_out = true;
             break;
         }
@@ -263,10 +272,9 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
                           const char *api) {
     if (!vgp_race_enabled() || !h || n == 0)
         return 0;
-    if (!g_page)
-        g_page = sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)h + (uintptr_t)g_page - 1) & ~(uintptr_t)(g_page - 1);
-    uintptr_t hi = ((uintptr_t)h + n) & ~(uintptr_t)(g_page - 1);
+    uintptr_t page = page_size();
+    uintptr_t lo = ((uintptr_t)h + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)h + n) & ~(page - 1);
     if (lo >= hi)
         return 0; /* no page belongs to the buffer alone */
     pthread_mutex_lock(&g_lock); /* (device memory, as cuMemcpyAsync's often is, stops here) */
