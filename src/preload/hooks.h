@@ -41,6 +41,9 @@
     X(cuMemcpyAsync, cuMemcpyAsync)                                                         \
     X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2)                                              \
     X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2)                                                  \
+    X(cuMemcpyDtoD, cuMemcpyDtoD_v2)                                                        \
+    X(cuMemcpy, cuMemcpy)                                                                   \
+    X(cuMemcpy2D, cuMemcpy2D_v2)                                                            \
     X(cuMemsetD8, cuMemsetD8_v2)                                                            \
     X(cuMemsetD32, cuMemsetD32_v2)                                                          \
     X(cuMemsetD8Async, cuMemsetD8Async)                                                     \

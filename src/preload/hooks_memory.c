@@ -373,6 +373,64 @@ VG_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     return vgp_ready() ? vgp_check(r, "cuMemcpyDtoH") : r;
 }
 
+/* Synchronous copies between device memory (cuMemcpyDtoD, cuMemcpy with two device
+ * pointers) run on the legacy stream without making the host wait (CUDA's synchronous
+ * behaviour, device to device): an ordering point there, and a use of both sides. With
+ * host memory on either side, cuMemcpy returns once the work queued before it has
+ * completed, as cuMemcpyHtoD and cuMemcpyDtoH do. */
+static bool device_memory(CUdeviceptr p) {
+    unsigned type = 0;
+    return vg__is_ours(p) ||
+           (vg__drv_has(cuPointerGetAttribute) &&
+            vg__cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) ==
+                CUDA_SUCCESS &&
+            type == CU_MEMORYTYPE_DEVICE);
+}
+
+VG_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, CUdeviceptr, size_t) =
+        (CUresult(*)(CUdeviceptr, CUdeviceptr, size_t))vgp_next("cuMemcpyDtoD_v2", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n);
+    vg__guard_flush_stream(NULL);
+    CUresult r = f(dst, src, n);
+    copied(r, "cuMemcpyDtoD", NULL, dst, src, n);
+    return vgp_check(r, "cuMemcpyDtoD");
+}
+
+VG_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, CUdeviceptr, size_t) =
+        (CUresult(*)(CUdeviceptr, CUdeviceptr, size_t))vgp_next("cuMemcpy", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n);
+    vg__guard_flush_stream(NULL);
+    bool to_dev = device_memory(dst), from_dev = device_memory(src);
+    CUresult r = f(dst, src, n);
+    copied(r, "cuMemcpy", NULL, to_dev ? dst : 0, from_dev ? src : 0, n);
+    if (r == CUDA_SUCCESS && !(to_dev && from_dev))
+        vg__order_stream_done(NULL);
+    return vgp_check(r, "cuMemcpy");
+}
+
+/* A synchronous 2D copy: an ordering point on the legacy stream (not recorded as a use). */
+VG_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c) {
+    static void *next;
+    CUresult (*f)(const CUDA_MEMCPY2D *) =
+        (CUresult(*)(const CUDA_MEMCPY2D *))vgp_next("cuMemcpy2D_v2", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(c);
+    vg__guard_flush_stream(NULL);
+    return vgp_check(f(c), "cuMemcpy2D");
+}
+
 VG_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
     static void *next;
     CUresult (*f)(CUdeviceptr, const void *, size_t, CUstream) =

@@ -24,15 +24,17 @@
  * that one thread's synchronisations and frees happen while the others allocate, free
  * and launch. Thread i uses device i % (the number of devices)'s primary context.
  *
- * With PLANT, thread 0 plants one bug halfway (or soon after, once a buffer suits it), for
- * guard mode to find among all this: "overrun" or "underrun" (a kernel fills 1-16 floats
- * past a buffer's end, or before its start), "freed" (a kernel writes 1-16 floats at the
- * start of a buffer just freed, in order after the free, every stream idle before it),
- * "double_free" (cuMemFree twice), "unordered" (cuMemFreeAsync on one stream while a
- * kernel on another may still write the buffer; if the write lands after the free's
- * poison, it is reported too, as DESIGN.md's S2 asks) or "host_race" (the host writes pinned
- * memory an async copy is reading). It prints "planted:", the plant, and the report guard
- * mode must give as arguments of tests/cli/check_report.py, separated by tabs.
+ * With PLANT, thread 0 plants one bug halfway (or soon after, once a buffer suits it),
+ * for guard mode to find among all this: "overrun" or "underrun" (a kernel fills 1-16
+ * floats past a buffer's end, or before its start), "copy_overrun" (a synchronous copy
+ * fills a buffer just allocated and 1-16 floats past it), "freed" (a kernel writes 1-16
+ * floats at the start of a buffer just freed, in order after the free, every stream idle
+ * before it), "double_free" (cuMemFree twice), "unordered" (cuMemFreeAsync on one stream
+ * while a kernel on another may still write the buffer; if the write lands after the
+ * free's poison, it is reported too, as DESIGN.md's S2 asks) or "host_race" (the host
+ * writes pinned memory an async copy is reading). It prints "planted:", the plant, and
+ * the report guard mode must give as arguments of tests/cli/check_report.py, separated
+ * by tabs.
  *
  * usage: random_clean SEED [STEPS] [THREADS] [PLANT]. Prints a checksum of what each
  * thread read; exit status 1 if a value was wrong (with no bug planted).
@@ -187,18 +189,23 @@ static void upload(worker_t *w, buf_t *b, float v) {
 }
 
 /* Fill b with a copy of a, on a stream that comes after both their last fills: a plain
- * device-to-device copy or a 2D one of two rows, the rest of a longer b set by a memset. */
+ * device-to-device copy or a 2D one of two rows, asynchronous or (on the legacy stream,
+ * which only thread 0 has as its stream 0) synchronous, the rest of a longer b set by a
+ * memset. */
 static void copy_from(worker_t *w, buf_t *a, buf_t *b) {
-    int t = (int)rnd(w, NSTREAMS);
+    bool sync = w->streams[0] == NULL && rnd(w, 3) == 0;
+    int t = sync ? 0 : (int)rnd(w, NSTREAMS);
     CUstream s = w->streams[t];
     order_after(w, a, t);
     order_after(w, b, t);
     size_t m = a->n < b->n ? a->n : b->n;
     unsigned kind = rnd(w, 3);
     if (kind == 0) {
-        CK(cuMemcpyDtoDAsync(b->p, a->p, m * sizeof(float), s));
+        CK(sync ? cuMemcpyDtoD(b->p, a->p, m * sizeof(float))
+                : cuMemcpyDtoDAsync(b->p, a->p, m * sizeof(float), s));
     } else if (kind == 1) {
-        CK(cuMemcpyAsync(b->p, a->p, m * sizeof(float), s));
+        CK(sync ? cuMemcpy(b->p, a->p, m * sizeof(float))
+                : cuMemcpyAsync(b->p, a->p, m * sizeof(float), s));
     } else {
         CUDA_MEMCPY2D c;
         memset(&c, 0, sizeof c);
@@ -208,7 +215,7 @@ static void copy_from(worker_t *w, buf_t *a, buf_t *b) {
         c.dstDevice = b->p;
         c.srcPitch = c.dstPitch = c.WidthInBytes = m / 2 * sizeof(float);
         c.Height = 2;
-        CK(cuMemcpy2DAsync(&c, s));
+        CK(sync ? cuMemcpy2D(&c) : cuMemcpy2DAsync(&c, s));
     }
     if (b->n > m) {
         unsigned bits;
@@ -290,6 +297,24 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
         EXPECT("underrun", "out_of_bounds_before",
                "allocation.size=%zu\tdamage.first_offset=-%u\tdamage.bytes=%u", b->bytes,
                extra * 4, extra * 4);
+        return PLANTED;
+    }
+    if (strcmp(what, "copy_overrun") == 0) { /* a new buffer, half of b, copied too long */
+        if (*nlive == MAXLIVE)
+            return NOT_YET;
+        buf_t *c = &live[(*nlive)++];
+        *c = (buf_t){.n = b->n / 2, .bytes = b->n / 2 * sizeof(float), .owner = 0,
+                     .value = b->value, .sync = false};
+        order_after(w, b, 0); /* (the legacy stream: thread 0's stream 0) */
+        CK(cuMemAllocAsync(&c->p, c->bytes, NULL));
+        size_t n_copy = c->bytes + extra * 4;
+        if (rnd(w, 2))
+            CK(cuMemcpyDtoD(c->p, b->p, n_copy));
+        else
+            CK(cuMemcpy(c->p, b->p, n_copy));
+        EXPECT("copy_overrun", "out_of_bounds_after",
+               "allocation.size=%zu\tdamage.first_offset=%zu\tdamage.bytes=%u", c->bytes,
+               c->bytes, extra * 4);
         return PLANTED;
     }
     if (strcmp(what, "host_race") == 0) { /* the host writes a source page in flight */
@@ -447,14 +472,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "random_clean: THREADS is 1 to 16\n");
         return 2;
     }
-    static const char *const plants[] = {"overrun", "underrun", "freed", "double_free",
-                                         "unordered", "host_race"};
+    static const char *const plants[] = {"overrun", "underrun", "copy_overrun", "freed",
+                                         "double_free", "unordered", "host_race"};
     bool known = !planted;
     for (size_t i = 0; i < sizeof plants / sizeof plants[0] && !known; i++)
         known = strcmp(planted, plants[i]) == 0;
     if (!known) {
-        fprintf(stderr, "random_clean: PLANT is overrun, underrun, freed, double_free, "
-                        "unordered or host_race\n");
+        fprintf(stderr, "random_clean: PLANT is overrun, underrun, copy_overrun, freed, "
+                        "double_free, unordered or host_race\n");
         return 2;
     }
     int ndevices;
