@@ -285,8 +285,11 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
     buf_t *b = &live[k];
     unsigned extra = 1 + rnd(w, 16), n = b->bytes / sizeof(float);
     const char *what = w->plant;
-    if (strcmp(what, "overrun") == 0) { /* (its own floats keep their value) */
-        CK(ex_fill(w->ex, b->p, b->value, n + extra, w->streams[b->owner]));
+    /* The bugs write 3, 5 or 7.0f: no byte of theirs is one of the guard pattern's, whose
+     * bytes a write of it would leave unchanged, and unreported (kernels/guard_abi.h). */
+    if (strcmp(what, "overrun") == 0) {
+        CK(ex_fill(w->ex, b->p, 3.0f, n + extra, w->streams[b->owner]));
+        b->value = 3.0f;
         EXPECT("overrun", "out_of_bounds_after",
                "allocation.size=%zu\tdamage.first_offset=%zu\tdamage.bytes=%u", b->bytes,
                b->bytes, extra * 4);
@@ -305,6 +308,8 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
         buf_t *c = &live[(*nlive)++];
         *c = (buf_t){.n = b->n / 2, .bytes = b->n / 2 * sizeof(float), .owner = 0,
                      .value = b->value, .sync = false};
+        fill(w, b, b->owner, 3.0f);
+        c->value = 3.0f;
         order_after(w, b, 0); /* (the legacy stream: thread 0's stream 0) */
         CK(cuMemAllocAsync(&c->p, c->bytes, NULL));
         size_t n_copy = c->bytes + extra * 4;
@@ -312,6 +317,7 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
             CK(cuMemcpyDtoD(c->p, b->p, n_copy));
         else
             CK(cuMemcpy(c->p, b->p, n_copy));
+        b->owner = 0; /* (its next fill or free comes after this read of it) */
         EXPECT("copy_overrun", "out_of_bounds_after",
                "allocation.size=%zu\tdamage.first_offset=%zu\tdamage.bytes=%u", c->bytes,
                c->bytes, extra * 4);
