@@ -296,6 +296,12 @@ next | next-guard | next-memcheck | next-stream)
                     --error_exitcode=3 -- "$B/tests/preload/random_clean" $args
             done
         done
+        # One bug planted in such a program: guard mode must give the report the program
+        # prints after "planted:" (check_report.py's arguments), and only it.
+        for plant in overrun underrun copy_overrun freed double_free unordered host_race; do
+            step "random_clean plant $plant" 60 "$B/vramguard" run --mode=guard \
+                --report_json="$OUT/plant_$plant.json" -- "$B/tests/preload/random_clean" 1 2000 1 $plant
+        done
         step "device_reset plain" 60 "$B/tests/preload/device_reset"
         for m in fast guard; do
             step "device_reset $m vramguard" 60 "$B/vramguard" run --mode=$m -- "$B/tests/preload/device_reset"
