@@ -422,19 +422,26 @@ interposer_contexts)
     # (vramguard's pages come from cuMemCreate, which cuCtxDestroy does not free; before,
     # they were kept, and the 65th context's first allocation failed).
     # In guard mode, what a context's destruction freed is reported as leaked, once, when
-    # it happens (35 rounds leave 4 MiB to it).
-    LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$BUILD/tests/preload/contexts"
-    cp "$TMP/out" "$TMP/plain"
+    # it happens (every other round leaves 4 MiB to it). (Under a sanitizer, guard mode's
+    # run has 20 contexts: it took 160 s with 70.)
+    n=70
+    [ -n "${VG_SANITIZE:-}" ] && n=20
     for m in fast guard; do
-        run 0 "$VG" run --sim --mode=$m -- "$BUILD/tests/preload/contexts"
+        [ $m = fast ] && c=70 || c=$n
+        if [ "$c" != "${plain_for:-}" ]; then
+            LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$BUILD/tests/preload/contexts" $c
+            cp "$TMP/out" "$TMP/plain"
+            plain_for=$c
+        fi
+        run 0 "$VG" run --sim --mode=$m -- "$BUILD/tests/preload/contexts" $c
         cmp -s "$TMP/plain" "$TMP/out" || { cat "$TMP/out" >&2; fail "output differs ($m mode)"; }
         if [ $m = fast ] && grep -q "ERROR" "$TMP/err"; then
             cat "$TMP/err" >&2
             fail "a report in fast mode"
         fi
     done
-    grep -q "ERROR SUMMARY: 35 errors: 35 leak$" "$TMP/err" || { cat "$TMP/err" >&2; fail "leaks"; }
-    [ "$(grep -c "ERROR: memory still allocated when its context was destroyed" "$TMP/err")" = 35 ] ||
+    grep -q "ERROR SUMMARY: $((n / 2)) errors: $((n / 2)) leak$" "$TMP/err" || { cat "$TMP/err" >&2; fail "leaks"; }
+    [ "$(grep -c "ERROR: memory still allocated when its context was destroyed" "$TMP/err")" = $((n / 2)) ] ||
         fail "the leaks are not reported as the contexts are destroyed" ;;
 interposer_device_reset)
     # cudaDeviceReset (cuDevicePrimaryCtxReset) between phases and before exit: every
@@ -478,7 +485,7 @@ interposer_random_threads)
     # the others allocate, free and launch (docs/decisions.md A9). Then the same on two
     # devices, two threads on each. Also run under TSan.
     runs="1:1 2:1 1:2" steps=1500
-    [ -n "${VG_SANITIZE:-}" ] && runs="1:1 1:2" steps=600
+    [ -n "${VG_SANITIZE:-}" ] && runs="1:2" steps=600
     for r in $runs; do
         seed=${r%:*}
         export VGSIM_DEVICES=${r#*:}
@@ -506,12 +513,13 @@ interposer_random_planted)
     # threads, another thread's synchronisation may order that free, so one thread only.
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
     plants="overrun underrun copy_overrun freed double_free unordered host_race"
-    runs="1:1 1:4" steps=1500
+    runs="1:1 1:4" steps=1000
     [ -n "${VG_SANITIZE:-}" ] && runs="1:1" steps=600
     for r in $runs; do
         seed=${r%:*} threads=${r#*:}
         for plant in $plants; do
-            [ $threads != 1 ] && [ $plant = unordered ] && continue
+            # (with four threads, those whose guard work differs with threads about)
+            [ $threads != 1 ] && case $plant in overrun|underrun|double_free|unordered) continue ;; esac
             run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
                 "$BUILD/tests/preload/random_clean" $seed $steps $threads $plant
             IFS=$'\t' read -r -a want < <(grep "^planted:" "$TMP/out") ||
