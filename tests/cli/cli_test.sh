@@ -21,6 +21,20 @@ one_line_error() {
     grep -qE "$1" "$TMP/err" || { cat "$TMP/err" >&2; fail "error does not match '$1'"; }
 }
 json_field() { grep -oE "\"$1\":[-0-9.e]+" "$TMP/out" | head -1 | cut -d: -f2; }
+# A correct program alone, then under `vramguard run --sim` in both modes: the same output
+# (the program's alone stays in $TMP/plain), exit 0, and nothing on stderr but the summary.
+same_under_vramguard() { # PROGRAM ARGS...
+    LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$@"
+    cp "$TMP/out" "$TMP/plain"
+    for m in fast guard; do
+        run 0 "$VG" run --sim --mode=$m --error_exitcode=3 -- "$@"
+        cmp -s "$TMP/plain" "$TMP/out" ||
+            { cat "$TMP/plain" "$TMP/out" >&2; fail "${*#$BUILD/}: the output differs ($m mode)"; }
+        if grep -v "ERROR SUMMARY: no errors found" "$TMP/err" | grep -q .; then
+            cat "$TMP/err" >&2; fail "${*#$BUILD/}: a message ($m mode)"
+        fi
+    done
+}
 
 case $CASE in
 demo)
@@ -468,16 +482,7 @@ interposer_random_clean)
     seeds="1 2 3 4" steps=3000
     [ -n "${VG_SANITIZE:-}" ] && seeds="1 2" steps=1200
     for seed in $seeds; do
-        LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$BUILD/tests/preload/random_clean" $seed $steps
-        cp "$TMP/out" "$TMP/plain"
-        for m in fast guard; do
-            run 0 "$VG" run --sim --mode=$m --error_exitcode=3 -- "$BUILD/tests/preload/random_clean" $seed $steps
-            cmp -s "$TMP/plain" "$TMP/out" ||
-                { cat "$TMP/plain" "$TMP/out" >&2; fail "seed $seed reads differ ($m mode)"; }
-            if grep -v "ERROR SUMMARY: no errors found" "$TMP/err" | grep -q .; then
-                cat "$TMP/err" >&2; fail "seed $seed: a message ($m mode)"
-            fi
-        done
+        same_under_vramguard "$BUILD/tests/preload/random_clean" $seed $steps
     done ;;
 interposer_random_threads)
     # Four threads, each such a program with its own streams (one the per-thread default
@@ -489,17 +494,8 @@ interposer_random_threads)
     for r in $runs; do
         seed=${r%:*}
         export VGSIM_DEVICES=${r#*:}
-        LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$BUILD/tests/preload/random_clean" $seed $steps 4
-        grep -q "^4 thread(s) on $VGSIM_DEVICES device(s)" "$TMP/out" || fail "$(head -1 "$TMP/out")"
-        cp "$TMP/out" "$TMP/plain"
-        for m in fast guard; do
-            run 0 "$VG" run --sim --mode=$m --error_exitcode=3 -- "$BUILD/tests/preload/random_clean" $seed $steps 4
-            cmp -s "$TMP/plain" "$TMP/out" ||
-                { cat "$TMP/plain" "$TMP/out" >&2; fail "seed $seed reads differ ($m mode)"; }
-            if grep -v "ERROR SUMMARY: no errors found" "$TMP/err" | grep -q .; then
-                cat "$TMP/err" >&2; fail "seed $seed: a message ($m mode)"
-            fi
-        done
+        same_under_vramguard "$BUILD/tests/preload/random_clean" $seed $steps 4
+        grep -q "^4 thread(s) on $VGSIM_DEVICES device(s)" "$TMP/plain" || fail "$(head -1 "$TMP/plain")"
     done ;;
 interposer_random_planted)
     # One bug planted halfway through such a program (random_clean's PLANT: an overrun, an
