@@ -235,7 +235,8 @@ void vg__sync_end(vg_sync_t *t, bool ok) {
         vg__heap_sync_end(h, t->marks[i], ok);
         if (ok && t->check && vg__opt.check_sync)
             vg__guard_check_all(h, t->all ? "by the check at a context synchronisation"
-                                          : "by the check at a stream synchronisation");
+                                          : "by the check at a stream synchronisation",
+                                t->all);
         pthread_mutex_unlock(&h->lock);
     }
     t->n = 0;
@@ -538,7 +539,7 @@ VG_API vg_status_t vg_stream_synchronized(void *stream) {
         pthread_mutex_lock(&h->lock);
         vg__heap_stream_synced(h, (CUstream)stream);
         if (vg__opt.check_sync)
-            vg__guard_check_all(h, "by the check at a stream synchronisation");
+            vg__guard_check_all(h, "by the check at a stream synchronisation", false);
         pthread_mutex_unlock(&h->lock);
     }
     return vg__report_count() > before ? VG_ERR_MEMORY_ERRORS : VG_OK;
@@ -573,7 +574,7 @@ VG_API vg_status_t vg_check(void) {
         } else if (!capturing) {
             vg__heap_all_synced(h);
         }
-        vg__guard_check_all(h, "by the check at vg_check()");
+        vg__guard_check_all(h, "by the check at vg_check()", true);
         pthread_mutex_unlock(&h->lock);
     }
     uint64_t after = vg__report_count();

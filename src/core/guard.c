@@ -310,7 +310,7 @@ void vg__guard_flush_streams(vg_heap_t *h) {
 }
 
 /* Has everything queued on stream s completed? (Asked where a query may name it.) */
-static bool stream_idle(const vg_stream_t *s) {
+bool vg__guard_stream_idle(const vg_stream_t *s) {
     CUstream here = vg__stream_handle_here(s);
     return here == s->handle && !vg__stream_capturing(here) &&
            vg__cuStreamQuery(here) == CUDA_SUCCESS;
@@ -355,7 +355,7 @@ void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
             vg__order_waited_after(s->handle, b->stream->handle, b->alloc_tick))
             continue;
         flush_stream(h, other[k]);
-        if (stream_idle(other[k]))
+        if (vg__guard_stream_idle(other[k]))
             continue;
         cross = true;
         if (!vg__guard_wait_for(g, vg__stream_handle_here(other[k])))
@@ -796,7 +796,7 @@ void vg__guard_heap_shutdown(vg_heap_t *h) {
     vg_guard_t *g = h->guard;
     if (!g)
         return;
-    vg__guard_check_all(h, "at exit");
+    vg__guard_check_all(h, "at exit", true);
     if (g->unguarded)
         vg__log("guard mode: %llu allocation%s and free%s made while a CUDA graph was captured "
                 "on device %d: of their checks, only those of redzones that no other "

@@ -51,8 +51,10 @@ void vg__guard_flush_quarantine(vg_heap_t *h);
 vg_block_t *vg__guard_quarantined(vg_heap_t *h, uint64_t user);
 /* Read the error log and report what it holds; `origin` says what found the errors. */
 void vg__guard_poll(vg_heap_t *h, const char *origin);
-/* Check every live and quarantined block of h in one launch and report (heap lock held). */
-void vg__guard_check_all(vg_heap_t *h, const char *origin);
+/* Check every live and quarantined block of h in one launch and report (heap lock held).
+ * With `wait`, after the work queued on every stream; without, only the blocks of streams
+ * whose work has completed (a stream synchronisation: see guard_check.c). */
+void vg__guard_check_all(vg_heap_t *h, const char *origin, bool wait);
 /* Fill the redzones of the CUDA graphs' allocations recorded since the last fill (no
  * capture runs; heap lock held): from now on check points check them. */
 void vg__guard_graph_fill(vg_heap_t *h);

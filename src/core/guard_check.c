@@ -295,7 +295,43 @@ static size_t graph_rz_count(const vg_heap_t *h) {
     return n;
 }
 
-void vg__guard_check_all(vg_heap_t *h, const char *origin) {
+/* May a check that waits for no stream read block b now? Its last fill, poison or check
+ * ran on its stream (the allocation's, or the one that freed it), or on the guard stream,
+ * which the check follows. A block whose stream has work still queued (a host function
+ * the host has yet to release, cuStreamWaitValue, a long kernel) waits for a later check
+ * point: reading it now could race its fill or poison. */
+static bool checkable_now(const vg_block_t *b) {
+    return !b->stream || !b->stream->busy;
+}
+
+/* Order the check after the program's work: with `wait`, after the work queued so far on
+ * every stream (the guard stream waits for an event on each, and on the legacy stream,
+ * which follows every blocking stream, for the per-thread ones); else mark the streams
+ * whose work has not completed (each busy stream's blocks are left out) and give up if
+ * the guard stream itself has work queued. A per-thread stream counts as busy while the
+ * legacy stream is: another thread launches its guard work there (guard.c, flush_stream).
+ * False: no check now. */
+static bool order_check(vg_heap_t *h, bool wait) {
+    vg_guard_t *g = h->guard;
+    if (wait) {
+        bool ordered = true;
+        for (vg_stream_t *s = h->streams; s; s = s->next)
+            if (!s->forgotten && s->handle != CU_STREAM_PER_THREAD)
+                ordered &= vg__guard_wait_for(g, s->handle);
+        return ordered & vg__guard_wait_for(g, NULL);
+    }
+    bool legacy_idle = vg__cuStreamQuery(NULL) == CUDA_SUCCESS;
+    for (vg_stream_t *s = h->streams; s; s = s->next)
+        s->busy = !s->forgotten && (!vg__guard_stream_idle(s) ||
+                                    (s->handle == CU_STREAM_PER_THREAD && !legacy_idle));
+    return vg__cuStreamQuery(g->stream) == CUDA_SUCCESS;
+}
+
+/* A stream synchronisation returns when that stream's work is done, whatever other
+ * streams are waiting for. If its check waited for every stream, a stream the program
+ * holds back until after the synchronisation (a host function waiting for the host) would
+ * hold the synchronisation forever: so it checks only what has completed (`wait` false). */
+void vg__guard_check_all(vg_heap_t *h, const char *origin, bool wait) {
     vg_guard_t *g = h->guard;
     if (!g)
         return;
@@ -310,17 +346,17 @@ void vg__guard_check_all(vg_heap_t *h, const char *origin) {
         vg__heap_ctx_leave(pushed);
         return;
     }
-    for (vg_segment_t *seg = h->segments; seg; seg = seg->next)
+    bool ordered = order_check(h, wait), all = true;
+    for (vg_segment_t *seg = h->segments; ordered && seg; seg = seg->next)
         for (vg_block_t *b = seg->first; b; b = b->next)
-            if (b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED)
-                n += vg__guard_block_checks(b, g->check_buf.d + n);
-    if (nrz > 0) /* (d may still be NULL when nothing needed room) */
+            if (b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED) {
+                if (wait || checkable_now(b))
+                    n += vg__guard_block_checks(b, g->check_buf.d + n);
+                else
+                    all = false;
+            }
+    if (ordered && nrz > 0 && all) /* (a graph may be replaying on a busy stream) */
         n += graph_checks(h, g->check_buf.d + n);
-    bool ordered = true;
-    for (vg_stream_t *s = h->streams; s; s = s->next)
-        if (!s->forgotten && s->handle != CU_STREAM_PER_THREAD)
-            ordered &= vg__guard_wait_for(g, s->handle);
-    ordered &= vg__guard_wait_for(g, NULL);
     uint64_t seq = vg__launch_seq();
     bool ran = ordered && run_check(h, &g->check_buf, n); /* (else the next check point) */
     vg__heap_ctx_leave(pushed);
@@ -328,7 +364,6 @@ void vg__guard_check_all(vg_heap_t *h, const char *origin) {
     if (ran) /* blocks without a new report are clean as of now */
         for (vg_segment_t *seg = h->segments; seg; seg = seg->next)
             for (vg_block_t *b = seg->first; b; b = b->next)
-                if (b->state == VG_BLOCK_ALLOCATED)
+                if (b->state == VG_BLOCK_ALLOCATED && (wait || checkable_now(b)))
                     b->clean_seq = seq;
 }
-

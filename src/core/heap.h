@@ -156,6 +156,8 @@ struct vg_stream {
     bool event_pending;         /* `event` is recorded and not yet seen complete */
     bool forgotten;             /* vg_forget_stream: no longer in the table */
     void *guard_pending;        /* guard: frees' checks waiting for a launch (guard.c) */
+    bool busy;                  /* guard, during a check that waits for no stream: work
+                                   queued on it has not completed (guard_check.c) */
     vg_stream_t *next;          /* the heap's list of streams */
 };
 

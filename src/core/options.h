@@ -82,7 +82,8 @@
       "memory is not ordered before it (a missing record_stream or event wait; auto: under " \
       "vramguard run, which sees every launch, event and synchronisation)")                  \
     X(check_sync, BOOL, "1", "",                                                            \
-      "guard: check every allocation at each synchronisation vramguard sees")               \
+      "guard: check every allocation at each synchronisation vramguard sees (at a stream " \
+      "synchronisation, those of streams whose work has completed)")                        \
     X(report, STR, "", "", "file for error reports (default: the log); %p pid, %r rank")    \
     X(report_json, STR, "", "",                                                             \
       "write the reports as JSON to this file at exit; %p pid, %r rank")                     \

@@ -4,7 +4,9 @@
  * memory, or a host kernel on vgsim) outside what was allocated, or after the free.
  * Each test asserts the report's kind, the allocation's size and the damage's offset.
  */
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -261,6 +263,67 @@ VG_TEST(a_write_right_after_a_free_on_the_stream_it_was_handed_to_is_caught) {
     CHECK_CONTAINS(j, "\"kind\":\"use_after_free\"");
     CHECK_CONTAINS(j, "\"size\":4000");
     CHECK_CONTAINS(j, "\"first_offset\":100,\"last_offset\":115,\"bytes\":16");
+    vg_free_string(j);
+}
+
+/* Opens a gate after 5 s unless the test got there first. */
+typedef struct watchdog {
+    vgt_gate_t *gate;
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    int done, fired;
+} watchdog_t;
+
+static void *watchdog_main(void *arg) {
+    watchdog_t *w = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    pthread_mutex_lock(&w->m);
+    while (!w->done && pthread_cond_timedwait(&w->c, &w->m, &until) == 0)
+        ;
+    w->fired = !w->done;
+    pthread_mutex_unlock(&w->m);
+    vgt_gate_open(w->gate);
+    return NULL;
+}
+
+VG_TEST(a_stream_synchronisation_checks_without_waiting_for_a_held_stream) {
+    /* CUDA returns a stream's synchronisation once that stream's work is done, whatever
+     * other streams wait for. Guard mode's check there must not wait for them: a stream the
+     * program holds until after the synchronisation (a host function waiting for the host)
+     * would hold it forever. It checks the blocks of streams that have completed, and
+     * leaves the others to the next check point. */
+    guard_init("");
+    CUstream a = vgt_stream(), held = vgt_stream();
+    void *p, *q;
+    CHECK_VG(vg_malloc(&p, 4000, a));
+    CHECK_VG(vg_malloc(&q, 4000, held));
+    vg__guard_flush_stream(NULL); /* (the redzone fills, then wait for them) */
+    CHECK_CU(vg__cuStreamSynchronize(a));
+    CHECK_CU(vg__cuStreamSynchronize(held));
+    vgt_gate_t gate;
+    vgt_gate_close(&gate, held);
+    poke((char *)p + 4000, 8, 0x33);
+    poke((char *)q + 4000, 8, 0x44);
+    watchdog_t w = {.gate = &gate, .m = PTHREAD_MUTEX_INITIALIZER, .c = PTHREAD_COND_INITIALIZER};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, watchdog_main, &w) == 0);
+    vg_status_t st = vg_stream_synchronized(a);
+    pthread_mutex_lock(&w.m);
+    w.done = 1;
+    int fired = w.fired;
+    pthread_cond_signal(&w.c);
+    pthread_mutex_unlock(&w.m);
+    pthread_join(t, NULL);
+    CHECK_MSG(!fired, "the synchronisation of a waited for the held stream");
+    CHECK_EQ(st, VG_ERR_MEMORY_ERRORS); /* p's overrun: a has completed */
+    CHECK_EQ(vg_error_count(), 1);
+    CHECK_CU(vg__cuCtxSynchronize());
+    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS); /* q's, once held has completed */
+    CHECK_EQ(vg_error_count(), 2);
+    char *j = errors();
+    CHECK_CONTAINS(j, "\"first_offset\":4000,\"last_offset\":4007,\"bytes\":8");
     vg_free_string(j);
 }
 
