@@ -127,6 +127,16 @@ static inline CUresult ex_fill(const ex_t *e, CUdeviceptr x, float v, unsigned l
                           NULL);
 }
 
+/* The same kernel by a cooperative launch (cudaLaunchCooperativeKernel), with at most 16
+ * blocks (all must be resident at once; the kernel loops over the rest). */
+static inline CUresult ex_fill_coop(const ex_t *e, CUdeviceptr x, float v, unsigned long long n,
+                                    CUstream s) {
+    void *params[] = {&x, &v, &n};
+    unsigned blocks = (unsigned)((n + 255) / 256);
+    return cuLaunchCooperativeKernel(e->fill, blocks < 16 ? blocks : 16, 1, 1, 256, 1, 1, 0, s,
+                                     params);
+}
+
 /* The same launch through cuLaunchKernelEx, as cudaLaunchKernelEx and Hopper's cluster
  * launches make it (here with one attribute, a priority of 0). */
 static inline CUresult ex_fill_ex(const ex_t *e, CUdeviceptr x, float v, unsigned long long n,

@@ -85,8 +85,32 @@ static CUresult check_dev(CUdeviceptr p, size_t n) {
 
 #define DEV(p) ((void *)(uintptr_t)(p))
 
+/* The synchronous copies run on the legacy default stream (NULL), their _ptds twins
+ * (CUDA_API_PER_THREAD_DEFAULT_STREAM) on the calling thread's default stream. */
+static CUresult htod(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream) {
+    CUresult r = check_dev(dst, bytes);
+    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), src, bytes, stream, false);
+}
+
+static CUresult dtoh(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+    CUresult r = check_dev(src, bytes);
+    return r != CUDA_SUCCESS ? r : copy_any(dst, DEV(src), bytes, stream, false);
+}
+
+static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream,
+                     bool async) {
+    CUresult r = check_dev(dst, bytes);
+    if (r == CUDA_SUCCESS)
+        r = check_dev(src, bytes);
+    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), DEV(src), bytes, stream, async);
+}
+
 VGSIM_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
     return copy_any(DEV(dst), DEV(src), bytes, NULL, false);
+}
+
+VGSIM_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    return copy_any(DEV(dst), DEV(src), bytes, CU_STREAM_PER_THREAD, false);
 }
 
 VGSIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
@@ -94,20 +118,27 @@ VGSIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
 }
 
 VGSIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
-    CUresult r = check_dev(dst, bytes);
-    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), src, bytes, NULL, false);
+    return htod(dst, src, bytes, NULL);
+}
+
+VGSIM_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t bytes) {
+    return htod(dst, src, bytes, CU_STREAM_PER_THREAD);
 }
 
 VGSIM_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
-    CUresult r = check_dev(src, bytes);
-    return r != CUDA_SUCCESS ? r : copy_any(dst, DEV(src), bytes, NULL, false);
+    return dtoh(dst, src, bytes, NULL);
+}
+
+VGSIM_API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t bytes) {
+    return dtoh(dst, src, bytes, CU_STREAM_PER_THREAD);
 }
 
 VGSIM_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-    CUresult r = check_dev(dst, bytes);
-    if (r == CUDA_SUCCESS)
-        r = check_dev(src, bytes);
-    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), DEV(src), bytes, NULL, false);
+    return dtod(dst, src, bytes, NULL, false);
+}
+
+VGSIM_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    return dtod(dst, src, bytes, CU_STREAM_PER_THREAD, false);
 }
 
 VGSIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
@@ -124,10 +155,7 @@ VGSIM_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes
 
 VGSIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                                         CUstream stream) {
-    CUresult r = check_dev(dst, bytes);
-    if (r == CUDA_SUCCESS)
-        r = check_dev(src, bytes);
-    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), DEV(src), bytes, stream, true);
+    return dtod(dst, src, bytes, stream, true);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -174,6 +202,10 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, bool async) {
 
 VGSIM_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *copy) { return copy_2d(copy, NULL, false); }
 
+VGSIM_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *copy) {
+    return copy_2d(copy, CU_STREAM_PER_THREAD, false);
+}
+
 VGSIM_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *copy, CUstream stream) {
     return copy_2d(copy, stream, true);
 }
@@ -182,51 +214,93 @@ VGSIM_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *copy, CUstream stream
  * Memsets: never make the host wait for device memory.
  * ------------------------------------------------------------------------------------- */
 
-static CUresult memset_on(CUstream stream, CUdeviceptr dst, uint32_t value, unsigned elem,
-                          size_t count) {
+/* Check a memset of `height` rows of `count` elements of `elem` bytes, `pitch` bytes
+ * apart, at dst; its side (SIDE_DEVICE or SIDE_PINNED: pinned memory mapped for the
+ * device, which the host then waits for), or SIDE_BAD. Every row is checked before one
+ * is queued, so a bad memset queues nothing. */
+static int memset_side(CUdeviceptr dst, size_t pitch, unsigned elem, size_t count,
+                       size_t height) {
+    if ((dst % elem) || (height > 1 && pitch % elem) || count > SIZE_MAX / elem)
+        return SIDE_BAD;
+    if (height > 1 && pitch < count * elem)
+        return SIDE_BAD;
+    int side = SIDE_DEVICE;
+    for (size_t y = 0; y < height; y++) {
+        int row = classify(DEV(dst + y * pitch), count * elem);
+        if (!device_side(row))
+            return SIDE_BAD;
+        if (row == SIDE_PINNED)
+            side = SIDE_PINNED;
+    }
+    return side;
+}
+
+static CUresult memset_on(CUstream stream, CUdeviceptr dst, size_t pitch, uint32_t value,
+                          unsigned elem, size_t count, size_t height) {
     sim_ctx_t *c;
     CUresult r = sim_ctx_check(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    if (elem == 4 && (dst & 3))
-        return CUDA_ERROR_INVALID_VALUE;
-    if (count > SIZE_MAX / elem)
-        return CUDA_ERROR_INVALID_VALUE;
-    int side = classify(DEV(dst), count * elem);
-    if (!device_side(side))
+    int side = memset_side(dst, pitch, elem, count, height);
+    if (side == SIDE_BAD)
         return CUDA_ERROR_INVALID_VALUE;
     sim_stream_t *s = sim_stream_resolve(c, stream);
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (count == 0)
-        return CUDA_SUCCESS;
-    sim_op_t *op = sim_op_get(s, OP_MEMSET);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    op->u.set.dst = DEV(dst);
-    op->u.set.value = value;
-    op->u.set.elem = elem;
-    op->u.set.count = count;
-    return side == SIDE_PINNED ? sim_enqueue_wait(s, op) : sim_enqueue(s, op);
+    for (size_t y = 0; y < height && count > 0 && r == CUDA_SUCCESS; y++) {
+        sim_op_t *op = sim_op_get(s, OP_MEMSET);
+        if (!op)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        op->u.set.dst = DEV(dst + y * pitch);
+        op->u.set.value = value;
+        op->u.set.elem = elem;
+        op->u.set.count = count;
+        r = side == SIDE_PINNED && y + 1 == height ? sim_enqueue_wait(s, op) : sim_enqueue(s, op);
+    }
+    return r;
 }
 
-VGSIM_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t count) {
-    return memset_on(NULL, dst, value, 1, count);
-}
-
-VGSIM_API CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t count) {
-    return memset_on(NULL, dst, value, 4, count);
-}
-
-VGSIM_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count,
-                                   CUstream stream) {
-    return memset_on(stream, dst, value, 1, count);
-}
-
-VGSIM_API CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count,
-                                    CUstream stream) {
-    return memset_on(stream, dst, value, 4, count);
-}
+/* Each memset, its asynchronous form, and their twins for CUDA_API_PER_THREAD_DEFAULT_STREAM
+ * (the synchronous one on the calling thread's default stream, the asynchronous one with
+ * that stream for NULL). */
+#define VGSIM_MEMSET(name, type, elem)                                                      \
+    VGSIM_API CUresult name##_v2(CUdeviceptr dst, type value, size_t count) {               \
+        return memset_on(NULL, dst, 0, value, elem, count, 1);                              \
+    }                                                                                       \
+    VGSIM_API CUresult name##_v2_ptds(CUdeviceptr dst, type value, size_t count) {          \
+        return memset_on(CU_STREAM_PER_THREAD, dst, 0, value, elem, count, 1);              \
+    }                                                                                       \
+    VGSIM_API CUresult name##Async(CUdeviceptr dst, type value, size_t count,               \
+                                   CUstream stream) {                                       \
+        return memset_on(stream, dst, 0, value, elem, count, 1);                            \
+    }                                                                                       \
+    VGSIM_API CUresult name##Async_ptsz(CUdeviceptr dst, type value, size_t count,          \
+                                        CUstream stream) {                                  \
+        return memset_on(SIM_PT(stream), dst, 0, value, elem, count, 1);                    \
+    }
+#define VGSIM_MEMSET_2D(name, type, elem)                                                   \
+    VGSIM_API CUresult name##_v2(CUdeviceptr dst, size_t pitch, type value, size_t width,   \
+                                 size_t height) {                                           \
+        return memset_on(NULL, dst, pitch, value, elem, width, height);                     \
+    }                                                                                       \
+    VGSIM_API CUresult name##_v2_ptds(CUdeviceptr dst, size_t pitch, type value,            \
+                                      size_t width, size_t height) {                        \
+        return memset_on(CU_STREAM_PER_THREAD, dst, pitch, value, elem, width, height);     \
+    }                                                                                       \
+    VGSIM_API CUresult name##Async(CUdeviceptr dst, size_t pitch, type value, size_t width, \
+                                   size_t height, CUstream stream) {                        \
+        return memset_on(stream, dst, pitch, value, elem, width, height);                   \
+    }                                                                                       \
+    VGSIM_API CUresult name##Async_ptsz(CUdeviceptr dst, size_t pitch, type value,          \
+                                        size_t width, size_t height, CUstream stream) {     \
+        return memset_on(SIM_PT(stream), dst, pitch, value, elem, width, height);           \
+    }
+VGSIM_MEMSET(cuMemsetD8, unsigned char, 1)
+VGSIM_MEMSET(cuMemsetD16, unsigned short, 2)
+VGSIM_MEMSET(cuMemsetD32, unsigned int, 4)
+VGSIM_MEMSET_2D(cuMemsetD2D8, unsigned char, 1)
+VGSIM_MEMSET_2D(cuMemsetD2D16, unsigned short, 2)
+VGSIM_MEMSET_2D(cuMemsetD2D32, unsigned int, 4)
 
 /* ---------------------------------------------------------------------------------------
  * Stream-ordered allocation: allocate at once, free when the stream reaches the free.

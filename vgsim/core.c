@@ -236,6 +236,7 @@ VGSIM_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, C
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = g_sim.vmm; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *value = 1; break;
     default: *value = 0; break; /* not modelled: reported as absent */
     }
     return CUDA_SUCCESS;
@@ -536,11 +537,13 @@ static const proc_entry_t g_procs[] = {
 
 VGSIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
-    (void)flags; /* vgsim has no per-thread-default-stream variants: see docs/vgsim.md */
     if (!symbol || !pfn)
         return CUDA_ERROR_INVALID_VALUE;
     *pfn = NULL;
-    if (strcmp(symbol, "cuCtxCreate") == 0) {
+    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+        *pfn = sim_twin_proc(symbol); /* (NULL: the function has no twin) */
+    if (*pfn) {
+    } else if (strcmp(symbol, "cuCtxCreate") == 0) {
         *pfn = cudaVersion >= 13000 ? (void *)cuCtxCreate_v4 : (void *)cuCtxCreate_v2;
     } else if (cudaVersion >= 13000 && strcmp(symbol, "cuCtxGetDevice") == 0) {
         *pfn = (void *)cuCtxGetDevice_v2;

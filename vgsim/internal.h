@@ -41,6 +41,14 @@
 #define VG_X(api, sym, need, params, args) VGSIM_API CUresult sym params;
 VG_DRIVER_FUNCS(VG_X)
 #undef VG_X
+/* ... and of their per-thread-default-stream twins (ptds.c, copy.c). */
+#define VG_X(api, sym, twin) VGSIM_API __typeof__(sym) twin;
+VG_DRIVER_TWINS(VG_X)
+#undef VG_X
+/* A _ptsz twin's stream: NULL means the calling thread's default stream. */
+#define SIM_PT(stream) ((stream) ? (stream) : CU_STREAM_PER_THREAD)
+/* The twin of the function cuGetProcAddress names `api`, or NULL (ptds.c). */
+void *sim_twin_proc(const char *api);
 
 /* ---------------------------------------------------------------------------------------
  * Devices, regions, handles

@@ -331,6 +331,18 @@ VGSIM_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, 
                           config->sharedMemBytes, config->hStream, params, extra);
 }
 
+/* A cooperative launch (grid-wide synchronisation on a GPU): vgsim runs the blocks one
+ * after another, so it is a launch like any other; kernelParams are required. */
+VGSIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                             unsigned int gz, unsigned int bx, unsigned int by,
+                                             unsigned int bz, unsigned int shmem,
+                                             CUstream stream, void **params) {
+    sim_func_t *fn = (sim_func_t *)f;
+    if (fn && fn->nparams > 0 && !params)
+        return CUDA_ERROR_INVALID_VALUE;
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, NULL);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Built-in kernels: vramguard's guard kernel, the host twin of kernels/guard.cu. It
  * must behave exactly as the CUDA version: same descriptors, same log records. On a GPU

@@ -113,6 +113,10 @@ static void run_memset(void *arg) {
     sim_op_t *op = ((run_arg_t *)arg)->op;
     if (op->u.set.elem == 1) {
         memset(op->u.set.dst, (int)op->u.set.value, op->u.set.count);
+    } else if (op->u.set.elem == 2) {
+        uint16_t *p = op->u.set.dst, v = (uint16_t)op->u.set.value;
+        for (size_t i = 0; i < op->u.set.count; i++)
+            p[i] = v;
     } else {
         uint32_t *p = op->u.set.dst, v = op->u.set.value;
         for (size_t i = 0; i < op->u.set.count; i++)

@@ -112,6 +112,32 @@
     X(cuMemsetD32Async, cuMemsetD32Async, REQ,                                              \
       (CUdeviceptr dst, unsigned int value, size_t count, CUstream stream),                 \
       (dst, value, count, stream))                                                          \
+    X(cuMemsetD16, cuMemsetD16_v2, OPT, (CUdeviceptr dst, unsigned short value, size_t count),\
+      (dst, value, count))                                                                  \
+    X(cuMemsetD16Async, cuMemsetD16Async, OPT,                                              \
+      (CUdeviceptr dst, unsigned short value, size_t count, CUstream stream),               \
+      (dst, value, count, stream))                                                          \
+    X(cuMemsetD2D8, cuMemsetD2D8_v2, OPT,                                                   \
+      (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height),    \
+      (dst, pitch, value, width, height))                                                   \
+    X(cuMemsetD2D8Async, cuMemsetD2D8Async, OPT,                                            \
+      (CUdeviceptr dst, size_t pitch, unsigned char value, size_t width, size_t height,     \
+       CUstream stream),                                                                    \
+      (dst, pitch, value, width, height, stream))                                           \
+    X(cuMemsetD2D16, cuMemsetD2D16_v2, OPT,                                                 \
+      (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height),   \
+      (dst, pitch, value, width, height))                                                   \
+    X(cuMemsetD2D16Async, cuMemsetD2D16Async, OPT,                                          \
+      (CUdeviceptr dst, size_t pitch, unsigned short value, size_t width, size_t height,    \
+       CUstream stream),                                                                    \
+      (dst, pitch, value, width, height, stream))                                           \
+    X(cuMemsetD2D32, cuMemsetD2D32_v2, OPT,                                                 \
+      (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height),     \
+      (dst, pitch, value, width, height))                                                   \
+    X(cuMemsetD2D32Async, cuMemsetD2D32Async, OPT,                                          \
+      (CUdeviceptr dst, size_t pitch, unsigned int value, size_t width, size_t height,      \
+       CUstream stream),                                                                    \
+      (dst, pitch, value, width, height, stream))                                           \
     /* --- streams and events --- */                                                       \
     X(cuStreamCreate, cuStreamCreate, REQ, (CUstream *pstream, unsigned int flags),         \
       (pstream, flags))                                                                     \
@@ -164,6 +190,11 @@
        unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,               \
        void **params, void **extra),                                                        \
       (f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra))                            \
+    X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, OPT,                            \
+      (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,    \
+       unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,               \
+       void **params),                                                                      \
+      (f, gx, gy, gz, bx, by, bz, shmem, stream, params))                                   \
     X(cuLaunchKernelEx, cuLaunchKernelEx, OPT,                                              \
       (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),           \
       (config, f, params, extra))                                                           \
@@ -190,5 +221,54 @@
       (size_t *granularity, const CUmemAllocationProp *prop,                                \
        CUmemAllocationGranularity_flags option),                                            \
       (granularity, prop, option))
+
+/* The per-thread-default-stream twins of functions above: cuda.h maps a name to them
+ * (cuMemcpyHtoD to cuMemcpyHtoD_v2_ptds, cuLaunchKernel to cuLaunchKernel_ptsz) when a
+ * program is built with CUDA_API_PER_THREAD_DEFAULT_STREAM (nvcc --default-stream
+ * per-thread), and cuGetProcAddress returns them for
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM. A twin takes its symbol's parameters; a
+ * NULL stream means the calling thread's default stream instead of the legacy one, and a
+ * _ptds twin (a synchronous call, with no stream parameter) runs on that stream.
+ * X(api, symbol, twin). vgsim exports every twin; the interposer hooks those of the
+ * functions it hooks (src/preload/hooks.h). */
+#define VG_DRIVER_TWINS(X)                                                                  \
+    X(cuMemcpy, cuMemcpy, cuMemcpy_ptds)                                                    \
+    X(cuMemcpyHtoD, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds)                                  \
+    X(cuMemcpyDtoH, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds)                                  \
+    X(cuMemcpyDtoD, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds)                                  \
+    X(cuMemcpy2D, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds)                                        \
+    X(cuMemsetD8, cuMemsetD8_v2, cuMemsetD8_v2_ptds)                                        \
+    X(cuMemsetD16, cuMemsetD16_v2, cuMemsetD16_v2_ptds)                                     \
+    X(cuMemsetD32, cuMemsetD32_v2, cuMemsetD32_v2_ptds)                                     \
+    X(cuMemsetD2D8, cuMemsetD2D8_v2, cuMemsetD2D8_v2_ptds)                                  \
+    X(cuMemsetD2D16, cuMemsetD2D16_v2, cuMemsetD2D16_v2_ptds)                               \
+    X(cuMemsetD2D32, cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds)                               \
+    X(cuMemAllocAsync, cuMemAllocAsync, cuMemAllocAsync_ptsz)                               \
+    X(cuMemFreeAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz)                                  \
+    X(cuMemcpyAsync, cuMemcpyAsync, cuMemcpyAsync_ptsz)                                     \
+    X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz)                   \
+    X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz)                   \
+    X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)                   \
+    X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz)                         \
+    X(cuMemsetD8Async, cuMemsetD8Async, cuMemsetD8Async_ptsz)                               \
+    X(cuMemsetD16Async, cuMemsetD16Async, cuMemsetD16Async_ptsz)                            \
+    X(cuMemsetD32Async, cuMemsetD32Async, cuMemsetD32Async_ptsz)                            \
+    X(cuMemsetD2D8Async, cuMemsetD2D8Async, cuMemsetD2D8Async_ptsz)                         \
+    X(cuMemsetD2D16Async, cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz)                      \
+    X(cuMemsetD2D32Async, cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz)                      \
+    X(cuStreamQuery, cuStreamQuery, cuStreamQuery_ptsz)                                     \
+    X(cuStreamSynchronize, cuStreamSynchronize, cuStreamSynchronize_ptsz)                   \
+    X(cuStreamWaitEvent, cuStreamWaitEvent, cuStreamWaitEvent_ptsz)                         \
+    X(cuStreamGetFlags, cuStreamGetFlags, cuStreamGetFlags_ptsz)                            \
+    X(cuEventRecord, cuEventRecord, cuEventRecord_ptsz)                                     \
+    X(cuEventRecordWithFlags, cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz)          \
+    X(cuLaunchKernel, cuLaunchKernel, cuLaunchKernel_ptsz)                                  \
+    X(cuLaunchKernelEx, cuLaunchKernelEx, cuLaunchKernelEx_ptsz)                            \
+    X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz) \
+    X(cuLaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)                            \
+    X(cuStreamBeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)          \
+    X(cuStreamEndCapture, cuStreamEndCapture, cuStreamEndCapture_ptsz)                      \
+    X(cuStreamIsCapturing, cuStreamIsCapturing, cuStreamIsCapturing_ptsz)                   \
+    X(cuGraphLaunch, cuGraphLaunch, cuGraphLaunch_ptsz)
 
 #endif /* VG_DRIVER_FUNCS_H */

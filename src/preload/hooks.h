@@ -3,9 +3,10 @@
  * X(api, symbol): the program-facing name and the ABI symbol exported under it (the same
  * pairs as src/driver/driver_funcs.h, which tests/unit/test_preload_table.c checks). The
  * hook functions are defined, with those symbol names, by area: hooks_memory.c (device
- * and pinned memory, copies) and hooks_exec.c (launches, synchronisation, streams).
- * VG_HOOKS_PTSZ lists the per-thread-default-stream twins (cuda.h maps names to them when
- * a program is built with CUDA_API_PER_THREAD_DEFAULT_STREAM, and cuGetProcAddress
+ * and pinned memory), hooks_copy.c (copies and memsets) and hooks_exec.c (launches,
+ * synchronisation, streams). VG_HOOKS_PTSZ lists the per-thread-default-stream twins of
+ * hooked functions (src/driver/driver_funcs.h, VG_DRIVER_TWINS: cuda.h maps names to them
+ * when a program is built with CUDA_API_PER_THREAD_DEFAULT_STREAM, and cuGetProcAddress
  * returns them for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
  *
  * Everything else — the driver's other ~500 functions — passes through untouched.
@@ -48,9 +49,18 @@
     X(cuMemsetD32, cuMemsetD32_v2)                                                          \
     X(cuMemsetD8Async, cuMemsetD8Async)                                                     \
     X(cuMemsetD32Async, cuMemsetD32Async)                                                   \
+    X(cuMemsetD16, cuMemsetD16_v2)                                                          \
+    X(cuMemsetD16Async, cuMemsetD16Async)                                                   \
+    X(cuMemsetD2D8, cuMemsetD2D8_v2)                                                        \
+    X(cuMemsetD2D16, cuMemsetD2D16_v2)                                                      \
+    X(cuMemsetD2D32, cuMemsetD2D32_v2)                                                      \
+    X(cuMemsetD2D8Async, cuMemsetD2D8Async)                                                 \
+    X(cuMemsetD2D16Async, cuMemsetD2D16Async)                                               \
+    X(cuMemsetD2D32Async, cuMemsetD2D32Async)                                               \
     /* execution and synchronisation */                                                     \
     X(cuLaunchKernel, cuLaunchKernel)                                                       \
     X(cuLaunchKernelEx, cuLaunchKernelEx)                                                   \
+    X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel)                                 \
     X(cuStreamSynchronize, cuStreamSynchronize)                                             \
     X(cuCtxSynchronize, cuCtxSynchronize)                                                   \
     X(cuEventSynchronize, cuEventSynchronize)                                               \
@@ -70,8 +80,24 @@
     X(cuGetProcAddress, cuGetProcAddress_v2)
 
 /* X(api, symbol, twin): the twin has the symbol's signature; a NULL stream means the
- * calling thread's default stream. */
+ * calling thread's default stream, on which a _ptds twin (a synchronous call) runs. */
 #define VG_HOOKS_PTSZ(X)                                                                    \
+    X(cuMemcpy, cuMemcpy, cuMemcpy_ptds)                                                    \
+    X(cuMemcpyHtoD, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds)                                  \
+    X(cuMemcpyDtoH, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds)                                  \
+    X(cuMemcpyDtoD, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds)                                  \
+    X(cuMemcpy2D, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds)                                        \
+    X(cuMemsetD8, cuMemsetD8_v2, cuMemsetD8_v2_ptds)                                        \
+    X(cuMemsetD16, cuMemsetD16_v2, cuMemsetD16_v2_ptds)                                     \
+    X(cuMemsetD32, cuMemsetD32_v2, cuMemsetD32_v2_ptds)                                     \
+    X(cuMemsetD2D8, cuMemsetD2D8_v2, cuMemsetD2D8_v2_ptds)                                  \
+    X(cuMemsetD2D16, cuMemsetD2D16_v2, cuMemsetD2D16_v2_ptds)                               \
+    X(cuMemsetD2D32, cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds)                               \
+    X(cuMemsetD16Async, cuMemsetD16Async, cuMemsetD16Async_ptsz)                            \
+    X(cuMemsetD2D8Async, cuMemsetD2D8Async, cuMemsetD2D8Async_ptsz)                         \
+    X(cuMemsetD2D16Async, cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz)                      \
+    X(cuMemsetD2D32Async, cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz)                      \
+    X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz) \
     X(cuMemAllocAsync, cuMemAllocAsync, cuMemAllocAsync_ptsz)                               \
     X(cuMemFreeAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz)                                  \
     X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz)                   \

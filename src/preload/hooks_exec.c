@@ -172,6 +172,30 @@ VG_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f
     return cuLaunchKernelEx(&c, f, params, extra);
 }
 
+/* A cooperative launch (grid-wide synchronisation: cudaLaunchCooperativeKernel). */
+VG_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int gy,
+                                          unsigned int gz, unsigned int bx, unsigned int by,
+                                          unsigned int bz, unsigned int shmem, CUstream stream,
+                                          void **params) {
+    __typeof__(&cuLaunchCooperativeKernel) real = NEXT_FN(cuLaunchCooperativeKernel);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params);
+    before_launch(f, stream, params);
+    return vgp_check(real(f, gx, gy, gz, bx, by, bz, shmem, stream, params),
+                     "cuLaunchCooperativeKernel");
+}
+
+VG_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
+                                               unsigned int gz, unsigned int bx,
+                                               unsigned int by, unsigned int bz,
+                                               unsigned int shmem, CUstream stream,
+                                               void **params) {
+    return cuLaunchCooperativeKernel(f, gx, gy, gz, bx, by, bz, shmem,
+                                     stream ? stream : CU_STREAM_PER_THREAD, params);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Synchronisation
  * ------------------------------------------------------------------------------------- */

@@ -212,16 +212,23 @@ VG_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion
 static _Atomic int g_state; /* 0 not tried, 1 running, -1 passing through */
 static pthread_mutex_t g_start_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Check that hooks.h names the same ABI symbols as the driver table. */
+/* Check that hooks.h names the same ABI symbols as the driver table, and the same twins. */
 static bool table_consistent(void) {
     for (size_t i = 0; i < NHOOKS; i++) {
-        if (g_hooks[i].ptsz || g_hooks[i].later)
+        if (g_hooks[i].later)
             continue;
         bool found = false;
 #define VG_X(api, symbol, need, params, args)                                               \
-    if (strcmp(#api, g_hooks[i].name) == 0 && strcmp(#symbol, g_hooks[i].sym) == 0)       \
+    if (!g_hooks[i].ptsz && strcmp(#api, g_hooks[i].name) == 0 &&                          \
+        strcmp(#symbol, g_hooks[i].sym) == 0)                                               \
         found = true;
         VG_DRIVER_FUNCS(VG_X)
+#undef VG_X
+#define VG_X(api, symbol, twin)                                                             \
+    if (g_hooks[i].ptsz && strcmp(#api, g_hooks[i].name) == 0 &&                           \
+        strcmp(#twin, g_hooks[i].sym) == 0)                                                 \
+        found = true;
+        VG_DRIVER_TWINS(VG_X)
 #undef VG_X
         if (!found) {
             vg__log("interposer: hook %s (%s) does not match the driver table; passing "

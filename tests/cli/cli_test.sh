@@ -527,6 +527,32 @@ interposer_random_planted)
                 { cat "$TMP/err" >&2; fail "$what: other reports"; }
         done
     done ;;
+interposer_random_ptds)
+    # The same programs built for the per-thread default stream (random_clean_ptds: cuda.h
+    # maps every call to its _ptsz or _ptds twin, as nvcc --default-stream per-thread
+    # builds do): the same reads as without vramguard, no message; and bugs planted there
+    # are reported as planted. Without the _ptds hooks' launch of the waiting guard work,
+    # the synchronous copy past a new buffer's end went unseen in 10 of 10 seeds.
+    command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
+    prog="$BUILD/tests/preload/random_clean_ptds"
+    [ -x "$prog" ] || { echo "skipped: built without the toolkit's cuda.h"; exit 77; }
+    runs="1:1 2:4" steps=1500
+    [ -n "${VG_SANITIZE:-}" ] && runs="1:2" steps=600
+    for r in $runs; do
+        same_under_vramguard "$prog" ${r%:*} $steps ${r#*:}
+    done
+    for threads in 1 4; do
+        for plant in copy_overrun freed host_race; do
+            run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
+                "$prog" 1 $((steps * 2 / 3)) $threads $plant
+            IFS=$'\t' read -r -a want < <(grep "^planted:" "$TMP/out") ||
+                fail "nothing planted: $(cat "$TMP/out")"
+            python3 "$HERE/check_report.py" "$TMP/r.json" 1 "${want[@]:2}" ||
+                { cat "$TMP/err" >&2; fail "$threads thread(s), $plant: not reported as planted"; }
+            grep -Eq "ERROR SUMMARY: 1 error: 1 ${want[2]}$" "$TMP/err" ||
+                { cat "$TMP/err" >&2; fail "$threads thread(s), $plant: other reports"; }
+        done
+    done ;;
 clean_identical)
     # A correct program: the same output without vramguard, and under it in both modes,
     # no report, and exit status 0.

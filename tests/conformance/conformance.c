@@ -1026,3 +1026,126 @@ VG_TEST(a_stream_used_before_its_capture) {
     CHECK_CU(cuMemFree(b));
     CHECK_CU(cuStreamDestroy(s));
 }
+
+/* ---------------------------------------------------------------------------------------
+ * 16-bit and 2D memsets, cooperative launches, per-thread-default-stream twins
+ * ------------------------------------------------------------------------------------- */
+
+VG_TEST(memsets_of_16_bits_and_2d_memsets_set_exactly_their_bytes) {
+    setup();
+    enum { N = 4096 };
+    unsigned char want[N], got[N];
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, N));
+    CHECK_CU(cuMemsetD8(d, 0x5a, N));
+    memset(want, 0x5a, N);
+    CHECK_CU(cuCtxSynchronize()); /* (s, non-blocking, does not wait for the legacy stream:
+                                     the memsets below go to disjoint bytes) */
+    CUstream s;
+    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(cuMemsetD16(d + 2, 0xabcd, 5)); /* bytes 2-11 */
+    for (int i = 0; i < 5; i++)
+        memcpy(want + 2 + 2 * i, &(unsigned short){0xabcd}, 2);
+    CHECK_CU(cuMemsetD16Async(d + 20, 0x1234, 3, s)); /* 20-25 */
+    for (int i = 0; i < 3; i++)
+        memcpy(want + 20 + 2 * i, &(unsigned short){0x1234}, 2);
+    /* Three rows of 10 bytes, 64 bytes apart, from byte 100; the bytes between stay. */
+    CHECK_CU(cuMemsetD2D8(d + 100, 64, 0x11, 10, 3));
+    for (int y = 0; y < 3; y++)
+        memset(want + 100 + 64 * y, 0x11, 10);
+    CHECK_CU(cuMemsetD2D16Async(d + 400, 128, 0x2233, 7, 4, s));
+    for (int y = 0; y < 4; y++)
+        for (int x = 0; x < 7; x++)
+            memcpy(want + 400 + 128 * y + 2 * x, &(unsigned short){0x2233}, 2);
+    CHECK_CU(cuMemsetD2D32(d + 1024, 256, 0xdeadbeefu, 9, 5));
+    for (int y = 0; y < 5; y++)
+        for (int x = 0; x < 9; x++)
+            memcpy(want + 1024 + 256 * y + 4 * x, &(unsigned){0xdeadbeefu}, 4);
+    CHECK_CU(cuMemsetD2D32Async(d + 3072, 512, 0x01020304u, 16, 2, s));
+    CHECK_CU(cuMemsetD2D8Async(d + 3200, 512, 0x77, 3, 2, s));
+    for (int y = 0; y < 2; y++) {
+        for (int x = 0; x < 16; x++)
+            memcpy(want + 3072 + 512 * y + 4 * x, &(unsigned){0x01020304u}, 4);
+        memset(want + 3200 + 512 * y, 0x77, 3);
+    }
+    CHECK_CU(cuStreamSynchronize(s));
+    CHECK_CU(cuMemcpyDtoH(got, d, N));
+    for (int i = 0; i < N; i++)
+        if (got[i] != want[i])
+            vgt_fail(__FILE__, __LINE__, "byte %d is 0x%02x, expected 0x%02x", i, got[i],
+                     want[i]);
+    CHECK_CU(cuStreamDestroy(s));
+    CHECK_CU(cuMemFree(d));
+}
+
+VG_TEST(a_cooperative_launch_runs_in_stream_order) {
+    setup();
+    const unsigned long long n = 1024;
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, n * 4));
+    CUstream s;
+    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(launch_fill(s, d, 5, n));
+    unsigned v = 2;
+    void *args[] = {&d, &v, (void *)&n};
+    CHECK_CU(cuLaunchCooperativeKernel(k_add, 1, 1, 1, 128, 1, 1, 0, s, args));
+    CHECK_CU(cuStreamSynchronize(s));
+    expect_u32(d, n, 7, __LINE__);
+    CHECK_CU(cuStreamDestroy(s));
+    CHECK_CU(cuMemFree(d));
+}
+
+/* What the CUDA runtime does for nvcc --default-stream per-thread: ask cuGetProcAddress
+ * for the per-thread twins. The twin of a synchronous memset runs on the calling thread's
+ * default stream, which does not wait for a blocking stream's work as the legacy stream
+ * does; a twin's NULL stream is that stream too. */
+VG_TEST(per_thread_twins_run_on_the_threads_default_stream) {
+    setup();
+    typedef CUresult (*memset32_fn)(CUdeviceptr, unsigned int, size_t);
+    typedef CUresult (*query_fn)(CUstream);
+    typedef CUresult (*launch_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                  unsigned, unsigned, unsigned, CUstream, void **, void **);
+    void *legacy = NULL, *twin = NULL, *q = NULL, *l = NULL;
+    CUdriverProcAddressQueryResult r;
+    CHECK_CU(cuGetProcAddress("cuMemsetD32", &legacy, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &r));
+    CHECK_CU(cuGetProcAddress("cuMemsetD32", &twin, 13000,
+                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &r));
+    CHECK_CU(cuGetProcAddress("cuStreamQuery", &q, 13000,
+                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &r));
+    CHECK_CU(cuGetProcAddress("cuLaunchKernel", &l, 13000,
+                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &r));
+    CHECK(legacy && twin && q && l && legacy != twin);
+    const size_t n = 256;
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, n * 4));
+    CHECK_CU(cuMemsetD32(d, 0, n));
+    CHECK_CU(cuCtxSynchronize());
+    CUstream blocking;
+    CHECK_CU(cuStreamCreate(&blocking, CU_STREAM_DEFAULT));
+    gate_t g;
+    gate_init(&g);
+    CHECK_CU(cuLaunchHostFunc(blocking, gate_fn, &g));
+    gate_wait_reached(&g);
+    /* The twin's memset and a launch on its NULL stream complete while `blocking` is held. */
+    CHECK_CU(((memset32_fn)twin)(d, 40, n));
+    unsigned v = 2;
+    unsigned long long nn = n;
+    void *args[] = {&d, &v, &nn};
+    CHECK_CU(((launch_fn)l)(k_add, 64, 1, 1, 128, 1, 1, 0, NULL, args, NULL));
+    CUresult done;
+    while ((done = ((query_fn)q)(NULL)) == CUDA_ERROR_NOT_READY)
+        sched_yield();
+    CHECK_CU(done);
+    CHECK_CU(cuStreamSynchronize(CU_STREAM_PER_THREAD));
+    /* The legacy stream's memset waits for `blocking`. */
+    CHECK_CU(((memset32_fn)legacy)(d, 9, 1));
+    EXPECT_BLOCKED(CU_STREAM_LEGACY);
+    gate_open(&g);
+    CHECK_CU(cuCtxSynchronize());
+    unsigned h[2];
+    CHECK_CU(cuMemcpyDtoH(h, d, sizeof h));
+    CHECK_EQ(h[0], 9u);
+    CHECK_EQ(h[1], 42u);
+    CHECK_CU(cuStreamDestroy(blocking));
+    CHECK_CU(cuMemFree(d));
+}

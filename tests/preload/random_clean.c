@@ -9,8 +9,9 @@
  * sleep make streams lag behind the host, so that a reuse the program's ordering does not
  * allow shows as a wrong value.
  *
- * Fills are kernels (cuLaunchKernel or cuLaunchKernelEx, the pointer an argument or
- * inside one), memsets, device-to-device copies (plain or 2D) from another buffer, copies
+ * Fills are kernels (cuLaunchKernel, cuLaunchKernelEx or cuLaunchCooperativeKernel, the
+ * pointer an argument or inside one), memsets (8, 16 or 32 bits, 1D or 2D),
+ * device-to-device copies (plain or 2D) from another buffer, copies
  * from pinned or pageable host memory the host wrote, or a kernel or memset captured in a
  * graph (every capture mode) and launched. Reads wait for the stream or for an event
  * (each waited for, or polled), or copy the whole buffer into pinned or pageable host
@@ -23,6 +24,11 @@
  * first of them the per-thread default stream, and buffers; seed SEED*100+thread), so
  * that one thread's synchronisations and frees happen while the others allocate, free
  * and launch. Thread i uses device i % (the number of devices)'s primary context.
+ *
+ * Built with CUDA_API_PER_THREAD_DEFAULT_STREAM (random_clean_ptds, as nvcc
+ * --default-stream per-thread builds), cuda.h maps every stream-taking call to its _ptsz
+ * twin and every synchronous copy and memset to its _ptds twin: the NULL stream is each
+ * thread's own default stream, and every thread makes synchronous copies there.
  *
  * With PLANT, thread 0 plants one bug halfway (or soon after, once a buffer suits it),
  * for guard mode to find among all this: "overrun" or "underrun" (a kernel fills 1-16
@@ -84,24 +90,54 @@ static void CUDA_CB lag(void *arg) {
     nanosleep(&ts, NULL);
 }
 
-static void fill(worker_t *w, buf_t *b, int s, float v) {
+/* A float whose bytes are all c, or whose two halves are both h: what a byte or 16-bit
+ * memset writes (c and h drawn so that the float is finite, and no byte is one of the
+ * guard pattern's). */
+static float repeated(unsigned bits) {
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Fill b on stream s with v: a kernel (cuLaunchKernel, cuLaunchKernelEx, the pointer in a
+ * struct, a cooperative launch) or a memset (32-bit, or 2D in two rows). Unless `exact`,
+ * some fills write another value instead: a byte or 16-bit memset (1D or 2D) of a
+ * repeated pattern. b->value says what was written. */
+static void fill_as(worker_t *w, buf_t *b, int s, float v, bool exact) {
+    CUstream st = w->streams[s];
     if (rnd(w, 3) == 0)
-        CK(cuLaunchHostFunc(w->streams[s], lag, (void *)(uintptr_t)rnd(w, 16)));
-    unsigned how = rnd(w, 8);
+        CK(cuLaunchHostFunc(st, lag, (void *)(uintptr_t)rnd(w, 16)));
+    unsigned how = rnd(w, exact ? 10 : 13), bits;
+    size_t rows = b->n % 2 == 0 ? 2 : 1, row = b->n / rows; /* (floats) */
+    memcpy(&bits, &v, sizeof bits);
     if (how < 2) { /* a memset instead of a kernel */
-        unsigned bits;
-        memcpy(&bits, &v, sizeof bits);
-        CK(cuMemsetD32Async(b->p, bits, b->n, w->streams[s]));
+        CK(cuMemsetD32Async(b->p, bits, b->n, st));
     } else if (how == 2) { /* cuLaunchKernelEx */
-        CK(ex_fill_ex(w->ex, b->p, v, b->n, w->streams[s]));
+        CK(ex_fill_ex(w->ex, b->p, v, b->n, st));
     } else if (how == 3) { /* the pointer inside a struct argument */
-        CK(ex_fill_span(w->ex, b->p, v, b->n, w->streams[s]));
+        CK(ex_fill_span(w->ex, b->p, v, b->n, st));
+    } else if (how == 4) {
+        CK(ex_fill_coop(w->ex, b->p, v, b->n, st));
+    } else if (how == 5) { /* rows back to back */
+        CK(cuMemsetD2D32Async(b->p, row * sizeof(float), bits, row, rows, st));
+    } else if (how < 10) {
+        CK(ex_fill(w->ex, b->p, v, b->n, st));
+    } else if (how == 10) {
+        unsigned c = 0x41 + rnd(w, 6);
+        v = repeated(c * 0x01010101u);
+        CK(rnd(w, 2) ? cuMemsetD8Async(b->p, (unsigned char)c, b->n * 4, st)
+                     : cuMemsetD2D8Async(b->p, row * 4, (unsigned char)c, row * 4, rows, st));
     } else {
-        CK(ex_fill(w->ex, b->p, v, b->n, w->streams[s]));
+        unsigned h = 0x4140 + rnd(w, 64);
+        v = repeated(h * 0x10001u);
+        CK(rnd(w, 2) ? cuMemsetD16Async(b->p, (unsigned short)h, b->n * 2, st)
+                     : cuMemsetD2D16Async(b->p, row * 4, (unsigned short)h, row * 2, rows, st));
     }
     b->owner = s;
     b->value = v;
 }
+
+static void fill(worker_t *w, buf_t *b, int s, float v) { fill_as(w, b, s, v, false); }
 
 static void expect(worker_t *w, const buf_t *b, size_t i, float x) {
     w->checksum += x;
@@ -189,8 +225,9 @@ static void upload(worker_t *w, buf_t *b, float v) {
 }
 
 /* Fill b with a copy of a, on a stream that comes after both their last fills: a plain
- * device-to-device copy or a 2D one of two rows, asynchronous or (on the legacy stream,
- * which only thread 0 has as its stream 0) synchronous, the rest of a longer b set by a
+ * device-to-device copy or a 2D one of two rows, asynchronous or synchronous (on the
+ * stream the NULL stream names: the legacy stream, thread 0's stream 0; built for the
+ * per-thread default stream, each thread's stream 0), the rest of a longer b set by a
  * memset. */
 static void copy_from(worker_t *w, buf_t *a, buf_t *b) {
     bool sync = w->streams[0] == NULL && rnd(w, 3) == 0;
@@ -220,7 +257,8 @@ static void copy_from(worker_t *w, buf_t *a, buf_t *b) {
     if (b->n > m) {
         unsigned bits;
         memcpy(&bits, &a->value, sizeof bits);
-        CK(cuMemsetD32Async(b->p + m * sizeof(float), bits, b->n - m, s));
+        CK(sync ? cuMemsetD32(b->p + m * sizeof(float), bits, b->n - m)
+                : cuMemsetD32Async(b->p + m * sizeof(float), bits, b->n - m, s));
     }
     a->owner = b->owner = t; /* a's next fill comes after this read of it */
     b->value = a->value;
@@ -308,7 +346,7 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
         buf_t *c = &live[(*nlive)++];
         *c = (buf_t){.n = b->n / 2, .bytes = b->n / 2 * sizeof(float), .owner = 0,
                      .value = b->value, .sync = false};
-        fill(w, b, b->owner, 3.0f);
+        fill_as(w, b, b->owner, 3.0f, true);
         c->value = 3.0f;
         order_after(w, b, 0); /* (the legacy stream: thread 0's stream 0) */
         CK(cuMemAllocAsync(&c->p, c->bytes, NULL));
@@ -501,7 +539,11 @@ int main(int argc, char **argv) {
         memset(&w[i], 0, sizeof w[i]);
         w[i].rng = nthreads == 1 ? seed : seed * 100 + (unsigned long long)i;
         w[i].steps = steps;
+#ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
+        w[i].streams[0] = NULL; /* (every call's NULL stream is the thread's own) */
+#else
         w[i].streams[0] = i == 0 ? NULL : CU_STREAM_PER_THREAD;
+#endif
         w[i].alone = nthreads == 1;
         w[i].plant = i == 0 ? planted : NULL;
         w[i].ex = &g_ex[i % ndevices];

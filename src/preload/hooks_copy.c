@@ -1,0 +1,396 @@
+/* hooks_copy.c — copies and memsets (see hooks.h).
+ *
+ * Each hook first launches the guard work waiting on the stream the call runs on (the
+ * poison of earlier frees and the redzone fills of new blocks precede the program's
+ * writes, or a fill would erase an overrun's evidence), then records the call beside the
+ * kernels (reports name it; G7 judges frees after it). Asynchronous copies from and to
+ * pinned host memory get the race guard (race.c).
+ *
+ * Synchronous calls run on the legacy default stream, after every blocking stream's work;
+ * their _ptds twins (CUDA_API_PER_THREAD_DEFAULT_STREAM) on the calling thread's default
+ * stream. Either way the guard work waiting anywhere goes first (a NULL stream flushes
+ * all: launching guard work early is always safe). A synchronous copy with host memory on
+ * one side returns once the work queued before it on its stream has completed: the host
+ * is then ordered after that work, as a program may rely on (G7).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+
+#include "../core/common.h"
+#include "../core/guard.h"
+#include "../core/options.h"
+#include "../core/order.h"
+#include "../core/report.h"
+#include "../core/sites.h"
+#include "hooks.h"
+#include "preload.h"
+#include "vramguard.h"
+
+/* The program-facing stream of a _ptsz twin: NULL means the thread's default stream. */
+#define PT(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
+
+/* A copy or memset the driver accepted: recorded beside the kernels. dst and src: the
+ * device sides, 0 for a host side. Always called by the hook itself (the helpers below
+ * are inlined), before its return and never as a tail call: the site's frames skip this
+ * function and the hook. */
+__attribute__((noinline)) static void copied(CUresult r, const char *call, CUstream s,
+                                            CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    if (r == CUDA_SUCCESS)
+        vg__copy_note(call, s, vg__opt.stack_depth ? vg__site_here(2) : 0, dst, src, n);
+}
+
+#define INLINE static inline __attribute__((always_inline))
+
+/* ---------------------------------------------------------------------------------------
+ * Synchronous copies, and their _ptds twins
+ * ------------------------------------------------------------------------------------- */
+
+typedef CUresult (*htod_fn)(CUdeviceptr, const void *, size_t);
+typedef CUresult (*dtoh_fn)(void *, CUdeviceptr, size_t);
+typedef CUresult (*dtod_fn)(CUdeviceptr, CUdeviceptr, size_t);
+typedef CUresult (*copy2d_fn)(const CUDA_MEMCPY2D *);
+
+INLINE CUresult htod(htod_fn f, CUstream s, CUdeviceptr dst, const void *src, size_t n) {
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n);
+    vg__guard_flush_stream(NULL);
+    CUresult r = f(dst, src, n);
+    copied(r, "cuMemcpyHtoD", s, dst, 0, n);
+    if (r == CUDA_SUCCESS)
+        vg__order_stream_done(s);
+    return vgp_check(r, "cuMemcpyHtoD");
+}
+
+VG_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
+    static void *next;
+    return htod((htod_fn)vgp_next("cuMemcpyHtoD_v2", &next), NULL, dst, src, n);
+}
+
+VG_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) {
+    static void *next;
+    return htod((htod_fn)vgp_next("cuMemcpyHtoD_v2_ptds", &next), CU_STREAM_PER_THREAD, dst,
+                src, n);
+}
+
+INLINE CUresult dtoh(dtoh_fn f, CUstream s, void *dst, CUdeviceptr src, size_t n) {
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n);
+    vg__guard_flush_stream(NULL);
+    CUresult r = f(dst, src, n);
+    copied(r, "cuMemcpyDtoH", s, 0, src, n);
+    if (r == CUDA_SUCCESS)
+        vg__order_stream_done(s);
+    return vgp_check(r, "cuMemcpyDtoH");
+}
+
+VG_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
+    static void *next;
+    return dtoh((dtoh_fn)vgp_next("cuMemcpyDtoH_v2", &next), NULL, dst, src, n);
+}
+
+VG_API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) {
+    static void *next;
+    return dtoh((dtoh_fn)vgp_next("cuMemcpyDtoH_v2_ptds", &next), CU_STREAM_PER_THREAD, dst,
+                src, n);
+}
+
+/* Is p device memory (rather than host memory, as cuMemcpy allows on either side)? */
+static bool device_memory(CUdeviceptr p) {
+    unsigned type = 0;
+    return vg__is_ours(p) ||
+           (vg__drv_has(cuPointerGetAttribute) &&
+            vg__cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) ==
+                CUDA_SUCCESS &&
+            type == CU_MEMORYTYPE_DEVICE);
+}
+
+/* cuMemcpyDtoD (`any` false) or cuMemcpy (unified addressing: either side may be host
+ * memory). Between device memory the host does not wait; with host memory on a side the
+ * call returns once the copy is done, as cuMemcpyHtoD and cuMemcpyDtoH do. */
+INLINE CUresult dtod(dtod_fn f, const char *call, CUstream s, bool any, CUdeviceptr dst,
+                     CUdeviceptr src, size_t n) {
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n);
+    vg__guard_flush_stream(NULL);
+    bool to_dev = !any || device_memory(dst), from_dev = !any || device_memory(src);
+    CUresult r = f(dst, src, n);
+    copied(r, call, s, to_dev ? dst : 0, from_dev ? src : 0, n);
+    if (r == CUDA_SUCCESS && !(to_dev && from_dev))
+        vg__order_stream_done(s);
+    return vgp_check(r, call);
+}
+
+VG_API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    static void *next;
+    return dtod((dtod_fn)vgp_next("cuMemcpyDtoD_v2", &next), "cuMemcpyDtoD", NULL, false, dst,
+                src, n);
+}
+
+VG_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    static void *next;
+    return dtod((dtod_fn)vgp_next("cuMemcpyDtoD_v2_ptds", &next), "cuMemcpyDtoD",
+                CU_STREAM_PER_THREAD, false, dst, src, n);
+}
+
+VG_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    static void *next;
+    return dtod((dtod_fn)vgp_next("cuMemcpy", &next), "cuMemcpy", NULL, true, dst, src, n);
+}
+
+VG_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    static void *next;
+    return dtod((dtod_fn)vgp_next("cuMemcpy_ptds", &next), "cuMemcpy", CU_STREAM_PER_THREAD,
+                true, dst, src, n);
+}
+
+/* A synchronous 2D copy: an ordering point (not recorded as a use). */
+INLINE CUresult copy2d(copy2d_fn f, const CUDA_MEMCPY2D *c) {
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(c);
+    vg__guard_flush_stream(NULL);
+    return vgp_check(f(c), "cuMemcpy2D");
+}
+
+VG_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c) {
+    static void *next;
+    return copy2d((copy2d_fn)vgp_next("cuMemcpy2D_v2", &next), c);
+}
+
+VG_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *c) {
+    static void *next;
+    return copy2d((copy2d_fn)vgp_next("cuMemcpy2D_v2_ptds", &next), c);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Asynchronous copies
+ * ------------------------------------------------------------------------------------- */
+
+VG_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, CUdeviceptr, size_t, CUstream) =
+        (CUresult(*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))vgp_next("cuMemcpyAsync", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n, s);
+    vg__guard_flush_stream(s);
+    /* With unified addressing either side may be pinned host memory (cudaMemcpyAsync with
+     * cudaMemcpyDefault): each side that is gets the race guard. */
+    uintptr_t from = vgp_race_before((const void *)(uintptr_t)src, n, true, s, "cuMemcpyAsync");
+    uintptr_t to = vgp_race_before((void *)(uintptr_t)dst, n, false, s, "cuMemcpyAsync");
+    CUresult r = f(dst, src, n, s);
+    vgp_race_after(from, r, s);
+    vgp_race_after(to, r, s);
+    copied(r, "cuMemcpyAsync", s, dst, src, n);
+    return vgp_check(r, "cuMemcpyAsync");
+}
+
+VG_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    return cuMemcpyAsync(dst, src, n, PT(s));
+}
+
+VG_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, CUdeviceptr, size_t, CUstream) =
+        (CUresult(*)(CUdeviceptr, CUdeviceptr, size_t, CUstream))vgp_next("cuMemcpyDtoDAsync_v2",
+                                                                         &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n, s);
+    vg__guard_flush_stream(s);
+    CUresult r = f(dst, src, n, s);
+    copied(r, "cuMemcpyDtoDAsync", s, dst, src, n);
+    return vgp_check(r, "cuMemcpyDtoDAsync");
+}
+
+VG_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+    return cuMemcpyDtoDAsync_v2(dst, src, n, PT(s));
+}
+
+VG_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    static void *next;
+    CUresult (*f)(CUdeviceptr, const void *, size_t, CUstream) =
+        (CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))vgp_next("cuMemcpyHtoDAsync_v2", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n, s);
+    vg__guard_flush_stream(s);
+    uintptr_t token = vgp_race_before(src, n, true, s, "cuMemcpyHtoDAsync");
+    CUresult r = f(dst, src, n, s);
+    vgp_race_after(token, r, s);
+    copied(r, "cuMemcpyHtoDAsync", s, dst, 0, n);
+    return vgp_check(r, "cuMemcpyHtoDAsync");
+}
+
+VG_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    return cuMemcpyHtoDAsync_v2(dst, src, n, PT(s));
+}
+
+VG_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+    static void *next;
+    CUresult (*f)(void *, CUdeviceptr, size_t, CUstream) =
+        (CUresult(*)(void *, CUdeviceptr, size_t, CUstream))vgp_next("cuMemcpyDtoHAsync_v2", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready())
+        return f(dst, src, n, s);
+    vg__guard_flush_stream(s);
+    uintptr_t token = vgp_race_before(dst, n, false, s, "cuMemcpyDtoHAsync");
+    CUresult r = f(dst, src, n, s);
+    vgp_race_after(token, r, s);
+    copied(r, "cuMemcpyDtoHAsync", s, 0, src, n);
+    return vgp_check(r, "cuMemcpyDtoHAsync");
+}
+
+VG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s) {
+    return cuMemcpyDtoHAsync_v2(dst, src, n, PT(s));
+}
+
+/* A 2D copy's host side as one range, when it is one: a single row, or rows back to back
+ * (pitch == width). The race guard protects whole pages, and for a sub-rectangle those
+ * pages would hold bytes between the rows that are not the copy's, which the program may
+ * touch at will: such copies are not guarded. */
+static void *host_span(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
+                       size_t pitch, size_t width, size_t height, size_t *n) {
+    if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_UNIFIED)
+        return NULL;
+    if (height > 1 && pitch != width)
+        return NULL;
+    const char *base = type == CU_MEMORYTYPE_HOST ? host : (const char *)(uintptr_t)dev;
+    *n = width * height;
+    return (char *)base + y * pitch + x;
+}
+
+VG_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream s) {
+    static void *next;
+    CUresult (*f)(const CUDA_MEMCPY2D *, CUstream) =
+        (CUresult(*)(const CUDA_MEMCPY2D *, CUstream))vgp_next("cuMemcpy2DAsync_v2", &next);
+    if (!f)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgp_ready() || !c)
+        return f(c, s);
+    vg__guard_flush_stream(s);
+    size_t ns = 0, nd = 0;
+    void *src = host_span(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY,
+                          c->srcPitch, c->WidthInBytes, c->Height, &ns);
+    void *dst = host_span(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY,
+                          c->dstPitch, c->WidthInBytes, c->Height, &nd);
+    uintptr_t from = src ? vgp_race_before(src, ns, true, s, "cuMemcpy2DAsync") : 0;
+    uintptr_t to = dst ? vgp_race_before(dst, nd, false, s, "cuMemcpy2DAsync") : 0;
+    CUresult r = f(c, s);
+    vgp_race_after(from, r, s);
+    vgp_race_after(to, r, s);
+    bool sd = c->srcMemoryType == CU_MEMORYTYPE_DEVICE || c->srcMemoryType == CU_MEMORYTYPE_UNIFIED;
+    bool dd = c->dstMemoryType == CU_MEMORYTYPE_DEVICE || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED;
+    copied(r, "cuMemcpy2DAsync", s, dd ? c->dstDevice + c->dstY * c->dstPitch + c->dstXInBytes : 0,
+           sd ? c->srcDevice + c->srcY * c->srcPitch + c->srcXInBytes : 0,
+           c->WidthInBytes * c->Height);
+    return vgp_check(r, "cuMemcpy2DAsync");
+}
+
+VG_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream s) {
+    return cuMemcpy2DAsync_v2(c, PT(s));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Memsets: D8, D16, D32 and their 2D forms, each synchronous (and its _ptds twin) and
+ * asynchronous (and its _ptsz twin). A 2D memset is recorded with the first byte it sets
+ * and the bytes it sets.
+ * ------------------------------------------------------------------------------------- */
+
+#define MEMSET_HOOKS(api, type, elem)                                                       \
+    INLINE CUresult api##_sync(CUresult (*f)(CUdeviceptr, type, size_t), CUstream s,        \
+                               CUdeviceptr dst, type v, size_t n) {                         \
+        if (!f)                                                                             \
+            return CUDA_ERROR_NOT_INITIALIZED;                                              \
+        if (!vgp_ready())                                                                   \
+            return f(dst, v, n);                                                            \
+        vg__guard_flush_stream(NULL);                                                       \
+        CUresult r = f(dst, v, n);                                                          \
+        copied(r, #api, s, dst, 0, n * elem);                                               \
+        return vgp_check(r, #api);                                                          \
+    }                                                                                       \
+    VG_API CUresult api##_v2(CUdeviceptr dst, type v, size_t n) {                           \
+        static void *next;                                                                  \
+        return api##_sync((__typeof__(&api##_v2))vgp_next(#api "_v2", &next), NULL, dst, v, \
+                          n);                                                               \
+    }                                                                                       \
+    VG_API CUresult api##_v2_ptds(CUdeviceptr dst, type v, size_t n) {                      \
+        static void *next;                                                                  \
+        return api##_sync((__typeof__(&api##_v2))vgp_next(#api "_v2_ptds", &next),          \
+                          CU_STREAM_PER_THREAD, dst, v, n);                                 \
+    }                                                                                       \
+    VG_API CUresult api##Async(CUdeviceptr dst, type v, size_t n, CUstream s) {             \
+        static void *next;                                                                  \
+        __typeof__(&api##Async) f = (__typeof__(&api##Async))vgp_next(#api "Async", &next); \
+        if (!f)                                                                             \
+            return CUDA_ERROR_NOT_INITIALIZED;                                              \
+        if (!vgp_ready())                                                                   \
+            return f(dst, v, n, s);                                                         \
+        vg__guard_flush_stream(s);                                                          \
+        CUresult r = f(dst, v, n, s);                                                       \
+        copied(r, #api "Async", s, dst, 0, n * elem);                                       \
+        return vgp_check(r, #api "Async");                                                  \
+    }                                                                                       \
+    VG_API CUresult api##Async_ptsz(CUdeviceptr dst, type v, size_t n, CUstream s) {        \
+        return api##Async(dst, v, n, PT(s));                                                \
+    }
+
+#define MEMSET_2D_HOOKS(api, type, elem)                                                    \
+    INLINE CUresult api##_sync(CUresult (*f)(CUdeviceptr, size_t, type, size_t, size_t),    \
+                               CUstream s, CUdeviceptr dst, size_t pitch, type v, size_t w, \
+                               size_t h) {                                                  \
+        if (!f)                                                                             \
+            return CUDA_ERROR_NOT_INITIALIZED;                                              \
+        if (!vgp_ready())                                                                   \
+            return f(dst, pitch, v, w, h);                                                  \
+        vg__guard_flush_stream(NULL);                                                       \
+        CUresult r = f(dst, pitch, v, w, h);                                                \
+        copied(r, #api, s, dst, 0, w * h * elem);                                           \
+        return vgp_check(r, #api);                                                          \
+    }                                                                                       \
+    VG_API CUresult api##_v2(CUdeviceptr dst, size_t pitch, type v, size_t w, size_t h) {   \
+        static void *next;                                                                  \
+        return api##_sync((__typeof__(&api##_v2))vgp_next(#api "_v2", &next), NULL, dst,    \
+                          pitch, v, w, h);                                                  \
+    }                                                                                       \
+    VG_API CUresult api##_v2_ptds(CUdeviceptr dst, size_t pitch, type v, size_t w,          \
+                                  size_t h) {                                               \
+        static void *next;                                                                  \
+        return api##_sync((__typeof__(&api##_v2))vgp_next(#api "_v2_ptds", &next),          \
+                          CU_STREAM_PER_THREAD, dst, pitch, v, w, h);                       \
+    }                                                                                       \
+    VG_API CUresult api##Async(CUdeviceptr dst, size_t pitch, type v, size_t w, size_t h,   \
+                               CUstream s) {                                                \
+        static void *next;                                                                  \
+        __typeof__(&api##Async) f = (__typeof__(&api##Async))vgp_next(#api "Async", &next); \
+        if (!f)                                                                             \
+            return CUDA_ERROR_NOT_INITIALIZED;                                              \
+        if (!vgp_ready())                                                                   \
+            return f(dst, pitch, v, w, h, s);                                               \
+        vg__guard_flush_stream(s);                                                          \
+        CUresult r = f(dst, pitch, v, w, h, s);                                             \
+        copied(r, #api "Async", s, dst, 0, w * h * elem);                                   \
+        return vgp_check(r, #api "Async");                                                  \
+    }                                                                                       \
+    VG_API CUresult api##Async_ptsz(CUdeviceptr dst, size_t pitch, type v, size_t w,        \
+                                    size_t h, CUstream s) {                                 \
+        return api##Async(dst, pitch, v, w, h, PT(s));                                      \
+    }
+
+MEMSET_HOOKS(cuMemsetD8, unsigned char, 1)
+MEMSET_HOOKS(cuMemsetD16, unsigned short, 2)
+MEMSET_HOOKS(cuMemsetD32, unsigned int, 4)
+MEMSET_2D_HOOKS(cuMemsetD2D8, unsigned char, 1)
+MEMSET_2D_HOOKS(cuMemsetD2D16, unsigned short, 2)
+MEMSET_2D_HOOKS(cuMemsetD2D32, unsigned int, 4)
