@@ -300,8 +300,30 @@ next | next-guard | next-memcheck | next-stream)
         # prints after "planted:" (check_report.py's arguments), and only it.
         for plant in overrun underrun copy_overrun freed double_free unordered host_race; do
             step "random_clean plant $plant" 60 "$B/vramguard" run --mode=guard \
-                --report_json="$OUT/plant_$plant.json" -- "$B/tests/preload/random_clean" 1 2000 1 $plant
+                --report_json="$O/plant_$plant.json" -- "$B/tests/preload/random_clean" 1 2000 1 $plant
         done
+        # The per-thread default stream's twins, 16-bit and 2D memsets and cooperative
+        # launches (2026-11-23): the conformance cases on the real driver, plain and under
+        # guard mode (which must not wait for the held stream: G8), then the random programs
+        # built for the per-thread default stream, clean and with the synchronous copy
+        # planted past a new buffer's end.
+        for c in memsets_of_16_bits_and_2d_memsets_set_exactly_their_bytes \
+                 a_cooperative_launch_runs_in_stream_order \
+                 per_thread_twins_run_on_the_threads_default_stream; do
+            step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
+            step "conformance $c guard" 60 "$B/vramguard" run --mode=guard -- \
+                "$B/tests/conformance/conformance" "$c"
+        done
+        for args in 1 "1 1500 4"; do
+            step "random_clean_ptds $args plain" 60 "$B/tests/preload/random_clean_ptds" $args
+            for m in fast guard; do
+                step "random_clean_ptds $args $m vramguard" 60 "$B/vramguard" run --mode=$m \
+                    --error_exitcode=3 -- "$B/tests/preload/random_clean_ptds" $args
+            done
+        done
+        step "random_clean_ptds plant copy_overrun" 60 "$B/vramguard" run --mode=guard \
+            --report_json="$O/plant_ptds_copy_overrun.json" -- \
+            "$B/tests/preload/random_clean_ptds" 1 2000 1 copy_overrun
         step "device_reset plain" 60 "$B/tests/preload/device_reset"
         for m in fast guard; do
             step "device_reset $m vramguard" 60 "$B/vramguard" run --mode=$m -- "$B/tests/preload/device_reset"
