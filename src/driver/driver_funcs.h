@@ -232,6 +232,11 @@
  * X(api, symbol, twin). vgsim exports every twin; the interposer hooks those of the
  * functions it hooks (src/preload/hooks.h). */
 #define VG_DRIVER_TWINS(X)                                                                  \
+    VG_DRIVER_TWINS_HOOKED(X)                                                               \
+    X(cuStreamGetFlags, cuStreamGetFlags, cuStreamGetFlags_ptsz)                            \
+    X(cuStreamIsCapturing, cuStreamIsCapturing, cuStreamIsCapturing_ptsz)
+/* The twins of the functions the interposer hooks (src/preload/hooks.h): all but two. */
+#define VG_DRIVER_TWINS_HOOKED(X)                                                           \
     X(cuMemcpy, cuMemcpy, cuMemcpy_ptds)                                                    \
     X(cuMemcpyHtoD, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds)                                  \
     X(cuMemcpyDtoH, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds)                                  \
@@ -259,7 +264,6 @@
     X(cuStreamQuery, cuStreamQuery, cuStreamQuery_ptsz)                                     \
     X(cuStreamSynchronize, cuStreamSynchronize, cuStreamSynchronize_ptsz)                   \
     X(cuStreamWaitEvent, cuStreamWaitEvent, cuStreamWaitEvent_ptsz)                         \
-    X(cuStreamGetFlags, cuStreamGetFlags, cuStreamGetFlags_ptsz)                            \
     X(cuEventRecord, cuEventRecord, cuEventRecord_ptsz)                                     \
     X(cuEventRecordWithFlags, cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz)          \
     X(cuLaunchKernel, cuLaunchKernel, cuLaunchKernel_ptsz)                                  \
@@ -268,7 +272,5 @@
     X(cuLaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)                            \
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)          \
     X(cuStreamEndCapture, cuStreamEndCapture, cuStreamEndCapture_ptsz)                      \
-    X(cuStreamIsCapturing, cuStreamIsCapturing, cuStreamIsCapturing_ptsz)                   \
     X(cuGraphLaunch, cuGraphLaunch, cuGraphLaunch_ptsz)
-
 #endif /* VG_DRIVER_FUNCS_H */

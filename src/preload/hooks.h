@@ -81,43 +81,7 @@
 
 /* X(api, symbol, twin): the twin has the symbol's signature; a NULL stream means the
  * calling thread's default stream, on which a _ptds twin (a synchronous call) runs. */
-#define VG_HOOKS_PTSZ(X)                                                                    \
-    X(cuMemcpy, cuMemcpy, cuMemcpy_ptds)                                                    \
-    X(cuMemcpyHtoD, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds)                                  \
-    X(cuMemcpyDtoH, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds)                                  \
-    X(cuMemcpyDtoD, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds)                                  \
-    X(cuMemcpy2D, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds)                                        \
-    X(cuMemsetD8, cuMemsetD8_v2, cuMemsetD8_v2_ptds)                                        \
-    X(cuMemsetD16, cuMemsetD16_v2, cuMemsetD16_v2_ptds)                                     \
-    X(cuMemsetD32, cuMemsetD32_v2, cuMemsetD32_v2_ptds)                                     \
-    X(cuMemsetD2D8, cuMemsetD2D8_v2, cuMemsetD2D8_v2_ptds)                                  \
-    X(cuMemsetD2D16, cuMemsetD2D16_v2, cuMemsetD2D16_v2_ptds)                               \
-    X(cuMemsetD2D32, cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds)                               \
-    X(cuMemsetD16Async, cuMemsetD16Async, cuMemsetD16Async_ptsz)                            \
-    X(cuMemsetD2D8Async, cuMemsetD2D8Async, cuMemsetD2D8Async_ptsz)                         \
-    X(cuMemsetD2D16Async, cuMemsetD2D16Async, cuMemsetD2D16Async_ptsz)                      \
-    X(cuMemsetD2D32Async, cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz)                      \
-    X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz) \
-    X(cuMemAllocAsync, cuMemAllocAsync, cuMemAllocAsync_ptsz)                               \
-    X(cuMemFreeAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz)                                  \
-    X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz)                   \
-    X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz)                   \
-    X(cuMemsetD8Async, cuMemsetD8Async, cuMemsetD8Async_ptsz)                               \
-    X(cuMemsetD32Async, cuMemsetD32Async, cuMemsetD32Async_ptsz)                            \
-    X(cuLaunchKernel, cuLaunchKernel, cuLaunchKernel_ptsz)                                  \
-    X(cuLaunchKernelEx, cuLaunchKernelEx, cuLaunchKernelEx_ptsz)                            \
-    X(cuStreamSynchronize, cuStreamSynchronize, cuStreamSynchronize_ptsz)                   \
-    X(cuMemcpyAsync, cuMemcpyAsync, cuMemcpyAsync_ptsz)                                     \
-    X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)                   \
-    X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz)                         \
-    X(cuEventRecord, cuEventRecord, cuEventRecord_ptsz)                                     \
-    X(cuEventRecordWithFlags, cuEventRecordWithFlags, cuEventRecordWithFlags_ptsz)          \
-    X(cuStreamWaitEvent, cuStreamWaitEvent, cuStreamWaitEvent_ptsz)                         \
-    X(cuStreamQuery, cuStreamQuery, cuStreamQuery_ptsz)                                     \
-    X(cuLaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)                            \
-    X(cuStreamBeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)          \
-    X(cuStreamEndCapture, cuStreamEndCapture, cuStreamEndCapture_ptsz)                      \
-    X(cuGraphLaunch, cuGraphLaunch, cuGraphLaunch_ptsz)
+#define VG_HOOKS_PTSZ(X) VG_DRIVER_TWINS_HOOKED(X)
 
 /* Prototypes of every hook, from the driver table (so a hook with the wrong signature
  * does not compile). */

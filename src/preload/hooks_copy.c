@@ -50,52 +50,46 @@ typedef CUresult (*dtoh_fn)(void *, CUdeviceptr, size_t);
 typedef CUresult (*dtod_fn)(CUdeviceptr, CUdeviceptr, size_t);
 typedef CUresult (*copy2d_fn)(const CUDA_MEMCPY2D *);
 
-INLINE CUresult htod(htod_fn f, CUstream s, CUdeviceptr dst, const void *src, size_t n) {
+/* cuMemcpyHtoD (`to_device`) or cuMemcpyDtoH on stream s (the legacy stream, or the
+ * thread's own for a _ptds twin). */
+INLINE CUresult host_copy(void *f, const char *call, bool to_device, CUstream s,
+                          CUdeviceptr dev, void *host, size_t n) {
+#define HOST_COPY(f) (to_device ? ((htod_fn)(f))(dev, host, n) : ((dtoh_fn)(f))(host, dev, n))
     if (!f)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
-        return f(dst, src, n);
+        return HOST_COPY(f);
     vg__guard_flush_stream(NULL);
-    CUresult r = f(dst, src, n);
-    copied(r, "cuMemcpyHtoD", s, dst, 0, n);
+    CUresult r = HOST_COPY(f);
+    copied(r, call, s, to_device ? dev : 0, to_device ? 0 : dev, n);
     if (r == CUDA_SUCCESS)
         vg__order_stream_done(s);
-    return vgp_check(r, "cuMemcpyHtoD");
+    return vgp_check(r, call);
+#undef HOST_COPY
 }
 
 VG_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
     static void *next;
-    return htod((htod_fn)vgp_next("cuMemcpyHtoD_v2", &next), NULL, dst, src, n);
+    return host_copy(vgp_next("cuMemcpyHtoD_v2", &next), "cuMemcpyHtoD", true, NULL, dst,
+                     (void *)src, n);
 }
 
 VG_API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void *src, size_t n) {
     static void *next;
-    return htod((htod_fn)vgp_next("cuMemcpyHtoD_v2_ptds", &next), CU_STREAM_PER_THREAD, dst,
-                src, n);
-}
-
-INLINE CUresult dtoh(dtoh_fn f, CUstream s, void *dst, CUdeviceptr src, size_t n) {
-    if (!f)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!vgp_ready())
-        return f(dst, src, n);
-    vg__guard_flush_stream(NULL);
-    CUresult r = f(dst, src, n);
-    copied(r, "cuMemcpyDtoH", s, 0, src, n);
-    if (r == CUDA_SUCCESS)
-        vg__order_stream_done(s);
-    return vgp_check(r, "cuMemcpyDtoH");
+    return host_copy(vgp_next("cuMemcpyHtoD_v2_ptds", &next), "cuMemcpyHtoD", true,
+                     CU_STREAM_PER_THREAD, dst, (void *)src, n);
 }
 
 VG_API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     static void *next;
-    return dtoh((dtoh_fn)vgp_next("cuMemcpyDtoH_v2", &next), NULL, dst, src, n);
+    return host_copy(vgp_next("cuMemcpyDtoH_v2", &next), "cuMemcpyDtoH", false, NULL, src, dst,
+                     n);
 }
 
 VG_API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) {
     static void *next;
-    return dtoh((dtoh_fn)vgp_next("cuMemcpyDtoH_v2_ptds", &next), CU_STREAM_PER_THREAD, dst,
-                src, n);
+    return host_copy(vgp_next("cuMemcpyDtoH_v2_ptds", &next), "cuMemcpyDtoH", false,
+                     CU_STREAM_PER_THREAD, src, dst, n);
 }
 
 /* Is p device memory (rather than host memory, as cuMemcpy allows on either side)? */
@@ -216,20 +210,32 @@ VG_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size
     return cuMemcpyDtoDAsync_v2(dst, src, n, PT(s));
 }
 
-VG_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
-    static void *next;
-    CUresult (*f)(CUdeviceptr, const void *, size_t, CUstream) =
-        (CUresult(*)(CUdeviceptr, const void *, size_t, CUstream))vgp_next("cuMemcpyHtoDAsync_v2", &next);
+typedef CUresult (*htod_async_fn)(CUdeviceptr, const void *, size_t, CUstream);
+typedef CUresult (*dtoh_async_fn)(void *, CUdeviceptr, size_t, CUstream);
+
+/* An asynchronous copy between host memory and the device (`to_device`: from host to
+ * device): the race guard on the host side, when it is pinned. */
+INLINE CUresult host_copy_async(void *f, const char *call, bool to_device, CUdeviceptr dev,
+                                void *host, size_t n, CUstream s) {
+#define HOST_COPY(f)                                                                        \
+    (to_device ? ((htod_async_fn)(f))(dev, host, n, s) : ((dtoh_async_fn)(f))(host, dev, n, s))
     if (!f)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
-        return f(dst, src, n, s);
+        return HOST_COPY(f);
     vg__guard_flush_stream(s);
-    uintptr_t token = vgp_race_before(src, n, true, s, "cuMemcpyHtoDAsync");
-    CUresult r = f(dst, src, n, s);
+    uintptr_t token = vgp_race_before(host, n, to_device, s, call);
+    CUresult r = HOST_COPY(f);
     vgp_race_after(token, r, s);
-    copied(r, "cuMemcpyHtoDAsync", s, dst, 0, n);
-    return vgp_check(r, "cuMemcpyHtoDAsync");
+    copied(r, call, s, to_device ? dev : 0, to_device ? 0 : dev, n);
+    return vgp_check(r, call);
+#undef HOST_COPY
+}
+
+VG_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
+    static void *next;
+    return host_copy_async(vgp_next("cuMemcpyHtoDAsync_v2", &next), "cuMemcpyHtoDAsync", true,
+                           dst, (void *)src, n, s);
 }
 
 VG_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
@@ -238,18 +244,8 @@ VG_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size
 
 VG_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
     static void *next;
-    CUresult (*f)(void *, CUdeviceptr, size_t, CUstream) =
-        (CUresult(*)(void *, CUdeviceptr, size_t, CUstream))vgp_next("cuMemcpyDtoHAsync_v2", &next);
-    if (!f)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!vgp_ready())
-        return f(dst, src, n, s);
-    vg__guard_flush_stream(s);
-    uintptr_t token = vgp_race_before(dst, n, false, s, "cuMemcpyDtoHAsync");
-    CUresult r = f(dst, src, n, s);
-    vgp_race_after(token, r, s);
-    copied(r, "cuMemcpyDtoHAsync", s, 0, src, n);
-    return vgp_check(r, "cuMemcpyDtoHAsync");
+    return host_copy_async(vgp_next("cuMemcpyDtoHAsync_v2", &next), "cuMemcpyDtoHAsync", false,
+                           src, dst, n, s);
 }
 
 VG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s) {
