@@ -547,6 +547,9 @@ interposer_random_ptds)
     for r in $runs; do
         same_under_vramguard "$prog" ${r%:*} $steps ${r#*:}
     done
+    # (Not under TSan: a planted bug's write races the device's reads of that memory by
+    # design, and vgsim's device is host threads.)
+    [ "${VG_SANITIZE:-}" = thread ] && exit 0
     for threads in 1 4; do
         for plant in copy_overrun freed host_race; do
             reported_as_planted "$prog" 1 $((steps * 2 / 3)) $threads $plant

@@ -90,8 +90,9 @@ static void order_op(uint8_t op, void **slot, int k, uint8_t b) {
         vg__order_stream_wait(s, e);
     } else if (op == 3 && vg__cuEventSynchronize(e) == CUDA_SUCCESS) {
         vg__order_event_done(e);
-    } else if (op == 4) {
-        vg_stream_synchronized(s);
+    } else if (op == 4 && vg__cuStreamSynchronize(s) == CUDA_SUCCESS) {
+        vg_stream_synchronized(s); /* (only once true: guard mode's check at it waits for
+                                      no stream, G8) */
     }
 }
 

@@ -209,8 +209,11 @@ static void *worker_main(void *arg) {
                 atomic_fetch_add(w->errors, 1);
             mine[k] = mine[--n];
         }
-        if (i % 500 == 0)
+        if (i % 500 == 0) { /* (what it tells vramguard must be true: G8's check no longer
+                              * waits for every stream, which made an untrue one safe) */
+            vg__cuStreamSynchronize(w->stream);
             vg_stream_synchronized(w->stream);
+        }
     }
     for (int k = 0; k < n; k++)
         if (vg_free(mine[k], w->stream) != VG_OK)
@@ -238,6 +241,7 @@ static void threads_at_once(const char *mode) {
         char *snap = vg_snapshot_json();
         CHECK(snap != NULL && strstr(snap, "\"segments\""));
         vg_free_string(snap);
+        vg__cuStreamSynchronize(NULL);
         vg_stream_synchronized(NULL);
         vg_check();
         if (k % 5 == 4)
