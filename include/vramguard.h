@@ -139,7 +139,9 @@ VG_API vg_status_t vg_record_stream(void *ptr, void *stream);
 
 /* Tell vramguard that all work queued on `stream` so far has completed (the program
  * synchronised it). Optional: it lets memory freed on `stream` move to other streams
- * without an event. The interposer calls it on every synchronisation it sees. */
+ * without an event. In guard mode, which queues work of its own on the program's streams,
+ * it counts only if the stream has completed that too. The interposer marks every
+ * synchronisation it sees the same way. */
 VG_API vg_status_t vg_stream_synchronized(void *stream);
 
 /* Forget a stream before the program destroys it: waits for its work, then lets every

@@ -537,7 +537,9 @@ VG_API vg_status_t vg_stream_synchronized(void *stream) {
         if (vg__heap_retired(h)) /* (its context was destroyed) */
             continue;
         pthread_mutex_lock(&h->lock);
-        vg__heap_stream_synced(h, (CUstream)stream);
+        if (vg__guard_claim_holds(h, (CUstream)stream)) /* (else its frees complete by
+                                                           events, as without the call) */
+            vg__heap_stream_synced(h, (CUstream)stream);
         if (vg__opt.check_sync)
             vg__guard_check_all(h, "by the check at a stream synchronisation", false);
         pthread_mutex_unlock(&h->lock);

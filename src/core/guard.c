@@ -304,6 +304,16 @@ void vg__guard_flush(vg_heap_t *h, CUstream stream) {
     vg__heap_ctx_leave(pushed);
 }
 
+bool vg__guard_claim_holds(vg_heap_t *h, CUstream stream) {
+    vg_stream_t *s = h->guard ? vg__heap_stream_find(h, stream) : NULL;
+    if (!s)
+        return true;
+    bool pushed = vg__heap_ctx_enter(h);
+    bool idle = vg__guard_stream_idle(s);
+    vg__heap_ctx_leave(pushed);
+    return idle;
+}
+
 void vg__guard_flush_streams(vg_heap_t *h) {
     for (vg_stream_t *s = h->streams; s; s = s->next)
         flush_stream(h, s);

@@ -51,6 +51,13 @@ void vg__guard_flush_quarantine(vg_heap_t *h);
 vg_block_t *vg__guard_quarantined(vg_heap_t *h, uint64_t user);
 /* Read the error log and report what it holds; `origin` says what found the errors. */
 void vg__guard_poll(vg_heap_t *h, const char *origin);
+/* The program says the work queued on `stream` has completed (vg_stream_synchronized). In
+ * guard mode vramguard queues work of its own there too — another thread's free pushes a
+ * block out of the quarantine with a check on the stream that freed it — perhaps after
+ * the program's synchronisation: true if the stream has completed everything queued on
+ * it (so the claim holds for vramguard's work too), or guard mode is off (heap lock
+ * held). */
+bool vg__guard_claim_holds(vg_heap_t *h, CUstream stream);
 /* Check every live and quarantined block of h in one launch and report (heap lock held).
  * With `wait`, after the work queued on every stream; without, only the blocks of streams
  * whose work has completed (a stream synchronisation: see guard_check.c). */

@@ -209,8 +209,8 @@ static void *worker_main(void *arg) {
                 atomic_fetch_add(w->errors, 1);
             mine[k] = mine[--n];
         }
-        if (i % 500 == 0) { /* (what it tells vramguard must be true: G8's check no longer
-                              * waits for every stream, which made an untrue one safe) */
+        if (i % 500 == 0) { /* (true when said, but perhaps not for work queued since by
+                              * other threads: vramguard's own is its to check, G8) */
             vg__cuStreamSynchronize(w->stream);
             vg_stream_synchronized(w->stream);
         }
