@@ -550,8 +550,10 @@ interposer_random_ptds)
     # (Not under TSan: a planted bug's write races the device's reads of that memory by
     # design, and vgsim's device is host threads.)
     [ "${VG_SANITIZE:-}" = thread ] && exit 0
-    for threads in 1 4; do
-        for plant in copy_overrun freed host_race; do
+    plant_threads="1 4" plants="copy_overrun freed host_race"
+    [ -n "${VG_SANITIZE:-}" ] && plant_threads=1 plants=copy_overrun
+    for threads in $plant_threads; do
+        for plant in $plants; do
             reported_as_planted "$prog" 1 $((steps * 2 / 3)) $threads $plant
         done
     done ;;
