@@ -16,7 +16,7 @@
 #            expandable segments, vramguard fast and guard mode; allocation traces
 #            (ONLY=gpt2: GPT-2 alone)
 #   recheck  the re-runs after the fixes the first runs led to
-#   next     (or next-guard, next-memcheck, next-stream: its three parts, one at a time)
+#   next     (or next-guard, next-twins, next-memcheck, next-stream: its parts, one at a time)
 #            what the changes since (2026-11-22 evening) need a GPU for: the guard unit
 #            tests on the real driver (new kernel ops); S2's unordered free and its
 #            correct versions; guard vs fast replays in the steady state; guard mode beside compute-sanitizer on the same
@@ -36,7 +36,7 @@
 # the traces.
 set -u
 cd "$(dirname "$0")/.."
-PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next[-guard|-memcheck|-stream]|peak[-why]|convert [OUTDIR]}
+PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next[-guard|-twins|-memcheck|-stream]|peak[-why]|convert [OUTDIR]}
 O=${2:-/tmp/vg-gpu}
 mkdir -p "$O"
 B=${B:-build-gpu}
@@ -229,7 +229,7 @@ train)
     run "resnet50 trace" 120 --alloc vramguard --model resnet50 --steps 20 --warmup 5 --trace "$O/resnet50_train.csv"
     run "resnet50 default 20 steps" 120 --alloc default --model resnet50 --steps 20 --warmup 5
     ;;
-next | next-guard | next-memcheck | next-stream)
+next | next-guard | next-twins | next-memcheck | next-stream)
     # `next` runs the three parts below in turn; on a machine that allows only 10 minutes
     # a command, run them one by one (compute-sanitizer's steps are cut at 4 minutes each
     # so that next-memcheck fits).
@@ -302,6 +302,16 @@ next | next-guard | next-memcheck | next-stream)
             step "random_clean plant $plant" 60 "$B/vramguard" run --mode=guard \
                 --report_json="$O/plant_$plant.json" -- "$B/tests/preload/random_clean" 1 2000 1 $plant
         done
+        step "device_reset plain" 60 "$B/tests/preload/device_reset"
+        for m in fast guard; do
+            step "device_reset $m vramguard" 60 "$B/vramguard" run --mode=$m -- "$B/tests/preload/device_reset"
+        done
+        step "pointer_user plain" 60 "$B/tests/preload/pointer_user"
+        step "pointer_user vramguard" 60 "$B/vramguard" run -- "$B/tests/preload/pointer_user"
+        guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)
+        REPEAT=15 replays
+    fi
+    if [ "$PART" = next ] || [ "$PART" = next-twins ]; then
         # The per-thread default stream's twins, 16-bit and 2D memsets and cooperative
         # launches (2026-11-23): the conformance cases on the real driver, plain and under
         # guard mode (which must not wait for the held stream: G8), then the random programs
@@ -324,14 +334,6 @@ next | next-guard | next-memcheck | next-stream)
         step "random_clean_ptds plant copy_overrun" 60 "$B/vramguard" run --mode=guard \
             --report_json="$O/plant_ptds_copy_overrun.json" -- \
             "$B/tests/preload/random_clean_ptds" 1 2000 1 copy_overrun
-        step "device_reset plain" 60 "$B/tests/preload/device_reset"
-        for m in fast guard; do
-            step "device_reset $m vramguard" 60 "$B/vramguard" run --mode=$m -- "$B/tests/preload/device_reset"
-        done
-        step "pointer_user plain" 60 "$B/tests/preload/pointer_user"
-        step "pointer_user vramguard" 60 "$B/vramguard" run -- "$B/tests/preload/pointer_user"
-        guard_tests # (the checker kernels gained block ops DEAD and EXIT, repair, poison_end)
-        REPEAT=15 replays
     fi
     if [ "$PART" = next ] || [ "$PART" = next-memcheck ]; then
         # Guard mode and compute-sanitizer on the same loops, small enough for memcheck.
@@ -456,7 +458,7 @@ except Exception as e:
         --steps 200 && cat /tmp/vg-run.json >>"$J"
     ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-memcheck, next-stream, peak, peak-why or convert)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why or convert)" >&2
     exit 2
     ;;
 esac
