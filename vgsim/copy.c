@@ -222,8 +222,8 @@ static int memset_side(CUdeviceptr dst, size_t pitch, unsigned elem, size_t coun
                        size_t height) {
     if ((dst % elem) || (height > 1 && pitch % elem) || count > SIZE_MAX / elem)
         return SIDE_BAD;
-    if (height > 1 && pitch < count * elem)
-        return SIDE_BAD;
+    if (height > 1 && (pitch < count * elem || pitch > (UINT64_MAX - dst) / (height - 1)))
+        return SIDE_BAD; /* (rows that overlap, or run past the end of the address space) */
     int side = SIDE_DEVICE;
     for (size_t y = 0; y < height; y++) {
         int row = classify(DEV(dst + y * pitch), count * elem);

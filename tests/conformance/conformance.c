@@ -1068,6 +1068,10 @@ VG_TEST(memsets_of_16_bits_and_2d_memsets_set_exactly_their_bytes) {
             memcpy(want + 3072 + 512 * y + 4 * x, &(unsigned){0x01020304u}, 4);
         memset(want + 3200 + 512 * y, 0x77, 3);
     }
+    if (g_on_vgsim) { /* rows past the end of the address space: refused, nothing set */
+        CHECK_CU_EQ(cuMemsetD2D8(d, SIZE_MAX / 2, 0x66, 4, 3), CUDA_ERROR_INVALID_VALUE);
+        CHECK_CU_EQ(cuMemsetD2D32Async(d, 2, 0x66, 1, 2, s), CUDA_ERROR_INVALID_VALUE);
+    }
     CHECK_CU(cuStreamSynchronize(s));
     CHECK_CU(cuMemcpyDtoH(got, d, N));
     for (int i = 0; i < N; i++)
