@@ -539,10 +539,12 @@ VGSIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
     if (!symbol || !pfn)
         return CUDA_ERROR_INVALID_VALUE;
+    void *twin = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
+                     ? sim_twin_proc(symbol) /* (NULL: the function has no twin) */
+                     : NULL;
     *pfn = NULL;
-    if (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
-        *pfn = sim_twin_proc(symbol); /* (NULL: the function has no twin) */
-    if (*pfn) {
+    if (twin) {
+        *pfn = twin;
     } else if (strcmp(symbol, "cuCtxCreate") == 0) {
         *pfn = cudaVersion >= 13000 ? (void *)cuCtxCreate_v4 : (void *)cuCtxCreate_v2;
     } else if (cudaVersion >= 13000 && strcmp(symbol, "cuCtxGetDevice") == 0) {

@@ -309,7 +309,7 @@ bool vg__guard_claim_holds(vg_heap_t *h, CUstream stream) {
     if (!s)
         return true;
     bool pushed = vg__heap_ctx_enter(h);
-    bool idle = vg__guard_stream_idle(s);
+    bool idle = vg__guard_stream_idle(h, s);
     vg__heap_ctx_leave(pushed);
     return idle;
 }
@@ -319,11 +319,17 @@ void vg__guard_flush_streams(vg_heap_t *h) {
         flush_stream(h, s);
 }
 
-/* Has everything queued on stream s completed? (Asked where a query may name it.) */
-bool vg__guard_stream_idle(const vg_stream_t *s) {
+/* Has everything queued on stream s completed, vramguard's work for it included? (Asked
+ * where a query may name it.) Another thread launches a per-thread stream's guard work on
+ * the legacy stream (flush_stream), so for one that must be done too; the legacy stream is
+ * not asked while a capture runs (it may be one of the capture's implicit joins). */
+bool vg__guard_stream_idle(vg_heap_t *h, const vg_stream_t *s) {
     CUstream here = vg__stream_handle_here(s);
-    return here == s->handle && !vg__stream_capturing(here) &&
-           vg__cuStreamQuery(here) == CUDA_SUCCESS;
+    if (here != s->handle || vg__stream_capturing(here) ||
+        vg__cuStreamQuery(here) != CUDA_SUCCESS)
+        return false;
+    return here != CU_STREAM_PER_THREAD ||
+           (!vg__heap_capturing(h) && vg__cuStreamQuery(NULL) == CUDA_SUCCESS);
 }
 
 /* A free on another stream than the allocation's, or of a block record_stream gave other
@@ -365,7 +371,7 @@ void vg__guard_before_free(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
             vg__order_waited_after(s->handle, b->stream->handle, b->alloc_tick))
             continue;
         flush_stream(h, other[k]);
-        if (vg__guard_stream_idle(other[k]))
+        if (vg__guard_stream_idle(h, other[k]))
             continue;
         cross = true;
         if (!vg__guard_wait_for(g, vg__stream_handle_here(other[k])))

@@ -308,9 +308,7 @@ static bool checkable_now(const vg_block_t *b) {
  * every stream (the guard stream waits for an event on each, and on the legacy stream,
  * which follows every blocking stream, for the per-thread ones); else mark the streams
  * whose work has not completed (each busy stream's blocks are left out) and give up if
- * the guard stream itself has work queued. A per-thread stream counts as busy while the
- * legacy stream is: another thread launches its guard work there (guard.c, flush_stream).
- * False: no check now. */
+ * the guard stream itself has work queued. False: no check now. */
 static bool order_check(vg_heap_t *h, bool wait) {
     vg_guard_t *g = h->guard;
     if (wait) {
@@ -320,10 +318,8 @@ static bool order_check(vg_heap_t *h, bool wait) {
                 ordered &= vg__guard_wait_for(g, s->handle);
         return ordered & vg__guard_wait_for(g, NULL);
     }
-    bool legacy_idle = vg__cuStreamQuery(NULL) == CUDA_SUCCESS;
     for (vg_stream_t *s = h->streams; s; s = s->next)
-        s->busy = !s->forgotten && (!vg__guard_stream_idle(s) ||
-                                    (s->handle == CU_STREAM_PER_THREAD && !legacy_idle));
+        s->busy = !s->forgotten && !vg__guard_stream_idle(h, s);
     return vg__cuStreamQuery(g->stream) == CUDA_SUCCESS;
 }
 

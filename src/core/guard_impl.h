@@ -73,8 +73,9 @@ size_t vg__guard_block_checks(const vg_block_t *b, vg_guard_desc_t *d);
 /* Order the guard's stream after the work queued on s so far (or wait for that work on the
  * host); false if neither worked. */
 bool vg__guard_wait_for(vg_guard_t *g, CUstream s);
-/* Has everything queued on stream s completed? False where this thread cannot ask (another
- * thread's per-thread stream) or the stream is being captured. */
-bool vg__guard_stream_idle(const vg_stream_t *s);
+/* Has everything queued on stream s completed, the guard work launched for it included?
+ * False where this thread cannot ask (another thread's per-thread stream) or the stream is
+ * being captured (heap lock held). */
+bool vg__guard_stream_idle(vg_heap_t *h, const vg_stream_t *s);
 
 #endif /* VG_GUARD_IMPL_H */
