@@ -90,6 +90,17 @@ static void CUDA_CB lag(void *arg) {
     nanosleep(&ts, NULL);
 }
 
+/* Hold a stream until the host has set *flag, or for 200 ms: the host_race plant's write
+ * then lands while the copy behind it waits, however slowly the host runs (a 1.5 ms lag
+ * was too short under ASan on a loaded host). (Under vramguard the write itself waits
+ * for the copy, so the flag comes after it: the 200 ms bound ends the wait.) */
+static void CUDA_CB hold(void *flag) {
+    for (int i = 0; i < 200 && !atomic_load((_Atomic int *)flag); i++) {
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* A float whose bytes are all c, or whose two halves are both h: what a byte or 16-bit
  * memset writes (c and h drawn so that the float is finite, and no byte is one of the
  * guard pattern's). */
@@ -367,10 +378,13 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
         pinned_idle(w);
         for (size_t i = 0; i < b->n; i++)
             w->pinned[i] = b->value;
-        CK(cuLaunchHostFunc(w->streams[b->owner], lag, (void *)(uintptr_t)15));
+        static _Atomic int written; /* (thread 0 alone plants) */
+        atomic_store(&written, 0);
+        CK(cuLaunchHostFunc(w->streams[b->owner], hold, (void *)&written));
         CK(cuMemcpyHtoDAsync(b->p, w->pinned, b->n * sizeof(float), w->streams[b->owner]));
         w->pinned_stream = b->owner;
         ((volatile float *)w->pinned)[1024] = b->value;
+        atomic_store(&written, 1);
         EXPECT("host_race", "host_race",
                "detail~byte 4096 of the source of cuMemcpyHtoDAsync (%zu bytes",
                b->n * sizeof(float));
