@@ -6,7 +6,8 @@
  * (the copy, its stream, where it was enqueued, where the host wrote), then lets the
  * write proceed once the copy is done. With --generic the copy is cuMemcpyAsync with the
  * host pointer as a unified address (cudaMemcpyAsync with cudaMemcpyDefault); with --2d,
- * cuMemcpy2DAsync of 256 rows of 4 KiB (cudaMemcpy2DAsync).
+ * cuMemcpy2DAsync of 256 rows of 4 KiB (cudaMemcpy2DAsync); with --3d, cuMemcpy3DAsync
+ * of 16 slices of 16 such rows (cudaMemcpy3DAsync).
  */
 #include "common.h"
 
@@ -37,6 +38,21 @@ int main(int argc, char **argv) {
         c.WidthInBytes = 4096;
         c.Height = n / 4096;
         CK(cuMemcpy2DAsync(&c, s));
+    } else if (strcmp(how, "--3d") == 0) {
+        CUDA_MEMCPY3D c;
+        memset(&c, 0, sizeof c);
+        c.srcMemoryType = CU_MEMORYTYPE_HOST;
+        c.srcHost = src;
+        c.srcPitch = 4096;
+        c.srcHeight = 16;
+        c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        c.dstDevice = d;
+        c.dstPitch = 4096;
+        c.dstHeight = 16;
+        c.WidthInBytes = 4096;
+        c.Height = 16;
+        c.Depth = n / (4096 * 16);
+        CK(cuMemcpy3DAsync(&c, s));
     } else {
         CK(cuMemcpyHtoDAsync(d, src, n, s));
     }

@@ -60,7 +60,7 @@ build() {
     fi
 }
 
-cases() { grep -oE '^VG_TEST\(([a-z0-9_]+)\)' "$1" | sed 's/VG_TEST(\(.*\))/\1/'; }
+cases() { cat "$@" | grep -oE '^VG_TEST\(([a-z0-9_]+)\)' | sed 's/VG_TEST(\(.*\))/\1/'; }
 
 guard_tests() { # guard mode's unit cases on the real driver, eager and deferred
     for defer in off on; do
@@ -112,7 +112,7 @@ c)
     nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     nvcc --version | tail -2; compute-sanitizer --version | head -2; gcc --version | head -1
     build
-    for c in $(cases tests/conformance/conformance.c); do
+    for c in $(cases tests/conformance/conformance*.c); do
         step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
     done
     step demo 180 "$B/vramguard" demo
@@ -245,7 +245,7 @@ next | next-guard | next-twins | next-memcheck | next-stream)
             copy_2d_sub_rectangle_round_trip
         # CUDA graphs and non-blocking streams (2026-11-23, A7): capture rules on the real
         # driver, then S1 through a stream and through a graph (both should be reported).
-        for c in $(cases tests/conformance/conformance.c | grep -E 'capture|graph'); do
+        for c in $(cases tests/conformance/conformance*.c | grep -E 'capture|graph'); do
             step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
         done
         for c in $(cases tests/unit/test_graphs.c); do
@@ -317,9 +317,13 @@ next | next-guard | next-twins | next-memcheck | next-stream)
         # guard mode (which must not wait for the held stream: G8), then the random programs
         # built for the per-thread default stream, clean and with the synchronous copy
         # planted past a new buffer's end.
+        # 3D and peer copies (2026-11-24): their conformance cases too (the peer copies
+        # between two contexts of the one GPU), and S3 through cuMemcpy3DAsync.
         for c in memsets_of_16_bits_and_2d_memsets_set_exactly_their_bytes \
                  a_cooperative_launch_runs_in_stream_order \
-                 per_thread_twins_run_on_the_threads_default_stream; do
+                 per_thread_twins_run_on_the_threads_default_stream \
+                 copy_3d_box_round_trip copy_3d_refuses_bad_layouts \
+                 peer_copies_order_with_both_contexts copy_3d_peer_sub_box; do
             step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
             step "conformance $c guard" 60 "$B/vramguard" run --mode=guard -- \
                 "$B/tests/conformance/conformance" "$c"
@@ -334,6 +338,8 @@ next | next-guard | next-twins | next-memcheck | next-stream)
         step "random_clean_ptds plant copy_overrun" 60 "$B/vramguard" run --mode=guard \
             --report_json="$O/plant_ptds_copy_overrun.json" -- \
             "$B/tests/preload/random_clean_ptds" 1 2000 1 copy_overrun
+        step "s3_h2d_race --3d vramguard" 60 "$B/vramguard" run --mode=guard -- \
+            "$B/examples/s3_h2d_race" --3d
     fi
     if [ "$PART" = next ] || [ "$PART" = next-memcheck ]; then
         # Guard mode and compute-sanitizer on the same loops, small enough for memcheck.

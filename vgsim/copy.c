@@ -18,9 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { SIDE_HOST = 0, SIDE_PINNED, SIDE_DEVICE, SIDE_BAD };
-
-static int classify(const void *p, size_t n) {
+int sim_classify(const void *p, size_t n) {
     uint64_t a = (uint64_t)(uintptr_t)p;
     if (sim_is_device_addr(a))
         return sim_device_range_ok(a, n) ? SIDE_DEVICE : SIDE_BAD;
@@ -59,8 +57,8 @@ static CUresult copy_on(CUstream stream, void *dst, const void *src, size_t n, b
     return wait ? sim_enqueue_wait(s, op) : sim_enqueue(s, op);
 }
 
-static CUresult copy_any(void *dst, const void *src, size_t n, CUstream stream, bool async) {
-    int ds = classify(dst, n), ss = classify(src, n);
+CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, bool async) {
+    int ds = sim_classify(dst, n), ss = sim_classify(src, n);
     if (ds == SIDE_BAD || ss == SIDE_BAD)
         return CUDA_ERROR_INVALID_VALUE;
     bool dst_dev = ds == SIDE_DEVICE, src_dev = ss == SIDE_DEVICE;
@@ -79,7 +77,7 @@ static CUresult check_dev(CUdeviceptr p, size_t n) {
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    return device_side(classify((void *)(uintptr_t)p, n)) ? CUDA_SUCCESS
+    return device_side(sim_classify((void *)(uintptr_t)p, n)) ? CUDA_SUCCESS
                                                            : CUDA_ERROR_INVALID_VALUE;
 }
 
@@ -89,12 +87,12 @@ static CUresult check_dev(CUdeviceptr p, size_t n) {
  * (CUDA_API_PER_THREAD_DEFAULT_STREAM) on the calling thread's default stream. */
 static CUresult htod(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream) {
     CUresult r = check_dev(dst, bytes);
-    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), src, bytes, stream, false);
+    return r != CUDA_SUCCESS ? r : sim_copy_any(DEV(dst), src, bytes, stream, false);
 }
 
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) {
     CUresult r = check_dev(src, bytes);
-    return r != CUDA_SUCCESS ? r : copy_any(dst, DEV(src), bytes, stream, false);
+    return r != CUDA_SUCCESS ? r : sim_copy_any(dst, DEV(src), bytes, stream, false);
 }
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream,
@@ -102,19 +100,19 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream st
     CUresult r = check_dev(dst, bytes);
     if (r == CUDA_SUCCESS)
         r = check_dev(src, bytes);
-    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), DEV(src), bytes, stream, async);
+    return r != CUDA_SUCCESS ? r : sim_copy_any(DEV(dst), DEV(src), bytes, stream, async);
 }
 
 VGSIM_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-    return copy_any(DEV(dst), DEV(src), bytes, NULL, false);
+    return sim_copy_any(DEV(dst), DEV(src), bytes, NULL, false);
 }
 
 VGSIM_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-    return copy_any(DEV(dst), DEV(src), bytes, CU_STREAM_PER_THREAD, false);
+    return sim_copy_any(DEV(dst), DEV(src), bytes, CU_STREAM_PER_THREAD, false);
 }
 
 VGSIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
-    return copy_any(DEV(dst), DEV(src), bytes, stream, true);
+    return sim_copy_any(DEV(dst), DEV(src), bytes, stream, true);
 }
 
 VGSIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
@@ -144,70 +142,18 @@ VGSIM_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t
 VGSIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
                                         CUstream stream) {
     CUresult r = check_dev(dst, bytes);
-    return r != CUDA_SUCCESS ? r : copy_any(DEV(dst), src, bytes, stream, true);
+    return r != CUDA_SUCCESS ? r : sim_copy_any(DEV(dst), src, bytes, stream, true);
 }
 
 VGSIM_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes,
                                         CUstream stream) {
     CUresult r = check_dev(src, bytes);
-    return r != CUDA_SUCCESS ? r : copy_any(dst, DEV(src), bytes, stream, true);
+    return r != CUDA_SUCCESS ? r : sim_copy_any(dst, DEV(src), bytes, stream, true);
 }
 
 VGSIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                                         CUstream stream) {
     return dtod(dst, src, bytes, stream, true);
-}
-
-/* ---------------------------------------------------------------------------------------
- * 2D copies: one row copy after another on the stream, each with the rules above. Every
- * row is checked before the first is queued, so a bad copy queues nothing. Arrays are
- * not simulated.
- * ------------------------------------------------------------------------------------- */
-
-static const char *side_base(CUmemorytype t, const void *host, CUdeviceptr dev) {
-    return t == CU_MEMORYTYPE_DEVICE ? (const char *)(uintptr_t)dev
-         : t == CU_MEMORYTYPE_UNIFIED ? (const char *)(uintptr_t)dev
-                                      : (const char *)host;
-}
-
-static CUresult copy_2d(const CUDA_MEMCPY2D *p, CUstream stream, bool async) {
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!p)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (p->srcMemoryType == CU_MEMORYTYPE_ARRAY || p->dstMemoryType == CU_MEMORYTYPE_ARRAY)
-        return CUDA_ERROR_NOT_SUPPORTED;
-    if (p->srcPitch < p->srcXInBytes + p->WidthInBytes ||
-        p->dstPitch < p->dstXInBytes + p->WidthInBytes)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (p->WidthInBytes == 0 || p->Height == 0)
-        return CUDA_SUCCESS;
-    const char *src = side_base(p->srcMemoryType, p->srcHost, p->srcDevice) +
-                      p->srcY * p->srcPitch + p->srcXInBytes;
-    char *dst = (char *)side_base(p->dstMemoryType, p->dstHost, p->dstDevice) +
-                p->dstY * p->dstPitch + p->dstXInBytes;
-    for (size_t y = 0; y < p->Height; y++) {
-        int ss = classify(src + y * p->srcPitch, p->WidthInBytes);
-        int ds = classify(dst + y * p->dstPitch, p->WidthInBytes);
-        if (ss == SIDE_BAD || ds == SIDE_BAD ||
-            (p->srcMemoryType == CU_MEMORYTYPE_DEVICE && ss != SIDE_DEVICE) ||
-            (p->dstMemoryType == CU_MEMORYTYPE_DEVICE && ds != SIDE_DEVICE))
-            return CUDA_ERROR_INVALID_VALUE;
-    }
-    for (size_t y = 0; y < p->Height && r == CUDA_SUCCESS; y++)
-        r = copy_any(dst + y * p->dstPitch, src + y * p->srcPitch, p->WidthInBytes, stream, async);
-    return r;
-}
-
-VGSIM_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *copy) { return copy_2d(copy, NULL, false); }
-
-VGSIM_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *copy) {
-    return copy_2d(copy, CU_STREAM_PER_THREAD, false);
-}
-
-VGSIM_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *copy, CUstream stream) {
-    return copy_2d(copy, stream, true);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -226,7 +172,7 @@ static int memset_side(CUdeviceptr dst, size_t pitch, unsigned elem, size_t coun
         return SIDE_BAD; /* (rows that overlap, or run past the end of the address space) */
     int side = SIDE_DEVICE;
     for (size_t y = 0; y < height; y++) {
-        int row = classify(DEV(dst + y * pitch), count * elem);
+        int row = sim_classify(DEV(dst + y * pitch), count * elem);
         if (!device_side(row))
             return SIDE_BAD;
         if (row == SIDE_PINNED)

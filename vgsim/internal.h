@@ -275,6 +275,22 @@ void sim_kick(sim_stream_t *s); /* wake the worker if it sleeps on queued work *
 CUresult sim_ctx_synchronize(sim_ctx_t *ctx);
 bool sim_valid_stream(sim_ctx_t *ctx, sim_stream_t *s);
 
+/* copy.c. What a range is to a copy: pageable host memory, pinned host memory (mapped for
+ * the device), device memory, or neither (device addresses not mapped with access, or
+ * spanning devices). */
+enum { SIDE_HOST = 0, SIDE_PINNED, SIDE_DEVICE, SIDE_BAD };
+int sim_classify(const void *p, size_t n);
+/* Queue a copy of n bytes on `stream` with CUDA's rules for when the host waits (copy.c's
+ * header), for a synchronous call or (`async`) an asynchronous one. */
+CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, bool async);
+/* copy_nd.c helpers (stream.c): an op's wait for `s` up to `seq`; enqueue returning the
+ * op's sequence number (*seq is 0 if a capture took it). */
+bool sim_op_after(sim_op_t *op, sim_stream_t *s, uint64_t seq);
+CUresult sim_enqueue_seq(sim_stream_t *s, sim_op_t *op, uint64_t *seq);
+/* memory.c: the device whose memory is mapped at addr, or NULL (not its arena's: a VMM
+ * range reserved anywhere may map any device's memory). */
+sim_device_t *sim_memory_device(uint64_t addr);
+
 /* graph.c: stream capture. sim_capture_op takes an op enqueued on a capturing stream
  * (returns false if the stream is not capturing); the other two apply CUDA's rules to a
  * synchronisation of one stream (NULL: the whole context) and to a "potentially unsafe"

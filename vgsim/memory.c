@@ -240,13 +240,29 @@ bool sim_device_range_ok(uint64_t addr, size_t n) {
     return ok;
 }
 
-bool sim_is_device_addr(uint64_t addr) {
+static sim_device_t *arena_device(uint64_t addr) {
     for (int i = 0; i < g_sim.ndevices; i++) {
         uint64_t b = (uint64_t)(uintptr_t)g_sim.devices[i].arena;
         if (addr >= b && addr < b + g_sim.devices[i].arena_size)
-            return true;
+            return &g_sim.devices[i];
     }
-    return false;
+    return NULL;
+}
+
+bool sim_is_device_addr(uint64_t addr) { return arena_device(addr) != NULL; }
+
+sim_device_t *sim_memory_device(uint64_t addr) {
+    pthread_mutex_lock(&g_sim.lock);
+    sim_region_t *r = sim_region_find(addr);
+    sim_device_t *d = NULL;
+    if (r && r->kind == REGION_ALLOC) {
+        d = r->dev;
+    } else if (r) {
+        sim_mapping_t *m = r->pages[(addr - r->base) / VGSIM_GRANULE];
+        d = m ? m->handle->dev : NULL;
+    }
+    pthread_mutex_unlock(&g_sim.lock);
+    return d;
 }
 
 /* ---------------------------------------------------------------------------------------

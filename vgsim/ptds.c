@@ -4,8 +4,8 @@
  * A program built with CUDA_API_PER_THREAD_DEFAULT_STREAM (nvcc --default-stream
  * per-thread) calls cuLaunchKernel_ptsz where it wrote cuLaunchKernel: the same call, with
  * a NULL stream meaning the calling thread's default stream (CU_STREAM_PER_THREAD) rather
- * than the legacy one. The synchronous copies' and memsets' _ptds twins, which run on that
- * stream, are in copy.c beside the functions they twin.
+ * than the legacy one. The copies' and memsets' twins are in copy.c and copy_nd.c beside
+ * the functions they twin (the synchronous ones' _ptds twins run on that stream).
  */
 #include "internal.h"
 
@@ -37,10 +37,6 @@ VGSIM_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t 
 VGSIM_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                                              CUstream stream) {
     return cuMemcpyDtoDAsync_v2(dst, src, bytes, SIM_PT(stream));
-}
-
-VGSIM_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *copy, CUstream stream) {
-    return cuMemcpy2DAsync_v2(copy, SIM_PT(stream));
 }
 
 VGSIM_API CUresult cuStreamQuery_ptsz(CUstream stream) { return cuStreamQuery(SIM_PT(stream)); }

@@ -357,15 +357,16 @@ static bool is_blocking(sim_stream_t *s) { return !(s->flags & CU_STREAM_NON_BLO
 #define WAKE_BATCH 32
 
 /* Number the op and push it for the worker; wake the worker if it sleeps. */
-static void push_op(sim_stream_t *s, sim_op_t *op) {
+static uint64_t push_op(sim_stream_t *s, sim_op_t *op) {
     /* `completed` sits on a line the worker writes all the time: look every 64 ops only. */
     uint64_t queued = atomic_load_explicit(&s->enqueued, memory_order_relaxed);
     if ((queued & 63) == 0 && op->kind != OP_EXIT &&
         queued - atomic_load(&s->completed) >= SIM_QUEUE_DEPTH)
         sim_wait_seq(s, queued - SIM_QUEUE_DEPTH / 2); /* drained by half: block rarely */
     pthread_mutex_lock(&s->lock);
-    op->seq = atomic_load(&s->enqueued) + 1;
-    atomic_store(&s->enqueued, op->seq);
+    uint64_t seq = atomic_load(&s->enqueued) + 1;
+    op->seq = seq;
+    atomic_store(&s->enqueued, seq);
     if (op->kind == OP_RECORD) { /* publish the record's position in order */
         sim_event_t *e = op->u.record.event;
         pthread_mutex_lock(&e->lock);
@@ -389,12 +390,21 @@ static void push_op(sim_stream_t *s, sim_op_t *op) {
         pthread_cond_signal(&s->work);
         pthread_mutex_unlock(&s->wake_lock);
     }
+    return seq; /* (op itself may be recycled by now) */
 }
 
+bool sim_op_after(sim_op_t *op, sim_stream_t *s, uint64_t seq) { return op_add_dep(op, s, seq); }
+
 CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op) {
+    uint64_t seq;
+    return sim_enqueue_seq(s, op, &seq);
+}
+
+CUresult sim_enqueue_seq(sim_stream_t *s, sim_op_t *op, uint64_t *seq) {
     sim_ctx_t *ctx = s->ctx;
     bool ok = true;
     CUresult captured;
+    *seq = 0;
     if (atomic_load_explicit(&s->capture, memory_order_acquire) && sim_capture_op(s, op, &captured))
         return captured; /* kept for the graph, not run */
     if (s->legacy && atomic_load(&ctx->nblocking) > 0) {
@@ -412,7 +422,7 @@ CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op) {
         sim_op_destroy(op);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    push_op(s, op);
+    *seq = push_op(s, op);
     return CUDA_SUCCESS;
 }
 

@@ -260,6 +260,45 @@ typedef struct CUDA_MEMCPY2D_st {
     size_t WidthInBytes, Height;
 } CUDA_MEMCPY2D;
 
+/* A 3D copy (cuMemcpy3D, cuMemcpy3DAsync): Depth slices of Height rows. srcHeight and
+ * dstHeight are the rows of a slice of each side's layout. */
+typedef struct CUDA_MEMCPY3D_st {
+    size_t srcXInBytes, srcY, srcZ, srcLOD;
+    CUmemorytype srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    void *reserved0;
+    size_t srcPitch, srcHeight;
+    size_t dstXInBytes, dstY, dstZ, dstLOD;
+    CUmemorytype dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    void *reserved1;
+    size_t dstPitch, dstHeight;
+    size_t WidthInBytes, Height, Depth;
+} CUDA_MEMCPY3D;
+
+/* A 3D copy between contexts (cuMemcpy3DPeer, cuMemcpy3DPeerAsync). */
+typedef struct CUDA_MEMCPY3D_PEER_st {
+    size_t srcXInBytes, srcY, srcZ, srcLOD;
+    CUmemorytype srcMemoryType;
+    const void *srcHost;
+    CUdeviceptr srcDevice;
+    CUarray srcArray;
+    CUcontext srcContext;
+    size_t srcPitch, srcHeight;
+    size_t dstXInBytes, dstY, dstZ, dstLOD;
+    CUmemorytype dstMemoryType;
+    void *dstHost;
+    CUdeviceptr dstDevice;
+    CUarray dstArray;
+    CUcontext dstContext;
+    size_t dstPitch, dstHeight;
+    size_t WidthInBytes, Height, Depth;
+} CUDA_MEMCPY3D_PEER;
+
 typedef struct CUmemAccessDesc_st {
     CUmemLocation location;
     CUmemAccess_flags flags;

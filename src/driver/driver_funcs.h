@@ -102,6 +102,21 @@
     X(cuMemcpy2D, cuMemcpy2D_v2, OPT, (const CUDA_MEMCPY2D *copy), (copy))                  \
     X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, OPT, (const CUDA_MEMCPY2D *copy, CUstream stream), \
       (copy, stream))                                                                       \
+    X(cuMemcpy2DUnaligned, cuMemcpy2DUnaligned_v2, OPT, (const CUDA_MEMCPY2D *copy), (copy)) \
+    X(cuMemcpy3D, cuMemcpy3D_v2, OPT, (const CUDA_MEMCPY3D *copy), (copy))                  \
+    X(cuMemcpy3DAsync, cuMemcpy3DAsync_v2, OPT, (const CUDA_MEMCPY3D *copy, CUstream stream), \
+      (copy, stream))                                                                       \
+    X(cuMemcpyPeer, cuMemcpyPeer, OPT,                                                      \
+      (CUdeviceptr dst, CUcontext dstContext, CUdeviceptr src, CUcontext srcContext,        \
+       size_t bytes),                                                                       \
+      (dst, dstContext, src, srcContext, bytes))                                            \
+    X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, OPT,                                            \
+      (CUdeviceptr dst, CUcontext dstContext, CUdeviceptr src, CUcontext srcContext,        \
+       size_t bytes, CUstream stream),                                                      \
+      (dst, dstContext, src, srcContext, bytes, stream))                                    \
+    X(cuMemcpy3DPeer, cuMemcpy3DPeer, OPT, (const CUDA_MEMCPY3D_PEER *copy), (copy))        \
+    X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, OPT,                                        \
+      (const CUDA_MEMCPY3D_PEER *copy, CUstream stream), (copy, stream))                    \
     X(cuMemsetD8, cuMemsetD8_v2, OPT, (CUdeviceptr dst, unsigned char value, size_t count), \
       (dst, value, count))                                                                  \
     X(cuMemsetD32, cuMemsetD32_v2, OPT, (CUdeviceptr dst, unsigned int value, size_t count), \
@@ -242,6 +257,10 @@
     X(cuMemcpyDtoH, cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds)                                  \
     X(cuMemcpyDtoD, cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds)                                  \
     X(cuMemcpy2D, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds)                                        \
+    X(cuMemcpy2DUnaligned, cuMemcpy2DUnaligned_v2, cuMemcpy2DUnaligned_v2_ptds)             \
+    X(cuMemcpy3D, cuMemcpy3D_v2, cuMemcpy3D_v2_ptds)                                        \
+    X(cuMemcpyPeer, cuMemcpyPeer, cuMemcpyPeer_ptds)                                        \
+    X(cuMemcpy3DPeer, cuMemcpy3DPeer, cuMemcpy3DPeer_ptds)                                  \
     X(cuMemsetD8, cuMemsetD8_v2, cuMemsetD8_v2_ptds)                                        \
     X(cuMemsetD16, cuMemsetD16_v2, cuMemsetD16_v2_ptds)                                     \
     X(cuMemsetD32, cuMemsetD32_v2, cuMemsetD32_v2_ptds)                                     \
@@ -255,6 +274,9 @@
     X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz)                   \
     X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz)                   \
     X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz)                         \
+    X(cuMemcpy3DAsync, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2_ptsz)                         \
+    X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, cuMemcpyPeerAsync_ptsz)                         \
+    X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync_ptsz)                   \
     X(cuMemsetD8Async, cuMemsetD8Async, cuMemsetD8Async_ptsz)                               \
     X(cuMemsetD16Async, cuMemsetD16Async, cuMemsetD16Async_ptsz)                            \
     X(cuMemsetD32Async, cuMemsetD32Async, cuMemsetD32Async_ptsz)                            \

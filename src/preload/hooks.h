@@ -3,8 +3,8 @@
  * X(api, symbol): the program-facing name and the ABI symbol exported under it (the same
  * pairs as src/driver/driver_funcs.h, which tests/unit/test_preload_table.c checks). The
  * hook functions are defined, with those symbol names, by area: hooks_memory.c (device
- * and pinned memory), hooks_copy.c (copies and memsets) and hooks_exec.c (launches,
- * synchronisation, streams). VG_HOOKS_PTSZ lists the per-thread-default-stream twins of
+ * and pinned memory), hooks_copy.c (copies and memsets), hooks_copy_nd.c (2D, 3D and peer
+ * copies) and hooks_exec.c (launches, synchronisation, streams). VG_HOOKS_PTSZ lists the per-thread-default-stream twins of
  * hooked functions (src/driver/driver_funcs.h, VG_DRIVER_TWINS: cuda.h maps names to them
  * when a program is built with CUDA_API_PER_THREAD_DEFAULT_STREAM, and cuGetProcAddress
  * returns them for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
@@ -45,6 +45,13 @@
     X(cuMemcpyDtoD, cuMemcpyDtoD_v2)                                                        \
     X(cuMemcpy, cuMemcpy)                                                                   \
     X(cuMemcpy2D, cuMemcpy2D_v2)                                                            \
+    X(cuMemcpy2DUnaligned, cuMemcpy2DUnaligned_v2)                                          \
+    X(cuMemcpy3D, cuMemcpy3D_v2)                                                            \
+    X(cuMemcpy3DAsync, cuMemcpy3DAsync_v2)                                                  \
+    X(cuMemcpyPeer, cuMemcpyPeer)                                                           \
+    X(cuMemcpyPeerAsync, cuMemcpyPeerAsync)                                                 \
+    X(cuMemcpy3DPeer, cuMemcpy3DPeer)                                                       \
+    X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync)                                             \
     X(cuMemsetD8, cuMemsetD8_v2)                                                            \
     X(cuMemsetD32, cuMemsetD32_v2)                                                          \
     X(cuMemsetD8Async, cuMemsetD8Async)                                                     \

@@ -1,4 +1,5 @@
-/* hooks_copy.c — copies and memsets (see hooks.h).
+/* hooks_copy.c — linear copies and memsets (see hooks.h; 2D, 3D and peer copies are in
+ * hooks_copy_nd.c, with the same steps).
  *
  * Each hook first launches the guard work waiting on the stream the call runs on (the
  * poison of earlier frees and the redzone fills of new blocks precede the program's
@@ -26,20 +27,11 @@
 #include "preload.h"
 #include "vramguard.h"
 
-/* The program-facing stream of a _ptsz twin: NULL means the thread's default stream. */
-#define PT(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
-
-/* A copy or memset the driver accepted: recorded beside the kernels. dst and src: the
- * device sides, 0 for a host side. Always called by the hook itself (the helpers below
- * are inlined), before its return and never as a tail call: the site's frames skip this
- * function and the hook. */
-__attribute__((noinline)) static void copied(CUresult r, const char *call, CUstream s,
-                                            CUdeviceptr dst, CUdeviceptr src, size_t n) {
+__attribute__((noinline)) void vgp_copied(CUresult r, const char *call, CUstream s,
+                                          CUdeviceptr dst, CUdeviceptr src, size_t n) {
     if (r == CUDA_SUCCESS)
         vg__copy_note(call, s, vg__opt.stack_depth ? vg__site_here(2) : 0, dst, src, n);
 }
-
-#define INLINE static inline __attribute__((always_inline))
 
 /* ---------------------------------------------------------------------------------------
  * Synchronous copies, and their _ptds twins
@@ -48,11 +40,10 @@ __attribute__((noinline)) static void copied(CUresult r, const char *call, CUstr
 typedef CUresult (*htod_fn)(CUdeviceptr, const void *, size_t);
 typedef CUresult (*dtoh_fn)(void *, CUdeviceptr, size_t);
 typedef CUresult (*dtod_fn)(CUdeviceptr, CUdeviceptr, size_t);
-typedef CUresult (*copy2d_fn)(const CUDA_MEMCPY2D *);
 
 /* cuMemcpyHtoD (`to_device`) or cuMemcpyDtoH on stream s (the legacy stream, or the
  * thread's own for a _ptds twin). */
-INLINE CUresult host_copy(void *f, const char *call, bool to_device, CUstream s,
+VGP_INLINE CUresult host_copy(void *f, const char *call, bool to_device, CUstream s,
                           CUdeviceptr dev, void *host, size_t n) {
 #define HOST_COPY(f) (to_device ? ((htod_fn)(f))(dev, host, n) : ((dtoh_fn)(f))(host, dev, n))
     if (!f)
@@ -61,7 +52,7 @@ INLINE CUresult host_copy(void *f, const char *call, bool to_device, CUstream s,
         return HOST_COPY(f);
     vg__guard_flush_stream(NULL);
     CUresult r = HOST_COPY(f);
-    copied(r, call, s, to_device ? dev : 0, to_device ? 0 : dev, n);
+    vgp_copied(r, call, s, to_device ? dev : 0, to_device ? 0 : dev, n);
     if (r == CUDA_SUCCESS)
         vg__order_stream_done(s);
     return vgp_check(r, call);
@@ -92,8 +83,7 @@ VG_API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) {
                      CU_STREAM_PER_THREAD, src, dst, n);
 }
 
-/* Is p device memory (rather than host memory, as cuMemcpy allows on either side)? */
-static bool device_memory(CUdeviceptr p) {
+bool vgp_device_memory(CUdeviceptr p) {
     unsigned type = 0;
     return vg__is_ours(p) ||
            (vg__drv_has(cuPointerGetAttribute) &&
@@ -105,16 +95,16 @@ static bool device_memory(CUdeviceptr p) {
 /* cuMemcpyDtoD (`any` false) or cuMemcpy (unified addressing: either side may be host
  * memory). Between device memory the host does not wait; with host memory on a side the
  * call returns once the copy is done, as cuMemcpyHtoD and cuMemcpyDtoH do. */
-INLINE CUresult dtod(dtod_fn f, const char *call, CUstream s, bool any, CUdeviceptr dst,
+VGP_INLINE CUresult dtod(dtod_fn f, const char *call, CUstream s, bool any, CUdeviceptr dst,
                      CUdeviceptr src, size_t n) {
     if (!f)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
         return f(dst, src, n);
     vg__guard_flush_stream(NULL);
-    bool to_dev = !any || device_memory(dst), from_dev = !any || device_memory(src);
+    bool to_dev = !any || vgp_device_memory(dst), from_dev = !any || vgp_device_memory(src);
     CUresult r = f(dst, src, n);
-    copied(r, call, s, to_dev ? dst : 0, from_dev ? src : 0, n);
+    vgp_copied(r, call, s, to_dev ? dst : 0, from_dev ? src : 0, n);
     if (r == CUDA_SUCCESS && !(to_dev && from_dev))
         vg__order_stream_done(s);
     return vgp_check(r, call);
@@ -143,26 +133,6 @@ VG_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) {
                 true, dst, src, n);
 }
 
-/* A synchronous 2D copy: an ordering point (not recorded as a use). */
-INLINE CUresult copy2d(copy2d_fn f, const CUDA_MEMCPY2D *c) {
-    if (!f)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!vgp_ready())
-        return f(c);
-    vg__guard_flush_stream(NULL);
-    return vgp_check(f(c), "cuMemcpy2D");
-}
-
-VG_API CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c) {
-    static void *next;
-    return copy2d((copy2d_fn)vgp_next("cuMemcpy2D_v2", &next), c);
-}
-
-VG_API CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *c) {
-    static void *next;
-    return copy2d((copy2d_fn)vgp_next("cuMemcpy2D_v2_ptds", &next), c);
-}
-
 /* ---------------------------------------------------------------------------------------
  * Asynchronous copies
  * ------------------------------------------------------------------------------------- */
@@ -183,12 +153,12 @@ VG_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
     CUresult r = f(dst, src, n, s);
     vgp_race_after(from, r, s);
     vgp_race_after(to, r, s);
-    copied(r, "cuMemcpyAsync", s, dst, src, n);
+    vgp_copied(r, "cuMemcpyAsync", s, dst, src, n);
     return vgp_check(r, "cuMemcpyAsync");
 }
 
 VG_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-    return cuMemcpyAsync(dst, src, n, PT(s));
+    return cuMemcpyAsync(dst, src, n, VGP_PT(s));
 }
 
 VG_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
@@ -202,12 +172,12 @@ VG_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
         return f(dst, src, n, s);
     vg__guard_flush_stream(s);
     CUresult r = f(dst, src, n, s);
-    copied(r, "cuMemcpyDtoDAsync", s, dst, src, n);
+    vgp_copied(r, "cuMemcpyDtoDAsync", s, dst, src, n);
     return vgp_check(r, "cuMemcpyDtoDAsync");
 }
 
 VG_API CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-    return cuMemcpyDtoDAsync_v2(dst, src, n, PT(s));
+    return cuMemcpyDtoDAsync_v2(dst, src, n, VGP_PT(s));
 }
 
 typedef CUresult (*htod_async_fn)(CUdeviceptr, const void *, size_t, CUstream);
@@ -215,7 +185,7 @@ typedef CUresult (*dtoh_async_fn)(void *, CUdeviceptr, size_t, CUstream);
 
 /* An asynchronous copy between host memory and the device (`to_device`: from host to
  * device): the race guard on the host side, when it is pinned. */
-INLINE CUresult host_copy_async(void *f, const char *call, bool to_device, CUdeviceptr dev,
+VGP_INLINE CUresult host_copy_async(void *f, const char *call, bool to_device, CUdeviceptr dev,
                                 void *host, size_t n, CUstream s) {
 #define HOST_COPY(f)                                                                        \
     (to_device ? ((htod_async_fn)(f))(dev, host, n, s) : ((dtoh_async_fn)(f))(host, dev, n, s))
@@ -227,7 +197,7 @@ INLINE CUresult host_copy_async(void *f, const char *call, bool to_device, CUdev
     uintptr_t token = vgp_race_before(host, n, to_device, s, call);
     CUresult r = HOST_COPY(f);
     vgp_race_after(token, r, s);
-    copied(r, call, s, to_device ? dev : 0, to_device ? 0 : dev, n);
+    vgp_copied(r, call, s, to_device ? dev : 0, to_device ? 0 : dev, n);
     return vgp_check(r, call);
 #undef HOST_COPY
 }
@@ -239,7 +209,7 @@ VG_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
 }
 
 VG_API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
-    return cuMemcpyHtoDAsync_v2(dst, src, n, PT(s));
+    return cuMemcpyHtoDAsync_v2(dst, src, n, VGP_PT(s));
 }
 
 VG_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
@@ -249,53 +219,7 @@ VG_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstr
 }
 
 VG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, CUstream s) {
-    return cuMemcpyDtoHAsync_v2(dst, src, n, PT(s));
-}
-
-/* A 2D copy's host side as one range, when it is one: a single row, or rows back to back
- * (pitch == width). The race guard protects whole pages, and for a sub-rectangle those
- * pages would hold bytes between the rows that are not the copy's, which the program may
- * touch at will: such copies are not guarded. */
-static void *host_span(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
-                       size_t pitch, size_t width, size_t height, size_t *n) {
-    if (type != CU_MEMORYTYPE_HOST && type != CU_MEMORYTYPE_UNIFIED)
-        return NULL;
-    if (height > 1 && pitch != width)
-        return NULL;
-    const char *base = type == CU_MEMORYTYPE_HOST ? host : (const char *)(uintptr_t)dev;
-    *n = width * height;
-    return (char *)base + y * pitch + x;
-}
-
-VG_API CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream s) {
-    static void *next;
-    CUresult (*f)(const CUDA_MEMCPY2D *, CUstream) =
-        (CUresult(*)(const CUDA_MEMCPY2D *, CUstream))vgp_next("cuMemcpy2DAsync_v2", &next);
-    if (!f)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!vgp_ready() || !c)
-        return f(c, s);
-    vg__guard_flush_stream(s);
-    size_t ns = 0, nd = 0;
-    void *src = host_span(c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY,
-                          c->srcPitch, c->WidthInBytes, c->Height, &ns);
-    void *dst = host_span(c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY,
-                          c->dstPitch, c->WidthInBytes, c->Height, &nd);
-    uintptr_t from = src ? vgp_race_before(src, ns, true, s, "cuMemcpy2DAsync") : 0;
-    uintptr_t to = dst ? vgp_race_before(dst, nd, false, s, "cuMemcpy2DAsync") : 0;
-    CUresult r = f(c, s);
-    vgp_race_after(from, r, s);
-    vgp_race_after(to, r, s);
-    bool sd = c->srcMemoryType == CU_MEMORYTYPE_DEVICE || c->srcMemoryType == CU_MEMORYTYPE_UNIFIED;
-    bool dd = c->dstMemoryType == CU_MEMORYTYPE_DEVICE || c->dstMemoryType == CU_MEMORYTYPE_UNIFIED;
-    copied(r, "cuMemcpy2DAsync", s, dd ? c->dstDevice + c->dstY * c->dstPitch + c->dstXInBytes : 0,
-           sd ? c->srcDevice + c->srcY * c->srcPitch + c->srcXInBytes : 0,
-           c->WidthInBytes * c->Height);
-    return vgp_check(r, "cuMemcpy2DAsync");
-}
-
-VG_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream s) {
-    return cuMemcpy2DAsync_v2(c, PT(s));
+    return cuMemcpyDtoHAsync_v2(dst, src, n, VGP_PT(s));
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -305,7 +229,7 @@ VG_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream s) {
  * ------------------------------------------------------------------------------------- */
 
 #define MEMSET_HOOKS(api, type, elem)                                                       \
-    INLINE CUresult api##_sync(CUresult (*f)(CUdeviceptr, type, size_t), CUstream s,        \
+    VGP_INLINE CUresult api##_sync(CUresult (*f)(CUdeviceptr, type, size_t), CUstream s,    \
                                CUdeviceptr dst, type v, size_t n) {                         \
         if (!f)                                                                             \
             return CUDA_ERROR_NOT_INITIALIZED;                                              \
@@ -313,7 +237,7 @@ VG_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream s) {
             return f(dst, v, n);                                                            \
         vg__guard_flush_stream(NULL);                                                       \
         CUresult r = f(dst, v, n);                                                          \
-        copied(r, #api, s, dst, 0, n * elem);                                               \
+        vgp_copied(r, #api, s, dst, 0, n * elem);                                           \
         return vgp_check(r, #api);                                                          \
     }                                                                                       \
     VG_API CUresult api##_v2(CUdeviceptr dst, type v, size_t n) {                           \
@@ -335,15 +259,15 @@ VG_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream s) {
             return f(dst, v, n, s);                                                         \
         vg__guard_flush_stream(s);                                                          \
         CUresult r = f(dst, v, n, s);                                                       \
-        copied(r, #api "Async", s, dst, 0, n * elem);                                       \
+        vgp_copied(r, #api "Async", s, dst, 0, n * elem);                                   \
         return vgp_check(r, #api "Async");                                                  \
     }                                                                                       \
     VG_API CUresult api##Async_ptsz(CUdeviceptr dst, type v, size_t n, CUstream s) {        \
-        return api##Async(dst, v, n, PT(s));                                                \
+        return api##Async(dst, v, n, VGP_PT(s));                                            \
     }
 
 #define MEMSET_2D_HOOKS(api, type, elem)                                                    \
-    INLINE CUresult api##_sync(CUresult (*f)(CUdeviceptr, size_t, type, size_t, size_t),    \
+    VGP_INLINE CUresult api##_sync(CUresult (*f)(CUdeviceptr, size_t, type, size_t, size_t), \
                                CUstream s, CUdeviceptr dst, size_t pitch, type v, size_t w, \
                                size_t h) {                                                  \
         if (!f)                                                                             \
@@ -352,7 +276,7 @@ VG_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream s) {
             return f(dst, pitch, v, w, h);                                                  \
         vg__guard_flush_stream(NULL);                                                       \
         CUresult r = f(dst, pitch, v, w, h);                                                \
-        copied(r, #api, s, dst, 0, w * h * elem);                                           \
+        vgp_copied(r, #api, s, dst, 0, w * h * elem);                                       \
         return vgp_check(r, #api);                                                          \
     }                                                                                       \
     VG_API CUresult api##_v2(CUdeviceptr dst, size_t pitch, type v, size_t w, size_t h) {   \
@@ -376,12 +300,12 @@ VG_API CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream s) {
             return f(dst, pitch, v, w, h, s);                                               \
         vg__guard_flush_stream(s);                                                          \
         CUresult r = f(dst, pitch, v, w, h, s);                                             \
-        copied(r, #api "Async", s, dst, 0, w * h * elem);                                   \
+        vgp_copied(r, #api "Async", s, dst, 0, w * h * elem);                               \
         return vgp_check(r, #api "Async");                                                  \
     }                                                                                       \
     VG_API CUresult api##Async_ptsz(CUdeviceptr dst, size_t pitch, type v, size_t w,        \
                                     size_t h, CUstream s) {                                 \
-        return api##Async(dst, pitch, v, w, h, PT(s));                                      \
+        return api##Async(dst, pitch, v, w, h, VGP_PT(s));                                  \
     }
 
 MEMSET_HOOKS(cuMemsetD8, unsigned char, 1)

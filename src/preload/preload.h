@@ -45,6 +45,20 @@ void vgp_signals_install(void);
 /* Convert a vramguard status into the CUresult the driver would have returned. */
 CUresult vgp_cu_result(int vg_status);
 
+/* --- hooks_copy.c: pieces the copy hooks share --- */
+
+#define VGP_INLINE static inline __attribute__((always_inline))
+/* The program-facing stream of a _ptsz twin: NULL means the thread's default stream. */
+#define VGP_PT(s) ((s) ? (s) : CU_STREAM_PER_THREAD)
+/* A copy or memset the driver accepted (r): recorded beside the kernels. dst and src:
+ * the device sides, 0 for a host side. Called by the hook itself (inlined helpers are
+ * fine), before its return and never as a tail call: the site's frames skip this
+ * function and the hook. */
+void vgp_copied(CUresult r, const char *call, CUstream s, CUdeviceptr dst, CUdeviceptr src,
+                size_t n);
+/* Is p device memory (rather than host memory, as unified addressing allows)? */
+bool vgp_device_memory(CUdeviceptr p);
+
 /* --- race.c: the host/async-copy race guard (S3, S4) --- */
 
 /* A pinned host range the program allocated or registered (copies from/to it are

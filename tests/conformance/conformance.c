@@ -16,17 +16,7 @@
 #include <sched.h>
 #include <time.h>
 
-#ifdef VG_HAVE_CUDA_H
-#include <cuda.h>
-#else
-#include "vgsim_cuda.h"
-#endif
-
-#ifndef CUDA_CB
-#define CUDA_CB
-#endif
-
-#include "../harness.h"
+#include "conformance.h"
 #include "kernels_ptx.h" /* generated: const char cf_kernels_ptx[] */
 
 /* ---------------------------------------------------------------------------------------
@@ -59,12 +49,12 @@ static void host_add_u32(const vgsim_launch_t *l) {
         p[i] += v;
 }
 
-static CUcontext g_ctx;
+CUcontext g_ctx;
 static CUmodule g_mod;
 static CUfunction k_store, k_fill, k_add;
-static int g_on_vgsim;
+int g_on_vgsim;
 
-static void setup(void) {
+void setup(void) {
     register_fn reg = (register_fn)dlsym(RTLD_DEFAULT, "vgsim_register_kernel");
     if (reg) {
         g_on_vgsim = 1;
@@ -83,32 +73,25 @@ static void setup(void) {
     CHECK_CU(cuModuleGetFunction(&k_add, g_mod, "cf_add_u32"));
 }
 
-static CUresult launch_store(CUstream s, CUdeviceptr p, unsigned v) {
+CUresult launch_store(CUstream s, CUdeviceptr p, unsigned v) {
     void *args[] = {&p, &v};
     return cuLaunchKernel(k_store, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
 }
-static CUresult launch_fill(CUstream s, CUdeviceptr p, unsigned v, unsigned long long n) {
+CUresult launch_fill(CUstream s, CUdeviceptr p, unsigned v, unsigned long long n) {
     void *args[] = {&p, &v, &n};
     return cuLaunchKernel(k_fill, 64, 1, 1, 128, 1, 1, 0, s, args, NULL);
 }
-static CUresult launch_add(CUstream s, CUdeviceptr p, unsigned v, unsigned long long n) {
+CUresult launch_add(CUstream s, CUdeviceptr p, unsigned v, unsigned long long n) {
     void *args[] = {&p, &v, &n};
     return cuLaunchKernel(k_add, 64, 1, 1, 128, 1, 1, 0, s, args, NULL);
 }
 
-/* A gate: a host function that holds its stream until the test opens it. */
-typedef struct gate {
-    pthread_mutex_t m;
-    pthread_cond_t c;
-    int open, reached;
-} gate_t;
-
-static void gate_init(gate_t *g) {
+void gate_init(gate_t *g) {
     pthread_mutex_init(&g->m, NULL);
     pthread_cond_init(&g->c, NULL);
     g->open = g->reached = 0;
 }
-static void CUDA_CB gate_fn(void *arg) {
+void CUDA_CB gate_fn(void *arg) {
     gate_t *g = arg;
     pthread_mutex_lock(&g->m);
     g->reached = 1;
@@ -117,14 +100,14 @@ static void CUDA_CB gate_fn(void *arg) {
         pthread_cond_wait(&g->c, &g->m);
     pthread_mutex_unlock(&g->m);
 }
-static void gate_open(gate_t *g) {
+void gate_open(gate_t *g) {
     pthread_mutex_lock(&g->m);
     g->open = 1;
     pthread_cond_broadcast(&g->c);
     pthread_mutex_unlock(&g->m);
 }
 /* Wait until the stream has reached the gate (everything before it is done). */
-static void gate_wait_reached(gate_t *g) {
+void gate_wait_reached(gate_t *g) {
     pthread_mutex_lock(&g->m);
     while (!g->reached)
         pthread_cond_wait(&g->c, &g->m);
@@ -135,18 +118,17 @@ static void gate_wait_reached(gate_t *g) {
  * while: poll the stream for `ms` milliseconds while its gate is shut and fail the moment
  * it completes. A correct implementation costs the test `ms`; a wrong one is caught as
  * soon as its worker runs, instead of only when the scheduler happens to be slow. */
-static void expect_blocked(CUstream s, int ms, int line) {
+void expect_blocked(CUstream s, int ms, const char *file, int line) {
     struct timespec t0, t;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     do {
         CUresult r = cuStreamQuery(s);
         if (r != CUDA_ERROR_NOT_READY)
-            vgt_fail(__FILE__, line, "the stream completed (%d) while it should be waiting", r);
+            vgt_fail(file, line, "the stream completed (%d) while it should be waiting", r);
         sched_yield();
         clock_gettime(CLOCK_MONOTONIC, &t);
     } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
 }
-#define EXPECT_BLOCKED(s) expect_blocked((s), 30, __LINE__)
 
 /* ---------------------------------------------------------------------------------------
  * Devices and contexts
@@ -766,71 +748,19 @@ VG_TEST(launch_kernel_ex_runs_like_launch_kernel) {
 
 /* cuMemcpy2D / cuMemcpy2DAsync: a sub-rectangle into a pitched device buffer and back,
  * rows at their pitches, nothing outside the rectangle touched. */
-VG_TEST(copy_2d_sub_rectangle_round_trip) {
-    setup();
-    enum { W = 100, H = 3, HP = 160, BP = 256 };
-    unsigned char *host, back[(H + 1) * BP];
-    CHECK_CU(cuMemAllocHost((void **)&host, H * HP));
-    for (int i = 0; i < H * HP; i++)
-        host[i] = (unsigned char)(i * 7 + 1);
-    CUdeviceptr d;
-    size_t pitch;
-    CHECK_CU(cuMemAllocPitch(&d, &pitch, 256, H + 1, 4));
-    CHECK_CU(cuMemsetD8(d, 0xEE, pitch * (H + 1)));
-    CHECK_CU(cuCtxSynchronize()); /* (the memset does not order a non-blocking stream) */
-    CUDA_MEMCPY2D c;
-    memset(&c, 0, sizeof c);
-    c.srcMemoryType = CU_MEMORYTYPE_HOST;
-    c.srcHost = host;
-    c.srcXInBytes = 8;
-    c.srcPitch = HP;
-    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.dstDevice = d;
-    c.dstXInBytes = 16;
-    c.dstY = 1;
-    c.dstPitch = pitch;
-    c.WidthInBytes = W;
-    c.Height = H;
-    CUstream s;
-    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-    CHECK_CU(cuMemcpy2DAsync(&c, s));
-    CHECK_CU(cuStreamSynchronize(s));
-    memset(back, 0, sizeof back);
-    CUDA_MEMCPY2D b;
-    memset(&b, 0, sizeof b);
-    b.srcMemoryType = CU_MEMORYTYPE_DEVICE;
-    b.srcDevice = d;
-    b.srcPitch = pitch;
-    b.dstMemoryType = CU_MEMORYTYPE_HOST;
-    b.dstHost = back;
-    b.dstPitch = BP;
-    b.WidthInBytes = BP;
-    b.Height = H + 1;
-    CHECK_CU(cuMemcpy2D(&b));
-    for (int y = 0; y < H + 1; y++)
-        for (int x = 0; x < BP; x++) {
-            int inside = y >= 1 && x >= 16 && x < 16 + W;
-            unsigned char want = inside ? host[(y - 1) * HP + 8 + (x - 16)] : 0xEE;
-            CHECK_EQ(back[y * BP + x], want);
-        }
-    CHECK_CU(cuStreamDestroy(s));
-    CHECK_CU(cuMemFree(d));
-    CHECK_CU(cuMemFreeHost(host));
-}
-
 /* ---------------------------------------------------------------------------------------
  * Stream capture and graphs (what vramguard must not break in a program's captures)
  * ------------------------------------------------------------------------------------- */
 
-static void expect_u32(CUdeviceptr d, size_t n, unsigned want, int line) {
+void expect_u32(CUdeviceptr d, size_t n, unsigned want, const char *file, int line) {
     unsigned *h = malloc(n * sizeof *h);
     if (!h)
-        vgt_fail(__FILE__, line, "out of host memory");
+        vgt_fail(file, line, "out of host memory");
     if (cuMemcpyDtoH(h, d, n * sizeof *h) != CUDA_SUCCESS)
-        vgt_fail(__FILE__, line, "cuMemcpyDtoH failed");
+        vgt_fail(file, line, "cuMemcpyDtoH failed");
     for (size_t i = 0; i < n; i++)
         if (h[i] != want)
-            vgt_fail(__FILE__, line, "word %zu is %u, expected %u", i, h[i], want);
+            vgt_fail(file, line, "word %zu is %u, expected %u", i, h[i], want);
     free(h);
 }
 
@@ -855,13 +785,13 @@ VG_TEST(captured_work_runs_only_when_the_graph_is_launched) {
     CHECK_CU(cuStreamIsCapturing(s, &st));
     CHECK_EQ(st, CU_STREAM_CAPTURE_STATUS_NONE);
     CHECK_CU(cuCtxSynchronize());
-    expect_u32(d, n, 0, __LINE__); /* captured, not run */
+    EXPECT_U32(d, n, 0); /* captured, not run */
     CUgraphExec x;
     CHECK_CU(cuGraphInstantiate(&x, g, 0));
     CHECK_CU(cuGraphLaunch(x, s));
     CHECK_CU(cuGraphLaunch(x, s));
     CHECK_CU(cuStreamSynchronize(s));
-    expect_u32(d, n, 6, __LINE__); /* two replays of +1 +2 */
+    EXPECT_U32(d, n, 6); /* two replays of +1 +2 */
     CHECK_CU(cuGraphExecDestroy(x));
     CHECK_CU(cuGraphDestroy(g));
     CHECK_CU(cuStreamDestroy(s));
@@ -914,7 +844,7 @@ VG_TEST(cumemalloc_during_a_global_capture_needs_relaxed_mode) {
     CHECK_CU(cuGraphInstantiate(&x, g, 0));
     CHECK_CU(cuGraphLaunch(x, s));
     CHECK_CU(cuStreamSynchronize(s));
-    expect_u32(d, (1 << 20) / 4, 3, __LINE__);
+    EXPECT_U32(d, (1 << 20) / 4, 3);
     CHECK_CU(cuGraphExecDestroy(x));
     CHECK_CU(cuGraphDestroy(g));
     CHECK_CU(cuMemFree(d));
@@ -986,7 +916,7 @@ VG_TEST(events_fork_and_join_captures) {
     CHECK_CU(cuGraphInstantiate(&x, g, 0));
     CHECK_CU(cuGraphLaunch(x, s));
     CHECK_CU(cuStreamSynchronize(s));
-    expect_u32(d, n, 11, __LINE__);
+    EXPECT_U32(d, n, 11);
     CHECK_CU(cuGraphExecDestroy(x));
     CHECK_CU(cuGraphDestroy(g));
     CHECK_CU(cuEventDestroy(fork));
@@ -1020,7 +950,7 @@ VG_TEST(a_stream_used_before_its_capture) {
     for (int i = 0; i < 3; i++)
         CHECK_CU(cuGraphLaunch(x, s));
     CHECK_CU(cuStreamSynchronize(s));
-    expect_u32(b, n, 15, __LINE__);
+    EXPECT_U32(b, n, 15);
     CHECK_CU(cuGraphExecDestroy(x));
     CHECK_CU(cuGraphDestroy(g));
     CHECK_CU(cuMemFree(b));
@@ -1094,7 +1024,7 @@ VG_TEST(a_cooperative_launch_runs_in_stream_order) {
     void *args[] = {&d, &v, (void *)&n};
     CHECK_CU(cuLaunchCooperativeKernel(k_add, 1, 1, 1, 128, 1, 1, 0, s, args));
     CHECK_CU(cuStreamSynchronize(s));
-    expect_u32(d, n, 7, __LINE__);
+    EXPECT_U32(d, n, 7);
     CHECK_CU(cuStreamDestroy(s));
     CHECK_CU(cuMemFree(d));
 }

@@ -11,7 +11,7 @@
  *
  * Fills are kernels (cuLaunchKernel, cuLaunchKernelEx or cuLaunchCooperativeKernel, the
  * pointer an argument or inside one), memsets (8, 16 or 32 bits, 1D or 2D),
- * device-to-device copies (plain or 2D) from another buffer, copies
+ * device-to-device copies (plain, peer, 2D or 3D) from another buffer, copies
  * from pinned or pageable host memory the host wrote, or a kernel or memset captured in a
  * graph (every capture mode) and launched. Reads wait for the stream or for an event
  * (each waited for, or polled), or copy the whole buffer into pinned or pageable host
@@ -33,7 +33,8 @@
  * With PLANT, thread 0 plants one bug halfway (or soon after, once a buffer suits it),
  * for guard mode to find among all this: "overrun" or "underrun" (a kernel fills 1-16
  * floats past a buffer's end, or before its start), "copy_overrun" (a synchronous copy
- * fills a buffer just allocated and 1-16 floats past it), "freed" (a kernel writes 1-16
+ * — cuMemcpyDtoD, cuMemcpy, cuMemcpyPeer or cuMemcpy3D — fills a buffer just allocated and
+ * 1-16 floats past it), "freed" (a kernel writes 1-16
  * floats at the start of a buffer just freed, in order after the free, every stream idle
  * before it), "double_free" (cuMemFree twice), "unordered" (cuMemFreeAsync on one stream
  * while a kernel on another may still write the buffer; if the write lands after the
@@ -236,7 +237,8 @@ static void upload(worker_t *w, buf_t *b, float v) {
 }
 
 /* Fill b with a copy of a, on a stream that comes after both their last fills: a plain
- * device-to-device copy or a 2D one of two rows, asynchronous or synchronous (on the
+ * device-to-device copy, a peer copy, a 2D one of two rows or a 3D one of two slices,
+ * asynchronous or synchronous (on the
  * stream the NULL stream names: the legacy stream, thread 0's stream 0; built for the
  * per-thread default stream, each thread's stream 0), the rest of a longer b set by a
  * memset. */
@@ -247,13 +249,28 @@ static void copy_from(worker_t *w, buf_t *a, buf_t *b) {
     order_after(w, a, t);
     order_after(w, b, t);
     size_t m = a->n < b->n ? a->n : b->n;
-    unsigned kind = rnd(w, 3);
+    unsigned kind = rnd(w, 5);
+    CUcontext ctx = w->ex->ctx;
     if (kind == 0) {
         CK(sync ? cuMemcpyDtoD(b->p, a->p, m * sizeof(float))
                 : cuMemcpyDtoDAsync(b->p, a->p, m * sizeof(float), s));
     } else if (kind == 1) {
         CK(sync ? cuMemcpy(b->p, a->p, m * sizeof(float))
                 : cuMemcpyAsync(b->p, a->p, m * sizeof(float), s));
+    } else if (kind == 2) { /* (within the context: a peer copy all the same) */
+        CK(sync ? cuMemcpyPeer(b->p, ctx, a->p, ctx, m * sizeof(float))
+                : cuMemcpyPeerAsync(b->p, ctx, a->p, ctx, m * sizeof(float), s));
+    } else if (kind == 3) { /* two slices of one row */
+        CUDA_MEMCPY3D c;
+        memset(&c, 0, sizeof c);
+        m -= m % 2;
+        c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        c.srcDevice = a->p;
+        c.dstDevice = b->p;
+        c.srcPitch = c.dstPitch = c.WidthInBytes = m / 2 * sizeof(float);
+        c.srcHeight = c.dstHeight = c.Height = 1;
+        c.Depth = 2;
+        CK(sync ? cuMemcpy3D(&c) : cuMemcpy3DAsync(&c, s));
     } else {
         CUDA_MEMCPY2D c;
         memset(&c, 0, sizeof c);
@@ -362,10 +379,23 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
         order_after(w, b, 0); /* (the legacy stream: thread 0's stream 0) */
         CK(cuMemAllocAsync(&c->p, c->bytes, NULL));
         size_t n_copy = c->bytes + extra * 4;
-        if (rnd(w, 2))
+        unsigned how = rnd(w, 4);
+        if (how == 0) {
             CK(cuMemcpyDtoD(c->p, b->p, n_copy));
-        else
+        } else if (how == 1) {
             CK(cuMemcpy(c->p, b->p, n_copy));
+        } else if (how == 2) {
+            CK(cuMemcpyPeer(c->p, w->ex->ctx, b->p, w->ex->ctx, n_copy));
+        } else { /* a 3D copy of one row: its one slice runs past */
+            CUDA_MEMCPY3D d;
+            memset(&d, 0, sizeof d);
+            d.srcMemoryType = d.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+            d.srcDevice = b->p;
+            d.dstDevice = c->p;
+            d.srcPitch = d.dstPitch = d.WidthInBytes = n_copy;
+            d.Height = d.Depth = 1;
+            CK(cuMemcpy3D(&d));
+        }
         b->owner = 0; /* (its next fill or free comes after this read of it) */
         EXPECT("copy_overrun", "out_of_bounds_after",
                "allocation.size=%zu\tdamage.first_offset=%zu\tdamage.bytes=%u", c->bytes,
