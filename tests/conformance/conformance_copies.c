@@ -134,6 +134,20 @@ VG_TEST(copy_3d_box_round_trip) {
     CHECK_CU(cuMemFreeHost(box));
 }
 
+/* A copy of 2 slices of 4 rows of 64 bytes, packed, from host to d. */
+static CUDA_MEMCPY3D slices_to_device(const void *host, CUdeviceptr d) {
+    CUDA_MEMCPY3D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = host;
+    c.srcPitch = c.dstPitch = c.WidthInBytes = 64;
+    c.srcHeight = c.dstHeight = c.Height = 4;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = d;
+    c.Depth = 2;
+    return c;
+}
+
 /* The layouts the driver manual forbids are refused, and nothing is copied. */
 VG_TEST(copy_3d_refuses_bad_layouts) {
     setup();
@@ -143,19 +157,7 @@ VG_TEST(copy_3d_refuses_bad_layouts) {
     CHECK_CU(cuMemsetD8(d, 0x11, N));
     unsigned char host[N];
     memset(host, 0x22, sizeof host);
-    CUDA_MEMCPY3D c;
-    memset(&c, 0, sizeof c);
-    c.srcMemoryType = CU_MEMORYTYPE_HOST;
-    c.srcHost = host;
-    c.srcPitch = 64;
-    c.srcHeight = 4;
-    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.dstDevice = d;
-    c.dstPitch = 64;
-    c.dstHeight = 4;
-    c.WidthInBytes = 64;
-    c.Height = 4;
-    c.Depth = 2;
+    CUDA_MEMCPY3D c = slices_to_device(host, d);
     CUDA_MEMCPY3D bad = c;
     bad.dstPitch = 32; /* narrower than a row */
     CHECK_EQ(cuMemcpy3D(&bad), CUDA_ERROR_INVALID_VALUE);
@@ -186,20 +188,8 @@ VG_TEST(copy_3d_past_the_allocation_is_rejected) {
     CUdeviceptr d;
     CHECK_CU(cuMemAlloc(&d, 4096));
     unsigned char host[4096];
-    CUDA_MEMCPY3D c;
-    memset(&c, 0, sizeof c);
-    c.srcMemoryType = CU_MEMORYTYPE_HOST;
-    c.srcHost = host;
-    c.srcPitch = 64;
-    c.srcHeight = 4;
-    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.dstDevice = d;
-    c.dstPitch = 64;
-    c.dstHeight = 4;
-    c.dstZ = 4096 / (64 * 4) - 1;
-    c.WidthInBytes = 64;
-    c.Height = 4;
-    c.Depth = 2;
+    CUDA_MEMCPY3D c = slices_to_device(host, d);
+    c.dstZ = 4096 / (64 * 4) - 1; /* the last of its 16 slices, and one more */
     CHECK_EQ(cuMemcpy3D(&c), CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuMemFree(d));
 }

@@ -236,6 +236,31 @@ static void upload(worker_t *w, buf_t *b, float v) {
     b->value = v;
 }
 
+/* A copy of `rows` rows of `width` bytes lying back to back from src to dst: a 2D copy,
+ * or (`three_d`) a 3D one of a row per slice; synchronous, or on stream s. */
+static CUresult copy_rows(CUdeviceptr dst, CUdeviceptr src, size_t width, size_t rows,
+                          bool three_d, bool sync, CUstream s) {
+    if (three_d) {
+        CUDA_MEMCPY3D c;
+        memset(&c, 0, sizeof c);
+        c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+        c.srcDevice = src;
+        c.dstDevice = dst;
+        c.srcPitch = c.dstPitch = c.WidthInBytes = width;
+        c.srcHeight = c.dstHeight = c.Height = 1;
+        c.Depth = rows;
+        return sync ? cuMemcpy3D(&c) : cuMemcpy3DAsync(&c, s);
+    }
+    CUDA_MEMCPY2D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = src;
+    c.dstDevice = dst;
+    c.srcPitch = c.dstPitch = c.WidthInBytes = width;
+    c.Height = rows;
+    return sync ? cuMemcpy2D(&c) : cuMemcpy2DAsync(&c, s);
+}
+
 /* Fill b with a copy of a, on a stream that comes after both their last fills: a plain
  * device-to-device copy, a peer copy, a 2D one of two rows or a 3D one of two slices,
  * asynchronous or synchronous (on the
@@ -260,27 +285,9 @@ static void copy_from(worker_t *w, buf_t *a, buf_t *b) {
     } else if (kind == 2) { /* (within the context: a peer copy all the same) */
         CK(sync ? cuMemcpyPeer(b->p, ctx, a->p, ctx, m * sizeof(float))
                 : cuMemcpyPeerAsync(b->p, ctx, a->p, ctx, m * sizeof(float), s));
-    } else if (kind == 3) { /* two slices of one row */
-        CUDA_MEMCPY3D c;
-        memset(&c, 0, sizeof c);
+    } else { /* two rows, or two slices of a row */
         m -= m % 2;
-        c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-        c.srcDevice = a->p;
-        c.dstDevice = b->p;
-        c.srcPitch = c.dstPitch = c.WidthInBytes = m / 2 * sizeof(float);
-        c.srcHeight = c.dstHeight = c.Height = 1;
-        c.Depth = 2;
-        CK(sync ? cuMemcpy3D(&c) : cuMemcpy3DAsync(&c, s));
-    } else {
-        CUDA_MEMCPY2D c;
-        memset(&c, 0, sizeof c);
-        m -= m % 2;
-        c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-        c.srcDevice = a->p;
-        c.dstDevice = b->p;
-        c.srcPitch = c.dstPitch = c.WidthInBytes = m / 2 * sizeof(float);
-        c.Height = 2;
-        CK(sync ? cuMemcpy2D(&c) : cuMemcpy2DAsync(&c, s));
+        CK(copy_rows(b->p, a->p, m / 2 * sizeof(float), 2, kind == 3, sync, s));
     }
     if (b->n > m) {
         unsigned bits;
@@ -386,15 +393,8 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
             CK(cuMemcpy(c->p, b->p, n_copy));
         } else if (how == 2) {
             CK(cuMemcpyPeer(c->p, w->ex->ctx, b->p, w->ex->ctx, n_copy));
-        } else { /* a 3D copy of one row: its one slice runs past */
-            CUDA_MEMCPY3D d;
-            memset(&d, 0, sizeof d);
-            d.srcMemoryType = d.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-            d.srcDevice = b->p;
-            d.dstDevice = c->p;
-            d.srcPitch = d.dstPitch = d.WidthInBytes = n_copy;
-            d.Height = d.Depth = 1;
-            CK(cuMemcpy3D(&d));
+        } else { /* a 3D copy of one slice of one row */
+            CK(copy_rows(c->p, b->p, n_copy, 1, true, true, NULL));
         }
         b->owner = 0; /* (its next fill or free comes after this read of it) */
         EXPECT("copy_overrun", "out_of_bounds_after",
