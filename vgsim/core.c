@@ -141,6 +141,8 @@ VGSIM_API CUresult cuInit(unsigned int flags) {
     g_sim.log = log && strcmp(log, "1") == 0;
     const char *skip = getenv("VGSIM_SKIP_GUARD_KERNELS");
     g_sim.skip_guard = skip && strcmp(skip, "1") == 0;
+    const char *p2p = getenv("VGSIM_P2P");
+    g_sim.p2p = !(p2p && strcmp(p2p, "0") == 0);
     g_sim.ndevices = (int)(ndev > VGSIM_MAX_DEVICES ? VGSIM_MAX_DEVICES : ndev);
     CUresult r = CUDA_SUCCESS;
     for (int i = 0; i < g_sim.ndevices && r == CUDA_SUCCESS; i++) {
@@ -193,6 +195,20 @@ VGSIM_API CUresult cuDeviceGetCount(int *count) {
     if (!count)
         return CUDA_ERROR_INVALID_VALUE;
     *count = g_sim.ndevices;
+    return CUDA_SUCCESS;
+}
+
+/* Whether dev can map peer's memory: every pair of devices, unless VGSIM_P2P=0 (GPUs on
+ * PCIe switches without peer-to-peer support). */
+VGSIM_API CUresult cuDeviceCanAccessPeer(int *can, CUdevice dev, CUdevice peer) {
+    CUresult r = check_device(dev);
+    if (r == CUDA_SUCCESS)
+        r = check_device(peer);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!can)
+        return CUDA_ERROR_INVALID_VALUE;
+    *can = dev != peer && g_sim.p2p;
     return CUDA_SUCCESS;
 }
 

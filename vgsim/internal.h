@@ -87,6 +87,7 @@ typedef struct sim_mapping {
     uint64_t va, size, offset;
     sim_handle_t *handle;
     int prot;                /* PROT_NONE until cuMemSetAccess */
+    unsigned devices;        /* devices granted access (bit d: device d) */
 } sim_mapping_t;
 
 typedef struct sim_region {
@@ -220,6 +221,7 @@ typedef struct sim_state {
     bool vmm;
     bool log;                /* VGSIM_LOG=1: say why kernels fault */
     bool skip_guard;         /* VGSIM_SKIP_GUARD_KERNELS=1: guard kernels do nothing */
+    bool p2p;                /* devices reach each other's memory (VGSIM_P2P, default 1) */
     sim_device_t devices[VGSIM_MAX_DEVICES];
     sim_region_t **regions;  /* sorted by base */
     size_t nregions, capregions;

@@ -751,10 +751,13 @@ VGSIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
     if (!desc || count == 0 || size == 0 || ptr % VGSIM_GRANULE || size % VGSIM_GRANULE)
         return CUDA_ERROR_INVALID_VALUE;
     int prot = PROT_NONE;
+    unsigned devices = 0;
     for (size_t i = 0; i < count; i++) {
         if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id < 0 ||
             desc[i].location.id >= g_sim.ndevices)
             return CUDA_ERROR_INVALID_VALUE;
+        if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE)
+            devices |= 1u << desc[i].location.id;
         if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
             prot = PROT_READ | PROT_WRITE;
         else if (desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ && prot == PROT_NONE)
@@ -775,15 +778,32 @@ VGSIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
             pthread_mutex_unlock(&g_sim.lock);
             return CUDA_ERROR_INVALID_VALUE;
         }
+        unsigned peers = devices & ~(1u << reg->pages[g]->handle->dev->ordinal);
+        if (peers && !g_sim.p2p) { /* (a device that cannot reach the memory's) */
+            pthread_mutex_unlock(&g_sim.lock);
+            return CUDA_ERROR_INVALID_DEVICE;
+        }
     }
     if (mprotect((void *)(uintptr_t)ptr, size, prot) != 0) {
         pthread_mutex_unlock(&g_sim.lock);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    for (size_t g = g0; g < g0 + n; g++)
+    for (size_t g = g0; g < g0 + n; g++) {
         reg->pages[g]->prot = prot;
+        reg->pages[g]->devices = devices;
+    }
     pthread_mutex_unlock(&g_sim.lock);
     return CUDA_SUCCESS;
+}
+
+VGSIM_API unsigned vgsim_access_devices(unsigned long long p) {
+    pthread_mutex_lock(&g_sim.lock);
+    sim_region_t *reg = sim_region_find(p);
+    sim_mapping_t *m = reg && reg->kind == REGION_RESERVE
+                           ? reg->pages[(p - reg->base) / VGSIM_GRANULE] : NULL;
+    unsigned devices = m ? m->devices : 0;
+    pthread_mutex_unlock(&g_sim.lock);
+    return devices;
 }
 
 /* ---------------------------------------------------------------------------------------

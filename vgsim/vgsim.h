@@ -46,6 +46,10 @@ int vgsim_register_kernel(const char *name, vgsim_kernel_fn fn);
 /* vgsim's version; its presence tells a program (or vramguard) that it runs on vgsim. */
 const char *vgsim_version(void);
 
+/* The devices granted access (cuMemSetAccess) to the VMM mapping at address p: bit d for
+ * device d. 0 if p is not mapped through the VMM calls. For tests. */
+unsigned vgsim_access_devices(unsigned long long p);
+
 typedef const char *(*vgsim_version_fn)(void);
 typedef int (*vgsim_register_kernel_fn)(const char *name, vgsim_kernel_fn fn);
 

@@ -39,6 +39,7 @@
 #define VG_TLSF_SL (1u << VG_TLSF_SL_BITS)
 #define VG_TLSF_FL 48                     /* first-level classes: sizes up to 2^57 bytes */
 #define VG_MAX_USES 4                     /* recorded streams kept inline per block */
+#define VG_MAX_ACCESS 32                  /* devices granted access to a heap's pages */
 
 typedef struct vg_stream vg_stream_t;
 typedef struct vg_segment vg_segment_t;
@@ -222,6 +223,9 @@ struct vg_heap {
     bool vmm;                   /* segments come from VMM */
     uint64_t page;              /* VMM granularity (2 MiB) */
     CUmemAllocationProp prop;   /* for cuMemCreate */
+    CUmemAccessDesc access[VG_MAX_ACCESS]; /* for cuMemSetAccess: this device, then every
+                                   device that can reach its memory (docs/decisions.md A11) */
+    int naccess;
     vg_tlsf_t index;            /* every free block */
     vg_segment_t *segments;
     vg_stream_t *streams;

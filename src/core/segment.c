@@ -123,6 +123,44 @@ static vg_status_t reserve_range(vg_heap_t *h, uint64_t at_least, bool small,
     return vg__error(VG_ERR_OUT_OF_MEMORY, "no device address space left to reserve");
 }
 
+/* Who may access the heap's pages: its device, and every device that can reach its
+ * memory peer to peer (docs/decisions.md A11). Memory from cuMemAlloc becomes reachable
+ * from a peer once the program enables peer access (cudaDeviceEnablePeerAccess); pages
+ * mapped through the VMM calls only with an access entry for that device, which the
+ * program cannot know to ask for. */
+static void access_init(vg_heap_t *h) {
+    h->access[0] = (CUmemAccessDesc){.location = h->prop.location,
+                                     .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    h->naccess = 1;
+    int n = 0;
+    if (!vg__drv_has(cuDeviceCanAccessPeer) || vg__cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        return;
+    for (int d = 0; d < n && h->naccess < VG_MAX_ACCESS; d++) {
+        int can = 0;
+        if (d == h->device || vg__cuDeviceCanAccessPeer(&can, d, h->device) != CUDA_SUCCESS ||
+            !can)
+            continue;
+        h->access[h->naccess++] = (CUmemAccessDesc){
+            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d},
+            .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    }
+}
+
+/* Grant access to [p, p + n): to every device of h->access, or, if the driver refuses the
+ * peers, to the heap's device alone from then on (said once). */
+static CUresult set_access(vg_heap_t *h, CUdeviceptr p, size_t n) {
+    CUresult r = vg__cuMemSetAccess(p, n, h->access, (size_t)h->naccess);
+    if (r != CUDA_SUCCESS && h->naccess > 1) {
+        vg__log("device %d: the driver did not grant the peer devices access to vramguard's "
+                "pages (%s): from now on only device %d reaches them, so another device's "
+                "kernels cannot read them even with peer access enabled",
+                h->device, vg__cu_error_name(r), h->device);
+        h->naccess = 1;
+        r = vg__cuMemSetAccess(p, n, h->access, 1);
+    }
+    return r;
+}
+
 vg_status_t vg__heap_init_segments(vg_heap_t *h) {
     int vmm = 0;
     if (vg__cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
@@ -146,6 +184,7 @@ vg_status_t vg__heap_init_segments(vg_heap_t *h) {
         h->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
         h->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         h->prop.location.id = h->device;
+        access_init(h);
         size_t gran = 0;
         CUresult r = vg__cuMemGetAllocationGranularity(&gran, &h->prop,
                                                        CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
@@ -366,8 +405,6 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
         return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
     }
     size_t k = 0; /* pages mapped by this call: idx[0..k), with handles hs[0..k) */
-    CUmemAccessDesc acc = {.location = h->prop.location,
-                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
     for (size_t i = p0; i <= p1 && st == VG_OK; i++) {
         if (seg->pages[i])
             continue;
@@ -391,7 +428,7 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
         size_t j = i;
         while (j + 1 <= p1 && seg->pages[j + 1])
             j++;
-        CUresult r = vg__cuMemSetAccess(seg->base + i * page, (j - i + 1) * page, &acc, 1);
+        CUresult r = set_access(h, seg->base + i * page, (j - i + 1) * page);
         if (r != CUDA_SUCCESS)
             st = vg__error(vg__cu_status(r), "cuMemSetAccess failed: %s", vg__cu_error_name(r));
         i = j + 1;

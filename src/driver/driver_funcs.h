@@ -34,6 +34,8 @@
     X(cuDeviceGetName, cuDeviceGetName, REQ, (char *name, int len, CUdevice dev),           \
       (name, len, dev))                                                                     \
     X(cuDeviceTotalMem, cuDeviceTotalMem_v2, REQ, (size_t *bytes, CUdevice dev), (bytes, dev)) \
+    X(cuDeviceCanAccessPeer, cuDeviceCanAccessPeer, OPT,                                    \
+      (int *canAccessPeer, CUdevice dev, CUdevice peerDev), (canAccessPeer, dev, peerDev))   \
     X(cuDeviceGetAttribute, cuDeviceGetAttribute, REQ,                                      \
       (int *value, CUdevice_attribute attrib, CUdevice dev), (value, attrib, dev))          \
     /* --- contexts --- */                                                                  \

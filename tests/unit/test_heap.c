@@ -697,6 +697,66 @@ VG_TEST(free_on_the_wrong_device) {
     CHECK_VALID();
 }
 
+/* vgsim's record of the devices granted access to the page at p. */
+static unsigned access_devices(const void *p) {
+    unsigned (*f)(unsigned long long) =
+        (unsigned (*)(unsigned long long))dlsym(vg__drv.handle, "vgsim_access_devices");
+    CHECK(f != NULL);
+    return f((unsigned long long)(uintptr_t)p);
+}
+
+/* docs/decisions.md A11: a peer device's kernels may read what the program allocates once
+ * it enables peer access, as they may read cuMemAlloc memory; pages mapped through the
+ * VMM calls need an access entry for that device, so every device that can reach the
+ * memory gets one, small and large allocations alike. */
+VG_TEST(peer_devices_can_reach_the_pages) {
+    setenv("VGSIM_DEVICES", "3", 1);
+    vgt_init("vmm=on");
+    void *small, *large;
+    CHECK_VG(vg_malloc_device(&small, 4096, 1, NULL));
+    CHECK_VG(vg_malloc_device(&large, 64 << 20, 1, NULL));
+    CHECK_EQ(access_devices(small), 7u);
+    CHECK_EQ(access_devices(large), 7u);
+    CHECK_EQ(access_devices((char *)large + (63 << 20)), 7u);
+    CHECK_VG(vg_free_device(small, 1, NULL));
+    CHECK_VG(vg_free_device(large, 1, NULL));
+    CHECK_VALID();
+}
+
+/* Without peer-to-peer support (VGSIM_P2P=0: cuDeviceCanAccessPeer says no), only the
+ * device itself; and if the driver refuses a peer's entry anyway, the pages are mapped
+ * for the device alone from then on, and the allocation succeeds. */
+static CUresult (*g_set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+static CUresult refuse_peers(CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t count) {
+    return count > 1 ? CUDA_ERROR_INVALID_DEVICE : g_set_access(p, n, d, count);
+}
+
+VG_TEST(without_peer_to_peer_only_the_device_reaches_the_pages) {
+    setenv("VGSIM_DEVICES", "2", 1);
+    setenv("VGSIM_P2P", "0", 1);
+    vgt_init("vmm=on");
+    void *p;
+    CHECK_VG(vg_malloc_device(&p, 64 << 20, 1, NULL));
+    CHECK_EQ(access_devices(p), 2u);
+    CHECK_VG(vg_free_device(p, 1, NULL));
+}
+
+VG_TEST(a_driver_refusing_the_peers_leaves_the_device_its_pages) {
+    setenv("VGSIM_DEVICES", "2", 1);
+    vgt_init("vmm=on");
+    g_set_access = vg__drv.cuMemSetAccess;
+    vg__drv.cuMemSetAccess = refuse_peers;
+    void *p, *q;
+    CHECK_VG(vg_malloc_device(&p, 64 << 20, 0, NULL));
+    CHECK_EQ(access_devices(p), 1u);
+    CHECK_VG(vg_malloc_device(&q, 64 << 20, 0, NULL)); /* (asks for the device alone now) */
+    CHECK_EQ(access_devices(q), 1u);
+    vg__drv.cuMemSetAccess = g_set_access;
+    CHECK_VG(vg_free_device(p, 0, NULL));
+    CHECK_VG(vg_free_device(q, 0, NULL));
+    CHECK_VALID();
+}
+
 static void busy_100ms(void *arg) {
     (void)arg;
     usleep(100 * 1000);
