@@ -19,6 +19,8 @@
  *              for every blocking stream's earlier work)
  *   --memcpy   both streams blocking, a synchronous cuMemcpyDtoH (on the legacy stream,
  *              so after the side stream's work) before the free
+ *   --flag     the side stream writes a flag after its kernel (cuStreamWriteValue32), and
+ *              the main stream waits for it (cuStreamWaitValue32)
  */
 #include "common.h"
 
@@ -33,7 +35,12 @@ int main(int argc, char **argv) {
     CK(cuStreamCreate(&main_s, flags));
     CK(cuStreamCreate(&side, flags));
     const unsigned long long n = 256 * 1024; /* 1 MiB of floats */
-    CUdeviceptr x;
+    CUdeviceptr x, flag = 0;
+    if (strcmp(fix, "--flag") == 0) { /* (before the side stream is held: cuMemAlloc waits) */
+        CK(cuMemAlloc(&flag, sizeof(unsigned)));
+        CK(cuMemsetD32(flag, 0, 1));
+        CK(cuCtxSynchronize()); /* (the streams are non-blocking: not ordered after it) */
+    }
     CK(cuMemAllocAsync(&x, n * sizeof(float), main_s));
     CK(ex_fill(&e, x, 1.0f, n, main_s));
     /* The side stream is busy for a while ... (with the bug, until the main stream has
@@ -61,6 +68,9 @@ int main(int argc, char **argv) {
     } else if (memcpy_sync) {
         float first;
         CK(cuMemcpyDtoH(&first, x, sizeof first));
+    } else if (strcmp(fix, "--flag") == 0) {
+        CK(cuStreamWriteValue32(side, flag, 1, 0));
+        CK(cuStreamWaitValue32(main_s, flag, 1, CU_STREAM_WAIT_VALUE_GEQ));
     }
     /* Without a fix, the bug: nothing orders this free after the side stream's kernel. */
     CK(cuMemFreeAsync(x, legacy ? NULL : main_s));
@@ -69,6 +79,8 @@ int main(int argc, char **argv) {
         ex_release_stream(); /* ... and only now does the side stream's kernel write x */
     CK(cuCtxSynchronize());
     CK(cuEventDestroy(done));
+    if (flag)
+        CK(cuMemFree(flag));
     printf("s2: done%s%s\n", *fix ? " with " : "", fix);
     return 0;
 }

@@ -253,6 +253,8 @@ VGSIM_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, C
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = g_sim.vmm; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *value = 1; break;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR: *value = 1; break;
     default: *value = 0; break; /* not modelled: reported as absent */
     }
     return CUDA_SUCCESS;

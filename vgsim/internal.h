@@ -139,6 +139,7 @@ enum {
     OP_HOSTFN,
     OP_RECORD,
     OP_FREE,
+    OP_MEMOP, /* a stream memory operation: wait for, or write, a 32/64-bit word */
     OP_EXIT
 };
 
@@ -161,6 +162,7 @@ typedef struct sim_op {
         struct { CUhostFn fn; void *data; } host;
         struct { sim_event_t *event; } record;
         struct { CUdeviceptr ptr; } free;
+        struct { uint64_t addr, value; unsigned flags; CUstreamBatchMemOpType type; } memop;
     } u;
 } sim_op_t;
 

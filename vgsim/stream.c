@@ -101,6 +101,7 @@ static bool op_add_dep(sim_op_t *op, sim_stream_t *s, uint64_t seq) {
 
 typedef struct run_arg {
     sim_op_t *op;
+    sim_ctx_t *ctx;
 } run_arg_t;
 
 static void run_copy(void *arg) {
@@ -124,6 +125,41 @@ static void run_memset(void *arg) {
     }
 }
 
+/* Does a wait's condition hold for the word read, cur? (cuStreamWaitValue32's flags) */
+static bool wait_holds(unsigned flags, uint64_t cur, uint64_t v, bool wide) {
+    switch (flags & 3u) {
+    case CU_STREAM_WAIT_VALUE_GEQ:
+        return wide ? (int64_t)(cur - v) >= 0 : (int32_t)((uint32_t)cur - (uint32_t)v) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ: return cur == v;
+    case CU_STREAM_WAIT_VALUE_AND: return (cur & v) != 0;
+    default: return (wide ? ~(cur | v) : (uint32_t) ~(cur | v)) != 0; /* NOR */
+    }
+}
+
+/* A write, or a wait that polls the word until its condition holds (the stream blocks
+ * meanwhile, as on a GPU; a dead context ends it). The word goes through the copy
+ * engine's path (sim_host_copy), as it may be pinned host memory. */
+static void run_memop(void *arg) {
+    sim_op_t *op = ((run_arg_t *)arg)->op;
+    bool wide = op->u.memop.type == CU_STREAM_MEM_OP_WAIT_VALUE_64 ||
+                op->u.memop.type == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    void *addr = (void *)(uintptr_t)op->u.memop.addr;
+    size_t n = wide ? 8 : 4;
+    if (op->u.memop.type == CU_STREAM_MEM_OP_WRITE_VALUE_32 ||
+        op->u.memop.type == CU_STREAM_MEM_OP_WRITE_VALUE_64) {
+        sim_host_copy(addr, &op->u.memop.value, n); /* (little-endian: the low word) */
+        return;
+    }
+    while (!atomic_load(&((run_arg_t *)arg)->ctx->sticky)) {
+        uint64_t cur = 0;
+        sim_host_copy(&cur, addr, n);
+        if (wait_holds(op->u.memop.flags, cur, op->u.memop.value, wide))
+            return;
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void run_kernel(void *arg) {
     sim_op_t *op = ((run_arg_t *)arg)->op;
     op->u.kernel.fn(&op->u.kernel.launch);
@@ -132,7 +168,7 @@ static void run_kernel(void *arg) {
 static void execute(sim_stream_t *s, sim_op_t *op) {
     sim_ctx_t *ctx = s->ctx;
     bool dead = atomic_load(&ctx->sticky) != 0;
-    run_arg_t arg = {op};
+    run_arg_t arg = {op, ctx};
     void *fault = NULL;
     CUresult r = CUDA_SUCCESS;
     switch (op->kind) {
@@ -166,6 +202,10 @@ static void execute(sim_stream_t *s, sim_op_t *op) {
         if (!dead)
             sim_free_device_ptr(op->u.free.ptr);
         break;
+    case OP_MEMOP:
+        if (!dead)
+            r = sim_run_guarded(run_memop, &arg, &fault);
+        break;
     default: break;
     }
     if (r != CUDA_SUCCESS) {
@@ -173,7 +213,9 @@ static void execute(sim_stream_t *s, sim_op_t *op) {
         atomic_compare_exchange_strong(&ctx->sticky, &expected, (int)r);
         sim_logf("%s%s%s touched %p, which is not mapped device memory: the context now "
                  "fails with CUDA_ERROR_ILLEGAL_ADDRESS",
-                 op->kind == OP_KERNEL ? "kernel '" : "a copy or memset",
+                 op->kind == OP_KERNEL ? "kernel '"
+                 : op->kind == OP_MEMOP ? "a stream memory operation"
+                                        : "a copy or memset",
                  op->kind == OP_KERNEL ? op->u.kernel.name : "",
                  op->kind == OP_KERNEL ? "'" : "", fault);
     }

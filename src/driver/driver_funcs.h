@@ -178,6 +178,21 @@
     X(cuEventDestroy, cuEventDestroy_v2, REQ, (CUevent event), (event))                     \
     X(cuLaunchHostFunc, cuLaunchHostFunc, OPT, (CUstream stream, CUhostFn fn, void *data),  \
       (stream, fn, data))                                                                   \
+    X(cuStreamWaitValue32, cuStreamWaitValue32_v2, OPT,                                     \
+      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),            \
+      (stream, addr, value, flags))                                                         \
+    X(cuStreamWaitValue64, cuStreamWaitValue64_v2, OPT,                                     \
+      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),            \
+      (stream, addr, value, flags))                                                         \
+    X(cuStreamWriteValue32, cuStreamWriteValue32_v2, OPT,                                   \
+      (CUstream stream, CUdeviceptr addr, cuuint32_t value, unsigned int flags),            \
+      (stream, addr, value, flags))                                                         \
+    X(cuStreamWriteValue64, cuStreamWriteValue64_v2, OPT,                                   \
+      (CUstream stream, CUdeviceptr addr, cuuint64_t value, unsigned int flags),            \
+      (stream, addr, value, flags))                                                         \
+    X(cuStreamBatchMemOp, cuStreamBatchMemOp_v2, OPT,                                       \
+      (CUstream stream, unsigned int count, CUstreamBatchMemOpParams *ops, unsigned int flags), \
+      (stream, count, ops, flags))                                                          \
     /* --- stream capture and graphs --- */                                                 \
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2, OPT,                                   \
       (CUstream stream, CUstreamCaptureMode mode), (stream, mode))                          \
@@ -294,6 +309,11 @@
     X(cuLaunchKernelEx, cuLaunchKernelEx, cuLaunchKernelEx_ptsz)                            \
     X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel, cuLaunchCooperativeKernel_ptsz) \
     X(cuLaunchHostFunc, cuLaunchHostFunc, cuLaunchHostFunc_ptsz)                            \
+    X(cuStreamWaitValue32, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz)             \
+    X(cuStreamWaitValue64, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2_ptsz)             \
+    X(cuStreamWriteValue32, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz)          \
+    X(cuStreamWriteValue64, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz)          \
+    X(cuStreamBatchMemOp, cuStreamBatchMemOp_v2, cuStreamBatchMemOp_v2_ptsz)                \
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2, cuStreamBeginCapture_v2_ptsz)          \
     X(cuStreamEndCapture, cuStreamEndCapture, cuStreamEndCapture_ptsz)                      \
     X(cuGraphLaunch, cuGraphLaunch, cuGraphLaunch_ptsz)

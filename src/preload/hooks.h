@@ -4,7 +4,8 @@
  * pairs as src/driver/driver_funcs.h, which tests/unit/test_preload_table.c checks). The
  * hook functions are defined, with those symbol names, by area: hooks_memory.c (device
  * and pinned memory), hooks_copy.c (copies and memsets), hooks_copy_nd.c (2D, 3D and peer
- * copies) and hooks_exec.c (launches, synchronisation, streams). VG_HOOKS_PTSZ lists the per-thread-default-stream twins of
+ * copies), hooks_memop.c (stream memory operations) and hooks_exec.c (launches,
+ * synchronisation, streams). VG_HOOKS_PTSZ lists the per-thread-default-stream twins of
  * hooked functions (src/driver/driver_funcs.h, VG_DRIVER_TWINS: cuda.h maps names to them
  * when a program is built with CUDA_API_PER_THREAD_DEFAULT_STREAM, and cuGetProcAddress
  * returns them for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
@@ -80,6 +81,11 @@
     X(cuStreamQuery, cuStreamQuery)                                                         \
     X(cuEventQuery, cuEventQuery)                                                           \
     X(cuLaunchHostFunc, cuLaunchHostFunc)                                                   \
+    X(cuStreamWaitValue32, cuStreamWaitValue32_v2)                                          \
+    X(cuStreamWaitValue64, cuStreamWaitValue64_v2)                                          \
+    X(cuStreamWriteValue32, cuStreamWriteValue32_v2)                                        \
+    X(cuStreamWriteValue64, cuStreamWriteValue64_v2)                                        \
+    X(cuStreamBatchMemOp, cuStreamBatchMemOp_v2)                                            \
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2)                                        \
     X(cuStreamEndCapture, cuStreamEndCapture)                                               \
     X(cuGraphLaunch, cuGraphLaunch)                                                         \

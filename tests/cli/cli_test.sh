@@ -327,10 +327,11 @@ browser)
     python3 "$HERE/check_outputs.py" png "$TMP/shot.png" || fail "the screenshot is blank" ;;
 s2_variants)
     # S2's correct versions (an event wait, an event polled, a stream synchronisation, the
-    # legacy stream's implicit order, a synchronous copy) under guard mode: no report, in particular no
+    # legacy stream's implicit order, a synchronous copy, a flag written by one stream and
+    # waited for by the other) under guard mode: no report, in particular no
     # unordered_free (G7), while the racy version gives one (example_s2_use_after_free).
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
-    for fix in --event --query --sync --legacy --memcpy; do
+    for fix in --event --query --sync --legacy --memcpy --flag; do
         run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s2_use_after_free" $fix
         grep -q "s2: done with $fix" "$TMP/out" || fail "$fix: the program did not finish: $(cat "$TMP/out")"
         python3 "$HERE/check_report.py" "$TMP/r.json" 0 all || { cat "$TMP/err" >&2; fail "$fix gave a report"; }
@@ -580,6 +581,13 @@ interposer_ctx_sync_v2)
     python3 "$HERE/check_report.py" "$TMP/r.json" 1 out_of_bounds_after allocation.size=4096 \
         damage.first_offset=4096 "found~context synchronisation" ||
         fail "the synchronisation through cuCtxSynchronize_v2 was not hooked" ;;
+preload_hooks_defined)
+    # Every driver function the hook tables list is defined in the preload library itself:
+    # a hook declared (hooks.h) but never written would bind to the driver's function when
+    # the library loads, and its calls would pass through unguarded, unseen.
+    command -v nm >/dev/null || { echo "skipped: no nm"; exit 77; }
+    und=$(nm -D --undefined-only "$(dirname "$VG")/libvramguard_preload.so" | awk '$2 ~ /^cu/ {print $2}')
+    [ -z "$und" ] || fail "driver functions the preload library uses but does not define: $und" ;;
 signals)
     # SIGTERM to `vramguard run` reaches the program, whose reports (here a leak) are
     # written before it dies of the signal. (SIGINT works the same way from a terminal; a

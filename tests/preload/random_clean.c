@@ -3,7 +3,8 @@
  * without it, and guard mode must report nothing.
  *
  * Buffers are allocated with cuMemAlloc, cuMemAllocPitch or cuMemAllocAsync, filled,
- * refilled, handed from stream to stream through events, read back, and freed with
+ * refilled, handed from stream to stream through events or flags in device memory
+ * (cuStreamWriteValue32 and cuStreamWaitValue32), read back, and freed with
  * cuMemFree (any of them) or cuMemFreeAsync (those from cuMemAllocAsync), on legacy,
  * blocking and non-blocking streams, each step drawn from a seed. Host functions that
  * sleep make streams lag behind the host, so that a reuse the program's ordering does not
@@ -67,6 +68,8 @@ typedef struct worker {
     long steps;
     CUstream streams[NSTREAMS]; /* [0]: the legacy stream, or the per-thread one */
     CUevent events[NSTREAMS];
+    CUdeviceptr flags;          /* a word per stream: the last flag it wrote */
+    unsigned flag_seq[NSTREAMS];
     bool blocking[NSTREAMS];    /* created CU_STREAM_DEFAULT (may not be captured) */
     float *pinned, *pageable;   /* MAXFLOATS each */
     bool registered;            /* pinned by cuMemHostRegister, not cuMemAllocHost */
@@ -158,12 +161,21 @@ static void expect(worker_t *w, const buf_t *b, size_t i, float x) {
                b->n, x, b->value);
 }
 
-/* Stream t comes after b's last fill. */
+/* Stream t comes after b's last fill: through an event, or a flag in device memory that
+ * b's stream writes and t waits for (cuStreamWriteValue32, cuStreamWaitValue32). */
 static void order_after(worker_t *w, const buf_t *b, int t) {
-    if (t == b->owner)
+    int s = b->owner;
+    if (t == s)
         return;
-    CK(cuEventRecord(w->events[b->owner], w->streams[b->owner]));
-    CK(cuStreamWaitEvent(w->streams[t], w->events[b->owner], 0));
+    if (rnd(w, 6) == 0) {
+        CUdeviceptr flag = w->flags + (CUdeviceptr)s * 4;
+        unsigned k = ++w->flag_seq[s];
+        CK(cuStreamWriteValue32(w->streams[s], flag, k, 0));
+        CK(cuStreamWaitValue32(w->streams[t], flag, k, CU_STREAM_WAIT_VALUE_GEQ));
+        return;
+    }
+    CK(cuEventRecord(w->events[s], w->streams[s]));
+    CK(cuStreamWaitEvent(w->streams[t], w->events[s], 0));
 }
 
 /* Wait for stream s: for the stream (waited for or polled), or for an event recorded now
@@ -464,6 +476,9 @@ static void *run(void *arg) {
         CK(cuStreamCreate(&w->streams[i], w->blocking[i] ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < NSTREAMS; i++)
         CK(cuEventCreate(&w->events[i], CU_EVENT_DISABLE_TIMING));
+    CK(cuMemAlloc(&w->flags, NSTREAMS * 4));
+    CK(cuMemsetD32(w->flags, 0, NSTREAMS));
+    CK(cuCtxSynchronize()); /* (before any stream, blocking or not, writes a flag) */
     w->registered = rnd(w, 2);
     if (w->registered) { /* (page-aligned memory the program pins itself) */
         if (posix_memalign((void **)&w->pinned, 4096, MAXFLOATS * sizeof(float)) != 0)
@@ -539,6 +554,7 @@ static void *run(void *arg) {
         CK(cuMemFree(live[k].p));
     }
     CK(cuCtxSynchronize());
+    CK(cuMemFree(w->flags));
     for (int i = 1; i < NSTREAMS; i++)
         CK(cuStreamDestroy(w->streams[i]));
     if (w->registered) {
