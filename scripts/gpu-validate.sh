@@ -317,13 +317,16 @@ next | next-guard | next-twins | next-memcheck | next-stream)
         # guard mode (which must not wait for the held stream: G8), then the random programs
         # built for the per-thread default stream, clean and with the synchronous copy
         # planted past a new buffer's end.
-        # 3D and peer copies (2026-11-24): their conformance cases too (the peer copies
-        # between two contexts of the one GPU), and S3 through cuMemcpy3DAsync.
+        # 3D and peer copies, stream memory operations (2026-11-24): their conformance
+        # cases too (the peer copies between two contexts of the one GPU), S3 through
+        # cuMemcpy3DAsync, and S2 ordered by a flag (no report).
         for c in memsets_of_16_bits_and_2d_memsets_set_exactly_their_bytes \
                  a_cooperative_launch_runs_in_stream_order \
                  per_thread_twins_run_on_the_threads_default_stream \
                  copy_3d_box_round_trip copy_3d_refuses_bad_layouts \
-                 peer_copies_order_with_both_contexts copy_3d_peer_sub_box; do
+                 peer_copies_order_with_both_contexts copy_3d_peer_sub_box \
+                 a_written_word_releases_another_streams_wait \
+                 wait_conditions_hold_as_documented stream_memops_refuse_bad_words; do
             step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
             step "conformance $c guard" 60 "$B/vramguard" run --mode=guard -- \
                 "$B/tests/conformance/conformance" "$c"
@@ -340,6 +343,8 @@ next | next-guard | next-twins | next-memcheck | next-stream)
             "$B/tests/preload/random_clean_ptds" 1 2000 1 copy_overrun
         step "s3_h2d_race --3d vramguard" 60 "$B/vramguard" run --mode=guard -- \
             "$B/examples/s3_h2d_race" --3d
+        step "s2_use_after_free --flag vramguard" 60 "$B/vramguard" run --mode=guard -- \
+            "$B/examples/s2_use_after_free" --flag
     fi
     if [ "$PART" = next ] || [ "$PART" = next-memcheck ]; then
         # Guard mode and compute-sanitizer on the same loops, small enough for memcheck.
