@@ -687,6 +687,14 @@ conformance_under_run)
         for m in fast guard; do
             run 0 "$VG" run --sim --mode=$m -- "$cf" "$c"
         done
+    done
+    # The peer copies again between two devices: vramguard's pages of each (A11), copied
+    # from one to the other.
+    export VGSIM_DEVICES=2
+    for c in peer_copies_order_with_both_contexts copy_3d_peer_sub_box; do
+        for m in fast guard; do
+            run 0 "$VG" run --sim --mode=$m -- "$cf" "$c"
+        done
     done ;;
 run_exit_status)
     # The program's status comes through; error_exitcode replaces it when errors were found;
