@@ -90,52 +90,28 @@ static CUresult batch(CUstream stream, unsigned count, CUstreamBatchMemOpParams 
     return r;
 }
 
-VGSIM_API CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-                                          unsigned int flags) {
-    return memop(stream, CU_STREAM_MEM_OP_WAIT_VALUE_32, addr, value, flags);
-}
-
-VGSIM_API CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-                                          unsigned int flags) {
-    return memop(stream, CU_STREAM_MEM_OP_WAIT_VALUE_64, addr, value, flags);
-}
-
-VGSIM_API CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-                                           unsigned int flags) {
-    return memop(stream, CU_STREAM_MEM_OP_WRITE_VALUE_32, addr, value, flags);
-}
-
-VGSIM_API CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, cuuint64_t value,
-                                           unsigned int flags) {
-    return memop(stream, CU_STREAM_MEM_OP_WRITE_VALUE_64, addr, value, flags);
-}
+/* Each operation and its _ptsz twin (with the calling thread's stream for NULL). */
+#define VGSIM_MEMOP(sym, type, vtype)                                                       \
+    VGSIM_API CUresult sym(CUstream stream, CUdeviceptr addr, vtype value,                  \
+                           unsigned int flags) {                                            \
+        return memop(stream, type, addr, value, flags);                                     \
+    }                                                                                       \
+    VGSIM_API CUresult sym##_ptsz(CUstream stream, CUdeviceptr addr, vtype value,           \
+                                  unsigned int flags) {                                     \
+        return memop(SIM_PT(stream), type, addr, value, flags);                             \
+    }
+VGSIM_MEMOP(cuStreamWaitValue32_v2, CU_STREAM_MEM_OP_WAIT_VALUE_32, cuuint32_t)
+VGSIM_MEMOP(cuStreamWaitValue64_v2, CU_STREAM_MEM_OP_WAIT_VALUE_64, cuuint64_t)
+VGSIM_MEMOP(cuStreamWriteValue32_v2, CU_STREAM_MEM_OP_WRITE_VALUE_32, cuuint32_t)
+VGSIM_MEMOP(cuStreamWriteValue64_v2, CU_STREAM_MEM_OP_WRITE_VALUE_64, cuuint64_t)
 
 VGSIM_API CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count,
                                          CUstreamBatchMemOpParams *ops, unsigned int flags) {
     return batch(stream, count, ops, flags);
 }
 
-VGSIM_API CUresult cuStreamWaitValue32_v2_ptsz(CUstream stream, CUdeviceptr addr,
-                                               cuuint32_t value, unsigned int flags) {
-    return memop(SIM_PT(stream), CU_STREAM_MEM_OP_WAIT_VALUE_32, addr, value, flags);
-}
-
-VGSIM_API CUresult cuStreamWaitValue64_v2_ptsz(CUstream stream, CUdeviceptr addr,
-                                               cuuint64_t value, unsigned int flags) {
-    return memop(SIM_PT(stream), CU_STREAM_MEM_OP_WAIT_VALUE_64, addr, value, flags);
-}
-
-VGSIM_API CUresult cuStreamWriteValue32_v2_ptsz(CUstream stream, CUdeviceptr addr,
-                                                cuuint32_t value, unsigned int flags) {
-    return memop(SIM_PT(stream), CU_STREAM_MEM_OP_WRITE_VALUE_32, addr, value, flags);
-}
-
-VGSIM_API CUresult cuStreamWriteValue64_v2_ptsz(CUstream stream, CUdeviceptr addr,
-                                                cuuint64_t value, unsigned int flags) {
-    return memop(SIM_PT(stream), CU_STREAM_MEM_OP_WRITE_VALUE_64, addr, value, flags);
-}
-
 VGSIM_API CUresult cuStreamBatchMemOp_v2_ptsz(CUstream stream, unsigned int count,
-                                              CUstreamBatchMemOpParams *ops, unsigned int flags) {
+                                              CUstreamBatchMemOpParams *ops,
+                                              unsigned int flags) {
     return batch(SIM_PT(stream), count, ops, flags);
 }
