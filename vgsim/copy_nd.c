@@ -144,7 +144,9 @@ static CUresult copy_shape(const shape_t *p, CUstream stream, bool async) {
         return r;
     if (p->width == 0 || p->rows == 0 || p->depth == 0)
         return CUDA_SUCCESS;
-    if ((r = side_check(&p->src, p)) != CUDA_SUCCESS || (r = side_check(&p->dst, p)) != CUDA_SUCCESS)
+    if ((r = side_check(&p->src, p)) != CUDA_SUCCESS)
+        return r;
+    if ((r = side_check(&p->dst, p)) != CUDA_SUCCESS)
         return r;
     if (!side_rows_ok(&p->src, p) || !side_rows_ok(&p->dst, p))
         return CUDA_ERROR_INVALID_VALUE;
