@@ -57,11 +57,28 @@ static CUresult copy_on(CUstream stream, void *dst, const void *src, size_t n, b
     return wait ? sim_enqueue_wait(s, op) : sim_enqueue(s, op);
 }
 
-CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, bool async) {
+/* A copy between two devices through the plain copy calls: cuMemAlloc memory the driver
+ * stages through the host if need be, but not a VMM mapping whose access list leaves the
+ * other device out (PyTorch copies its expandable segments with cudaMemcpyPeerAsync
+ * then): vgsim refuses such a copy. A peer copy (`peer`) names the contexts and may
+ * always be made. */
+static bool devices_reach(const void *dst, const void *src, bool peer) {
+    if (peer)
+        return true;
+    sim_device_t *dd = sim_memory_device((uintptr_t)dst);
+    sim_device_t *sd = sim_memory_device((uintptr_t)src);
+    return !dd || !sd || dd == sd ||
+           (sim_reaches((uintptr_t)dst, sd) && sim_reaches((uintptr_t)src, dd));
+}
+
+CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, bool async,
+                      bool peer) {
     int ds = sim_classify(dst, n), ss = sim_classify(src, n);
     if (ds == SIDE_BAD || ss == SIDE_BAD)
         return CUDA_ERROR_INVALID_VALUE;
     bool dst_dev = ds == SIDE_DEVICE, src_dev = ss == SIDE_DEVICE;
+    if (dst_dev && src_dev && !devices_reach(dst, src, peer))
+        return CUDA_ERROR_INVALID_VALUE;
     if (!async) /* synchronous copies: DtoD does not wait, everything else does */
         return copy_on(stream, dst, src, n, !(dst_dev && src_dev), false);
     if (!src_dev && !dst_dev) /* host to host through the driver: ordered and waited */
@@ -87,12 +104,12 @@ static CUresult check_dev(CUdeviceptr p, size_t n) {
  * (CUDA_API_PER_THREAD_DEFAULT_STREAM) on the calling thread's default stream. */
 static CUresult htod(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream) {
     CUresult r = check_dev(dst, bytes);
-    return r != CUDA_SUCCESS ? r : sim_copy_any(DEV(dst), src, bytes, stream, false);
+    return r != CUDA_SUCCESS ? r : sim_copy_any(DEV(dst), src, bytes, stream, false, false);
 }
 
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) {
     CUresult r = check_dev(src, bytes);
-    return r != CUDA_SUCCESS ? r : sim_copy_any(dst, DEV(src), bytes, stream, false);
+    return r != CUDA_SUCCESS ? r : sim_copy_any(dst, DEV(src), bytes, stream, false, false);
 }
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream,
@@ -100,19 +117,20 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream st
     CUresult r = check_dev(dst, bytes);
     if (r == CUDA_SUCCESS)
         r = check_dev(src, bytes);
-    return r != CUDA_SUCCESS ? r : sim_copy_any(DEV(dst), DEV(src), bytes, stream, async);
+    return r != CUDA_SUCCESS ? r
+                             : sim_copy_any(DEV(dst), DEV(src), bytes, stream, async, false);
 }
 
 VGSIM_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-    return sim_copy_any(DEV(dst), DEV(src), bytes, NULL, false);
+    return sim_copy_any(DEV(dst), DEV(src), bytes, NULL, false, false);
 }
 
 VGSIM_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-    return sim_copy_any(DEV(dst), DEV(src), bytes, CU_STREAM_PER_THREAD, false);
+    return sim_copy_any(DEV(dst), DEV(src), bytes, CU_STREAM_PER_THREAD, false, false);
 }
 
 VGSIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
-    return sim_copy_any(DEV(dst), DEV(src), bytes, stream, true);
+    return sim_copy_any(DEV(dst), DEV(src), bytes, stream, true, false);
 }
 
 VGSIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
@@ -142,13 +160,13 @@ VGSIM_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t
 VGSIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
                                         CUstream stream) {
     CUresult r = check_dev(dst, bytes);
-    return r != CUDA_SUCCESS ? r : sim_copy_any(DEV(dst), src, bytes, stream, true);
+    return r != CUDA_SUCCESS ? r : sim_copy_any(DEV(dst), src, bytes, stream, true, false);
 }
 
 VGSIM_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes,
                                         CUstream stream) {
     CUresult r = check_dev(src, bytes);
-    return r != CUDA_SUCCESS ? r : sim_copy_any(dst, DEV(src), bytes, stream, true);
+    return r != CUDA_SUCCESS ? r : sim_copy_any(dst, DEV(src), bytes, stream, true, false);
 }
 
 VGSIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,

@@ -164,7 +164,8 @@ static CUresult copy_shape(const shape_t *p, CUstream stream, bool async) {
             size_t so = 0, dof = 0;
             row_offset(&p->src, y, z, &so);
             row_offset(&p->dst, y, z, &dof);
-            r = sim_copy_any((char *)p->dst.base + dof, p->src.base + so, p->width, stream, async);
+            r = sim_copy_any((char *)p->dst.base + dof, p->src.base + so, p->width, stream, async,
+                             p->peer);
         }
     }
     uint64_t last = atomic_load(&s->enqueued); /* (or later: waiting longer is still right) */

@@ -285,8 +285,10 @@ bool sim_valid_stream(sim_ctx_t *ctx, sim_stream_t *s);
 enum { SIDE_HOST = 0, SIDE_PINNED, SIDE_DEVICE, SIDE_BAD };
 int sim_classify(const void *p, size_t n);
 /* Queue a copy of n bytes on `stream` with CUDA's rules for when the host waits (copy.c's
- * header), for a synchronous call or (`async`) an asynchronous one. */
-CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, bool async);
+ * header), for a synchronous call or (`async`) an asynchronous one; `peer`: for a peer
+ * copy, which may copy between devices that cannot reach each other's memory. */
+CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, bool async,
+                      bool peer);
 /* copy_nd.c helpers (stream.c): an op's wait for `s` up to `seq`; enqueue returning the
  * op's sequence number (*seq is 0 if a capture took it). */
 bool sim_op_after(sim_op_t *op, sim_stream_t *s, uint64_t seq);
@@ -294,6 +296,9 @@ CUresult sim_enqueue_seq(sim_stream_t *s, sim_op_t *op, uint64_t *seq);
 /* memory.c: the device whose memory is mapped at addr, or NULL (not its arena's: a VMM
  * range reserved anywhere may map any device's memory). */
 sim_device_t *sim_memory_device(uint64_t addr);
+/* Can device d reach the memory at addr directly? cuMemAlloc memory: yes (as far as a
+ * copy is concerned); a VMM mapping: if its access list names d. */
+bool sim_reaches(uint64_t addr, const sim_device_t *d);
 
 /* graph.c: stream capture. sim_capture_op takes an op enqueued on a capturing stream
  * (returns false if the stream is not capturing); the other two apply CUDA's rules to a

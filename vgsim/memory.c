@@ -796,6 +796,16 @@ VGSIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
     return CUDA_SUCCESS;
 }
 
+bool sim_reaches(uint64_t addr, const sim_device_t *d) {
+    pthread_mutex_lock(&g_sim.lock);
+    sim_region_t *reg = sim_region_find(addr);
+    sim_mapping_t *m = reg && reg->kind == REGION_RESERVE
+                           ? reg->pages[(addr - reg->base) / VGSIM_GRANULE] : NULL;
+    bool ok = !m || (m->devices & (1u << d->ordinal));
+    pthread_mutex_unlock(&g_sim.lock);
+    return ok;
+}
+
 VGSIM_API unsigned vgsim_access_devices(unsigned long long p) {
     pthread_mutex_lock(&g_sim.lock);
     sim_region_t *reg = sim_region_find(p);

@@ -265,6 +265,11 @@ vg_status_t vg__heap_for_device(int device, vg_heap_t **out);
  * locked on return when found). */
 vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block);
 int vg__heap_count(void);
+/* A copy from src to dst, device memory both, between two devices where a side is
+ * vramguard's pages without the other device in their access list (docs/decisions.md
+ * A11), which the plain copy calls cannot make: true, with the sides' contexts for
+ * cuMemcpyPeer. False at once with fewer than two heaps. */
+bool vg__copy_needs_peer(uint64_t dst, uint64_t src, CUcontext *dctx, CUcontext *sctx);
 /* verbose=1: each device's peaks and counts, at exit. */
 void vg__heaps_describe_exit(void);
 vg_heap_t *vg__heap_at(int i);

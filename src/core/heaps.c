@@ -367,3 +367,54 @@ vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block) {
     }
     return NULL;
 }
+
+/* The device and context of the memory at p, and its heap if it is vramguard's (else the
+ * driver's, found through the pointer's attributes). */
+static bool side_of(uint64_t p, int *device, CUcontext *ctx, vg_heap_t **heap) {
+    int n = atomic_load(&g_nheaps);
+    for (int i = 0; i < n; i++) {
+        vg_heap_t *h = g_heaps[i];
+        pthread_mutex_lock(&h->lock);
+        bool in = false;
+        for (vg_segment_t *seg = h->segments; seg && !in; seg = seg->next)
+            in = p >= seg->base && p < seg->base + seg->size;
+        pthread_mutex_unlock(&h->lock);
+        if (in) {
+            *device = h->device;
+            *ctx = h->ctx;
+            *heap = h;
+            return true;
+        }
+    }
+    *heap = NULL;
+    unsigned type = 0;
+    return vg__drv_has(cuPointerGetAttribute) &&
+           vg__cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) ==
+               CUDA_SUCCESS &&
+           type == CU_MEMORYTYPE_DEVICE &&
+           vg__cuPointerGetAttribute(device, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, p) ==
+               CUDA_SUCCESS &&
+           vg__cuPointerGetAttribute(ctx, CU_POINTER_ATTRIBUTE_CONTEXT, p) == CUDA_SUCCESS;
+}
+
+/* May device `dev` reach h's pages? (Memory from cuMemAlloc segments: as the driver
+ * decides; vramguard's VMM pages: if their access list names dev, A11.) */
+static bool heap_reaches(vg_heap_t *h, int dev) {
+    pthread_mutex_lock(&h->lock);
+    bool reached = !h->vmm;
+    for (int k = 0; k < h->naccess && !reached; k++)
+        reached = h->access[k].location.id == dev;
+    pthread_mutex_unlock(&h->lock);
+    return reached;
+}
+
+bool vg__copy_needs_peer(uint64_t dst, uint64_t src, CUcontext *dctx, CUcontext *sctx) {
+    int dd, sd;
+    vg_heap_t *dh, *sh;
+    if (atomic_load(&g_nheaps) < 2 || !vg__drv_has(cuMemcpyPeer) ||
+        !side_of(dst, &dd, dctx, &dh) || !side_of(src, &sd, sctx, &sh) || dd == sd)
+        return false;
+    /* As PyTorch's expandable segments decide: either side out of the other device's
+     * reach, and the plain copy is not one the driver makes. */
+    return (dh && !heap_reaches(dh, sd)) || (sh && !heap_reaches(sh, dd));
+}

@@ -92,6 +92,20 @@ bool vgp_device_memory(CUdeviceptr p) {
             type == CU_MEMORYTYPE_DEVICE);
 }
 
+/* A copy between two devices that the plain call cannot make (a side is vramguard's pages
+ * out of the other device's reach, docs/decisions.md A11): made with cuMemcpyPeer, or
+ * cuMemcpyPeerAsync on stream s, instead, as PyTorch does for its expandable segments;
+ * *r gets its result. False (nothing done) for any other copy. */
+static bool peer_instead(CUdeviceptr dst, CUdeviceptr src, size_t n, bool async, CUstream s,
+                         CUresult *r) {
+    CUcontext dctx, sctx;
+    if (vg__heap_count() < 2 || !vg__copy_needs_peer(dst, src, &dctx, &sctx))
+        return false;
+    *r = async || s ? vg__cuMemcpyPeerAsync(dst, dctx, src, sctx, n, s)
+                    : vg__cuMemcpyPeer(dst, dctx, src, sctx, n);
+    return true;
+}
+
 /* cuMemcpyDtoD (`any` false) or cuMemcpy (unified addressing: either side may be host
  * memory). Between device memory the host does not wait; with host memory on a side the
  * call returns once the copy is done, as cuMemcpyHtoD and cuMemcpyDtoH do. */
@@ -103,7 +117,9 @@ VGP_INLINE CUresult dtod(dtod_fn f, const char *call, CUstream s, bool any, CUde
         return f(dst, src, n);
     vg__guard_flush_stream(NULL);
     bool to_dev = !any || vgp_device_memory(dst), from_dev = !any || vgp_device_memory(src);
-    CUresult r = f(dst, src, n);
+    CUresult r;
+    if (!(to_dev && from_dev) || !peer_instead(dst, src, n, false, s, &r))
+        r = f(dst, src, n);
     vgp_copied(r, call, s, to_dev ? dst : 0, from_dev ? src : 0, n);
     if (r == CUDA_SUCCESS && !(to_dev && from_dev))
         vg__order_stream_done(s);
@@ -150,7 +166,9 @@ VG_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
      * cudaMemcpyDefault): each side that is gets the race guard. */
     uintptr_t from = vgp_race_before((const void *)(uintptr_t)src, n, true, s, "cuMemcpyAsync");
     uintptr_t to = vgp_race_before((void *)(uintptr_t)dst, n, false, s, "cuMemcpyAsync");
-    CUresult r = f(dst, src, n, s);
+    CUresult r;
+    if (from || to || !peer_instead(dst, src, n, true, s, &r)) /* (a pinned side: no) */
+        r = f(dst, src, n, s);
     vgp_race_after(from, r, s);
     vgp_race_after(to, r, s);
     vgp_copied(r, "cuMemcpyAsync", s, dst, src, n);
@@ -171,7 +189,9 @@ VG_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
     if (!vgp_ready())
         return f(dst, src, n, s);
     vg__guard_flush_stream(s);
-    CUresult r = f(dst, src, n, s);
+    CUresult r;
+    if (!peer_instead(dst, src, n, true, s, &r))
+        r = f(dst, src, n, s);
     vgp_copied(r, "cuMemcpyDtoDAsync", s, dst, src, n);
     return vgp_check(r, "cuMemcpyDtoDAsync");
 }

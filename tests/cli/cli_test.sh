@@ -581,6 +581,18 @@ interposer_ctx_sync_v2)
     python3 "$HERE/check_report.py" "$TMP/r.json" 1 out_of_bounds_after allocation.size=4096 \
         damage.first_offset=4096 "found~context synchronisation" ||
         fail "the synchronisation through cuCtxSynchronize_v2 was not hooked" ;;
+interposer_cross_device)
+    # Copies between two devices' memory through the plain copy calls, either way, either
+    # context current: the same bytes under vramguard, no message, with the devices
+    # reaching each other peer to peer (vramguard's pages mapped for both: A11) and without
+    # (VGSIM_P2P=0: vgsim refuses a plain copy of VMM pages the other device cannot reach,
+    # and vramguard makes it with cuMemcpyPeer instead; without that, "invalid argument").
+    export VGSIM_DEVICES=2
+    for p2p in 1 0; do
+        export VGSIM_P2P=$p2p
+        same_under_vramguard "$BUILD/tests/preload/cross_device"
+        grep -q "^cross_device: 16 copies, 0 wrong" "$TMP/plain" || fail "P2P=$p2p: $(cat "$TMP/plain")"
+    done ;;
 preload_hooks_defined)
     # Every driver function the hook tables list is defined in the preload library itself:
     # a hook declared (hooks.h) but never written would bind to the driver's function when
