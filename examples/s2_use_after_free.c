@@ -43,7 +43,12 @@ int main(int argc, char **argv) {
     }
     CK(cuMemAllocAsync(&x, n * sizeof(float), main_s));
     CK(ex_fill(&e, x, 1.0f, n, main_s));
-    /* The side stream is busy for a while ... (with the bug, until the main stream has
+    /* The side stream comes after that fill (PyTorch's side.wait_stream(main)) ... */
+    CUevent filled;
+    CK(cuEventCreate(&filled, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventRecord(filled, main_s));
+    CK(cuStreamWaitEvent(side, filled, 0));
+    /* ... and is busy for a while ... (with the bug, until the main stream has
      * moved on past the free, below: the late write then happens on every run) */
     bool bug = !*fix || strcmp(fix, "--struct") == 0 || strcmp(fix, "--copy") == 0;
     ex_hold_stream(side, bug ? 10000 : 200);
@@ -79,6 +84,7 @@ int main(int argc, char **argv) {
         ex_release_stream(); /* ... and only now does the side stream's kernel write x */
     CK(cuCtxSynchronize());
     CK(cuEventDestroy(done));
+    CK(cuEventDestroy(filled));
     if (flag)
         CK(cuMemFree(flag));
     printf("s2: done%s%s\n", *fix ? " with " : "", fix);

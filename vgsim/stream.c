@@ -136,24 +136,43 @@ static bool wait_holds(unsigned flags, uint64_t cur, uint64_t v, bool wide) {
     }
 }
 
+/* The word at addr, read or written as the device's memory system would: atomically, with
+ * release and acquire order (the writing stream's earlier work is visible to the stream
+ * its write releases), or through the copy engine's path for pinned host memory, which
+ * may be protected (sim_host_copy). */
+static uint64_t word_load(void *addr, bool wide) {
+    uint64_t v = 0;
+    if (sim_is_pinned(addr, wide ? 8 : 4))
+        sim_host_copy(&v, addr, wide ? 8 : 4);
+    else
+        v = wide ? __atomic_load_n((uint64_t *)addr, __ATOMIC_ACQUIRE)
+                 : __atomic_load_n((uint32_t *)addr, __ATOMIC_ACQUIRE);
+    return v;
+}
+
+static void word_store(void *addr, uint64_t v, bool wide) {
+    if (sim_is_pinned(addr, wide ? 8 : 4))
+        sim_host_copy(addr, &v, wide ? 8 : 4); /* (little-endian: the low word) */
+    else if (wide)
+        __atomic_store_n((uint64_t *)addr, v, __ATOMIC_RELEASE);
+    else
+        __atomic_store_n((uint32_t *)addr, (uint32_t)v, __ATOMIC_RELEASE);
+}
+
 /* A write, or a wait that polls the word until its condition holds (the stream blocks
- * meanwhile, as on a GPU; a dead context ends it). The word goes through the copy
- * engine's path (sim_host_copy), as it may be pinned host memory. */
+ * meanwhile, as on a GPU; a dead context ends it). */
 static void run_memop(void *arg) {
     sim_op_t *op = ((run_arg_t *)arg)->op;
     bool wide = op->u.memop.type == CU_STREAM_MEM_OP_WAIT_VALUE_64 ||
                 op->u.memop.type == CU_STREAM_MEM_OP_WRITE_VALUE_64;
     void *addr = (void *)(uintptr_t)op->u.memop.addr;
-    size_t n = wide ? 8 : 4;
     if (op->u.memop.type == CU_STREAM_MEM_OP_WRITE_VALUE_32 ||
         op->u.memop.type == CU_STREAM_MEM_OP_WRITE_VALUE_64) {
-        sim_host_copy(addr, &op->u.memop.value, n); /* (little-endian: the low word) */
+        word_store(addr, op->u.memop.value, wide);
         return;
     }
     while (!atomic_load(&((run_arg_t *)arg)->ctx->sticky)) {
-        uint64_t cur = 0;
-        sim_host_copy(&cur, addr, n);
-        if (wait_holds(op->u.memop.flags, cur, op->u.memop.value, wide))
+        if (wait_holds(op->u.memop.flags, word_load(addr, wide), op->u.memop.value, wide))
             return;
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);
