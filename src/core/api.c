@@ -155,19 +155,7 @@ static vg_block_t *block_containing(vg_heap_t *h, uint64_t p) {
     return NULL;
 }
 
-bool vg__is_ours(uint64_t p) {
-    for (int i = 0; i < vg__heap_count(); i++) {
-        vg_heap_t *h = vg__heap_at(i);
-        pthread_mutex_lock(&h->lock);
-        bool in = false;
-        for (vg_segment_t *seg = h->segments; seg && !in; seg = seg->next)
-            in = p >= seg->base && p < seg->base + seg->size;
-        pthread_mutex_unlock(&h->lock);
-        if (in)
-            return true;
-    }
-    return false;
-}
+bool vg__is_ours(uint64_t p) { return vg__heap_containing(p) != NULL; }
 
 bool vg__live_range(uint64_t p, uint64_t *base, uint64_t *size) {
     for (int i = 0; i < vg__heap_count(); i++) {

@@ -265,6 +265,8 @@ vg_status_t vg__heap_for_device(int device, vg_heap_t **out);
  * locked on return when found). */
 vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block);
 int vg__heap_count(void);
+/* The heap whose address space holds p (live, free or cached memory alike), or NULL. */
+vg_heap_t *vg__heap_containing(uint64_t p);
 /* A copy from src to dst, device memory both, between two devices where a side is
  * vramguard's pages without the other device in their access list (docs/decisions.md
  * A11), which the plain copy calls cannot make: true, with the sides' contexts for

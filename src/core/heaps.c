@@ -368,25 +368,29 @@ vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block) {
     return NULL;
 }
 
-/* The device and context of the memory at p, and its heap if it is vramguard's (else the
- * driver's, found through the pointer's attributes). */
-static bool side_of(uint64_t p, int *device, CUcontext *ctx, vg_heap_t **heap) {
+vg_heap_t *vg__heap_containing(uint64_t p) {
     int n = atomic_load(&g_nheaps);
     for (int i = 0; i < n; i++) {
-        vg_heap_t *h = g_heaps[i];
+        vg_heap_t *h = vg__heap_at(i);
         pthread_mutex_lock(&h->lock);
         bool in = false;
         for (vg_segment_t *seg = h->segments; seg && !in; seg = seg->next)
             in = p >= seg->base && p < seg->base + seg->size;
         pthread_mutex_unlock(&h->lock);
-        if (in) {
-            *device = h->device;
-            *ctx = h->ctx;
-            *heap = h;
-            return true;
-        }
+        if (in)
+            return h;
     }
-    *heap = NULL;
+    return NULL;
+}
+
+/* The device and context of the memory at p, and its heap if it is vramguard's (else the
+ * driver's, found through the pointer's attributes). */
+static bool side_of(uint64_t p, int *device, CUcontext *ctx, vg_heap_t **heap) {
+    if ((*heap = vg__heap_containing(p))) {
+        *device = (*heap)->device;
+        *ctx = (*heap)->ctx;
+        return true;
+    }
     unsigned type = 0;
     return vg__drv_has(cuPointerGetAttribute) &&
            vg__cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p) ==

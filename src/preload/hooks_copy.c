@@ -44,7 +44,7 @@ typedef CUresult (*dtod_fn)(CUdeviceptr, CUdeviceptr, size_t);
 /* cuMemcpyHtoD (`to_device`) or cuMemcpyDtoH on stream s (the legacy stream, or the
  * thread's own for a _ptds twin). */
 VGP_INLINE CUresult host_copy(void *f, const char *call, bool to_device, CUstream s,
-                          CUdeviceptr dev, void *host, size_t n) {
+                              CUdeviceptr dev, void *host, size_t n) {
 #define HOST_COPY(f) (to_device ? ((htod_fn)(f))(dev, host, n) : ((dtoh_fn)(f))(host, dev, n))
     if (!f)
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -99,7 +99,7 @@ bool vgp_device_memory(CUdeviceptr p) {
 static bool peer_instead(CUdeviceptr dst, CUdeviceptr src, size_t n, bool async, CUstream s,
                          CUresult *r) {
     CUcontext dctx, sctx;
-    if (vg__heap_count() < 2 || !vg__copy_needs_peer(dst, src, &dctx, &sctx))
+    if (!vg__copy_needs_peer(dst, src, &dctx, &sctx)) /* (at once with one heap) */
         return false;
     *r = async || s ? vg__cuMemcpyPeerAsync(dst, dctx, src, sctx, n, s)
                     : vg__cuMemcpyPeer(dst, dctx, src, sctx, n);
@@ -110,7 +110,7 @@ static bool peer_instead(CUdeviceptr dst, CUdeviceptr src, size_t n, bool async,
  * memory). Between device memory the host does not wait; with host memory on a side the
  * call returns once the copy is done, as cuMemcpyHtoD and cuMemcpyDtoH do. */
 VGP_INLINE CUresult dtod(dtod_fn f, const char *call, CUstream s, bool any, CUdeviceptr dst,
-                     CUdeviceptr src, size_t n) {
+                         CUdeviceptr src, size_t n) {
     if (!f)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
@@ -205,8 +205,8 @@ typedef CUresult (*dtoh_async_fn)(void *, CUdeviceptr, size_t, CUstream);
 
 /* An asynchronous copy between host memory and the device (`to_device`: from host to
  * device): the race guard on the host side, when it is pinned. */
-VGP_INLINE CUresult host_copy_async(void *f, const char *call, bool to_device, CUdeviceptr dev,
-                                void *host, size_t n, CUstream s) {
+VGP_INLINE CUresult host_copy_async(void *f, const char *call, bool to_device,
+                                    CUdeviceptr dev, void *host, size_t n, CUstream s) {
 #define HOST_COPY(f)                                                                        \
     (to_device ? ((htod_async_fn)(f))(dev, host, n, s) : ((dtoh_async_fn)(f))(host, dev, n, s))
     if (!f)
