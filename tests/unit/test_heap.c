@@ -697,11 +697,13 @@ VG_TEST(free_on_the_wrong_device) {
     CHECK_VALID();
 }
 
-/* vgsim's record of the devices granted access to the page at p. */
+/* vgsim's record of the devices granted access to the page at p (a case that asks is
+ * skipped on a real driver, which keeps no such record). */
 static unsigned access_devices(const void *p) {
     unsigned (*f)(unsigned long long) =
         (unsigned (*)(unsigned long long))dlsym(vg__drv.handle, "vgsim_access_devices");
-    CHECK(f != NULL);
+    if (!f)
+        vgt_skip("vgsim only: the driver does not say which devices a mapping names");
     return f((unsigned long long)(uintptr_t)p);
 }
 
