@@ -63,7 +63,7 @@ static CUresult copy_on(CUstream stream, void *dst, const void *src, size_t n, b
  * then): vgsim refuses such a copy. A peer copy (`peer`) names the contexts and may
  * always be made. */
 static bool devices_reach(const void *dst, const void *src, bool peer) {
-    if (peer)
+    if (peer || g_sim.ndevices < 2)
         return true;
     sim_device_t *dd = sim_memory_device((uintptr_t)dst);
     sim_device_t *sd = sim_memory_device((uintptr_t)src);

@@ -85,7 +85,8 @@ static bool side_rows_ok(const side_t *s, const shape_t *c) {
             int side = sim_classify(row, c->width);
             if (side == SIDE_BAD || (device && side != SIDE_DEVICE))
                 return false;
-            if (c->peer && side == SIDE_DEVICE && sim_memory_device((uintptr_t)row) != s->ctx->dev)
+            if (c->peer && side == SIDE_DEVICE &&
+                sim_memory_device((uintptr_t)row) != s->ctx->dev)
                 return false;
         }
     }
@@ -104,36 +105,17 @@ static int other_contexts(const shape_t *p, sim_ctx_t *c, sim_ctx_t *out[2]) {
     return n;
 }
 
-/* An op on s that waits for the work queued so far on ctx's blocking streams. */
-static CUresult wait_for_context(sim_stream_t *s, sim_ctx_t *ctx) {
+/* A no-op queued on s that waits for the work queued so far on ctx's blocking streams
+ * (ctx), or on stream t up to seq (ctx NULL). */
+static CUresult enqueue_wait(sim_stream_t *s, sim_ctx_t *ctx, sim_stream_t *t, uint64_t seq) {
     sim_op_t *op = sim_op_get(s, OP_NOP);
     if (!op)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    bool ok = true;
-    pthread_mutex_lock(&ctx->lock);
-    for (size_t i = 0; i < ctx->nstreams && ok; i++) {
-        sim_stream_t *o = ctx->streams[i];
-        if (!(o->flags & CU_STREAM_NON_BLOCKING))
-            ok = sim_op_after(op, o, atomic_load(&o->enqueued));
-    }
-    pthread_mutex_unlock(&ctx->lock);
-    if (!ok) {
+    if (!(ctx ? sim_op_after_blocking(op, ctx, NULL) : sim_op_after(op, t, seq))) {
         sim_op_destroy(op);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return sim_enqueue(s, op);
-}
-
-/* ctx's legacy stream (and so its blocking streams' later work) waits for s up to seq. */
-static CUresult context_waits(sim_ctx_t *ctx, sim_stream_t *s, uint64_t seq) {
-    sim_op_t *op = sim_op_get(ctx->legacy, OP_NOP);
-    if (!op)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    if (!sim_op_after(op, s, seq)) {
-        sim_op_destroy(op);
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return sim_enqueue(ctx->legacy, op);
 }
 
 /* Check the copy, then queue its rows on `stream`; `async`: an asynchronous call. */
@@ -158,7 +140,7 @@ static CUresult copy_shape(const shape_t *p, CUstream stream, bool async) {
     if (nothers > 0)
         SIM_UNSAFE_DURING_CAPTURE();
     for (int i = 0; i < nothers && r == CUDA_SUCCESS; i++)
-        r = wait_for_context(s, others[i]);
+        r = enqueue_wait(s, others[i], NULL, 0);
     for (size_t z = 0; z < p->depth && r == CUDA_SUCCESS; z++) {
         for (size_t y = 0; y < p->rows && r == CUDA_SUCCESS; y++) {
             size_t so = 0, dof = 0;
@@ -170,7 +152,7 @@ static CUresult copy_shape(const shape_t *p, CUstream stream, bool async) {
     }
     uint64_t last = atomic_load(&s->enqueued); /* (or later: waiting longer is still right) */
     for (int i = 0; i < nothers && r == CUDA_SUCCESS; i++)
-        r = context_waits(others[i], s, last);
+        r = enqueue_wait(others[i]->legacy, NULL, s, last); /* (its blocking streams too) */
     return r;
 }
 

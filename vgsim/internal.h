@@ -289,10 +289,18 @@ int sim_classify(const void *p, size_t n);
  * copy, which may copy between devices that cannot reach each other's memory. */
 CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, bool async,
                       bool peer);
-/* copy_nd.c helpers (stream.c): an op's wait for `s` up to `seq`; enqueue returning the
- * op's sequence number (*seq is 0 if a capture took it). */
+/* stream.c: make op wait for stream s up to `seq`; or for the work queued so far on every
+ * blocking stream of ctx (the legacy one included) but `except`. False: out of memory. */
 bool sim_op_after(sim_op_t *op, sim_stream_t *s, uint64_t seq);
-CUresult sim_enqueue_seq(sim_stream_t *s, sim_op_t *op, uint64_t *seq);
+bool sim_op_after_blocking(sim_op_t *op, sim_ctx_t *ctx, const sim_stream_t *except);
+/* memop.c and stream.c: a stream memory operation's kind (only the four that touch a word
+ * reach a worker). */
+static inline bool sim_memop_wide(CUstreamBatchMemOpType t) {
+    return t == CU_STREAM_MEM_OP_WAIT_VALUE_64 || t == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+}
+static inline bool sim_memop_is_wait(CUstreamBatchMemOpType t) {
+    return t == CU_STREAM_MEM_OP_WAIT_VALUE_32 || t == CU_STREAM_MEM_OP_WAIT_VALUE_64;
+}
 /* memory.c: the device whose memory is mapped at addr, or NULL (not its arena's: a VMM
  * range reserved anywhere may map any device's memory). */
 sim_device_t *sim_memory_device(uint64_t addr);

@@ -10,14 +10,6 @@
  */
 #include "internal.h"
 
-static bool wide(CUstreamBatchMemOpType t) {
-    return t == CU_STREAM_MEM_OP_WAIT_VALUE_64 || t == CU_STREAM_MEM_OP_WRITE_VALUE_64;
-}
-
-static bool is_wait(CUstreamBatchMemOpType t) {
-    return t == CU_STREAM_MEM_OP_WAIT_VALUE_32 || t == CU_STREAM_MEM_OP_WAIT_VALUE_64;
-}
-
 /* Is one operation well formed? */
 static CUresult check_op(CUstreamBatchMemOpType type, uint64_t addr, unsigned flags) {
     if (type == CU_STREAM_MEM_OP_BARRIER || type == CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES)
@@ -25,9 +17,9 @@ static CUresult check_op(CUstreamBatchMemOpType type, uint64_t addr, unsigned fl
     if (type != CU_STREAM_MEM_OP_WAIT_VALUE_32 && type != CU_STREAM_MEM_OP_WAIT_VALUE_64 &&
         type != CU_STREAM_MEM_OP_WRITE_VALUE_32 && type != CU_STREAM_MEM_OP_WRITE_VALUE_64)
         return CUDA_ERROR_INVALID_VALUE;
-    unsigned allowed = is_wait(type) ? 3u | CU_STREAM_WAIT_VALUE_FLUSH
+    unsigned allowed = sim_memop_is_wait(type) ? 3u | CU_STREAM_WAIT_VALUE_FLUSH
                                      : CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER;
-    size_t n = wide(type) ? 8 : 4;
+    size_t n = sim_memop_wide(type) ? 8 : 4;
     if ((flags & ~allowed) || addr % n)
         return CUDA_ERROR_INVALID_VALUE;
     int side = sim_classify((const void *)(uintptr_t)addr, n);
@@ -42,7 +34,7 @@ static CUresult enqueue_op(sim_stream_t *s, CUstreamBatchMemOpType type, uint64_
         return CUDA_ERROR_OUT_OF_MEMORY;
     if (!nop) {
         op->u.memop.addr = addr;
-        op->u.memop.value = wide(type) ? value : (uint32_t)value;
+        op->u.memop.value = sim_memop_wide(type) ? value : (uint32_t)value;
         op->u.memop.flags = flags;
         op->u.memop.type = type;
     }

@@ -251,16 +251,19 @@ static sim_device_t *arena_device(uint64_t addr) {
 
 bool sim_is_device_addr(uint64_t addr) { return arena_device(addr) != NULL; }
 
+/* The VMM mapping at addr, or NULL (not reserved memory, or a hole); *reg gets the region
+ * holding addr, if any. Lock held. */
+static sim_mapping_t *mapping_at(uint64_t addr, sim_region_t **reg) {
+    *reg = sim_region_find(addr);
+    return *reg && (*reg)->kind == REGION_RESERVE
+               ? (*reg)->pages[(addr - (*reg)->base) / VGSIM_GRANULE] : NULL;
+}
+
 sim_device_t *sim_memory_device(uint64_t addr) {
     pthread_mutex_lock(&g_sim.lock);
-    sim_region_t *r = sim_region_find(addr);
-    sim_device_t *d = NULL;
-    if (r && r->kind == REGION_ALLOC) {
-        d = r->dev;
-    } else if (r) {
-        sim_mapping_t *m = r->pages[(addr - r->base) / VGSIM_GRANULE];
-        d = m ? m->handle->dev : NULL;
-    }
+    sim_region_t *r;
+    sim_mapping_t *m = mapping_at(addr, &r);
+    sim_device_t *d = m ? m->handle->dev : r && r->kind == REGION_ALLOC ? r->dev : NULL;
     pthread_mutex_unlock(&g_sim.lock);
     return d;
 }
@@ -796,24 +799,22 @@ VGSIM_API CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAcces
     return CUDA_SUCCESS;
 }
 
-bool sim_reaches(uint64_t addr, const sim_device_t *d) {
-    pthread_mutex_lock(&g_sim.lock);
-    sim_region_t *reg = sim_region_find(addr);
-    sim_mapping_t *m = reg && reg->kind == REGION_RESERVE
-                           ? reg->pages[(addr - reg->base) / VGSIM_GRANULE] : NULL;
-    bool ok = !m || (m->devices & (1u << d->ordinal));
-    pthread_mutex_unlock(&g_sim.lock);
-    return ok;
-}
-
 VGSIM_API unsigned vgsim_access_devices(unsigned long long p) {
     pthread_mutex_lock(&g_sim.lock);
-    sim_region_t *reg = sim_region_find(p);
-    sim_mapping_t *m = reg && reg->kind == REGION_RESERVE
-                           ? reg->pages[(p - reg->base) / VGSIM_GRANULE] : NULL;
+    sim_region_t *reg;
+    sim_mapping_t *m = mapping_at(p, &reg);
     unsigned devices = m ? m->devices : 0;
     pthread_mutex_unlock(&g_sim.lock);
     return devices;
+}
+
+bool sim_reaches(uint64_t addr, const sim_device_t *d) {
+    pthread_mutex_lock(&g_sim.lock);
+    sim_region_t *reg;
+    sim_mapping_t *m = mapping_at(addr, &reg);
+    bool ok = !m || (m->devices & (1u << d->ordinal));
+    pthread_mutex_unlock(&g_sim.lock);
+    return ok;
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -163,11 +163,9 @@ static void word_store(void *addr, uint64_t v, bool wide) {
  * meanwhile, as on a GPU; a dead context ends it). */
 static void run_memop(void *arg) {
     sim_op_t *op = ((run_arg_t *)arg)->op;
-    bool wide = op->u.memop.type == CU_STREAM_MEM_OP_WAIT_VALUE_64 ||
-                op->u.memop.type == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+    bool wide = sim_memop_wide(op->u.memop.type);
     void *addr = (void *)(uintptr_t)op->u.memop.addr;
-    if (op->u.memop.type == CU_STREAM_MEM_OP_WRITE_VALUE_32 ||
-        op->u.memop.type == CU_STREAM_MEM_OP_WRITE_VALUE_64) {
+    if (!sim_memop_is_wait(op->u.memop.type)) {
         word_store(addr, op->u.memop.value, wide);
         return;
     }
@@ -418,16 +416,15 @@ static bool is_blocking(sim_stream_t *s) { return !(s->flags & CU_STREAM_NON_BLO
 #define WAKE_BATCH 32
 
 /* Number the op and push it for the worker; wake the worker if it sleeps. */
-static uint64_t push_op(sim_stream_t *s, sim_op_t *op) {
+static void push_op(sim_stream_t *s, sim_op_t *op) {
     /* `completed` sits on a line the worker writes all the time: look every 64 ops only. */
     uint64_t queued = atomic_load_explicit(&s->enqueued, memory_order_relaxed);
     if ((queued & 63) == 0 && op->kind != OP_EXIT &&
         queued - atomic_load(&s->completed) >= SIM_QUEUE_DEPTH)
         sim_wait_seq(s, queued - SIM_QUEUE_DEPTH / 2); /* drained by half: block rarely */
     pthread_mutex_lock(&s->lock);
-    uint64_t seq = atomic_load(&s->enqueued) + 1;
-    op->seq = seq;
-    atomic_store(&s->enqueued, seq);
+    op->seq = atomic_load(&s->enqueued) + 1;
+    atomic_store(&s->enqueued, op->seq);
     if (op->kind == OP_RECORD) { /* publish the record's position in order */
         sim_event_t *e = op->u.record.event;
         pthread_mutex_lock(&e->lock);
@@ -451,31 +448,30 @@ static uint64_t push_op(sim_stream_t *s, sim_op_t *op) {
         pthread_cond_signal(&s->work);
         pthread_mutex_unlock(&s->wake_lock);
     }
-    return seq; /* (op itself may be recycled by now) */
 }
 
 bool sim_op_after(sim_op_t *op, sim_stream_t *s, uint64_t seq) { return op_add_dep(op, s, seq); }
 
-CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op) {
-    uint64_t seq;
-    return sim_enqueue_seq(s, op, &seq);
+bool sim_op_after_blocking(sim_op_t *op, sim_ctx_t *ctx, const sim_stream_t *except) {
+    bool ok = true;
+    pthread_mutex_lock(&ctx->lock);
+    for (size_t i = 0; i < ctx->nstreams && ok; i++) {
+        sim_stream_t *o = ctx->streams[i];
+        if (o != except && is_blocking(o))
+            ok = op_add_dep(op, o, atomic_load(&o->enqueued));
+    }
+    pthread_mutex_unlock(&ctx->lock);
+    return ok;
 }
 
-CUresult sim_enqueue_seq(sim_stream_t *s, sim_op_t *op, uint64_t *seq) {
+CUresult sim_enqueue(sim_stream_t *s, sim_op_t *op) {
     sim_ctx_t *ctx = s->ctx;
     bool ok = true;
     CUresult captured;
-    *seq = 0;
     if (atomic_load_explicit(&s->capture, memory_order_acquire) && sim_capture_op(s, op, &captured))
         return captured; /* kept for the graph, not run */
     if (s->legacy && atomic_load(&ctx->nblocking) > 0) {
-        pthread_mutex_lock(&ctx->lock);
-        for (size_t i = 0; i < ctx->nstreams && ok; i++) {
-            sim_stream_t *o = ctx->streams[i];
-            if (o != s && is_blocking(o))
-                ok = op_add_dep(op, o, atomic_load(&o->enqueued));
-        }
-        pthread_mutex_unlock(&ctx->lock);
+        ok = sim_op_after_blocking(op, ctx, s);
     } else if (is_blocking(s)) {
         ok = op_add_dep(op, ctx->legacy, atomic_load(&ctx->legacy->enqueued));
     }
@@ -483,7 +479,7 @@ CUresult sim_enqueue_seq(sim_stream_t *s, sim_op_t *op, uint64_t *seq) {
         sim_op_destroy(op);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    *seq = push_op(s, op);
+    push_op(s, op);
     return CUDA_SUCCESS;
 }
 
