@@ -4,7 +4,10 @@
  * the last 16 bytes land after the end. On a GPU this silently corrupts whatever lies
  * next; `vramguard run --mode=guard` reports the allocation, the 16 bytes and the kernel.
  * With --launch-ex the kernel is launched through cuLaunchKernelEx (cudaLaunchKernelEx);
- * with --graph it is captured into a CUDA graph, which is launched twice.
+ * with --graph it is captured into a CUDA graph, which is launched twice; with --stream
+ * it runs on a non-blocking stream; with --blocking the buffer comes from
+ * cuMemAllocAsync on the legacy stream and the kernel runs on a blocking stream, which
+ * waits for the legacy stream's work.
  */
 #include "common.h"
 
@@ -13,8 +16,12 @@ int main(int argc, char **argv) {
     bool graph = argc > 1 && strcmp(argv[1], "--graph") == 0;
     ex_t e = ex_init();
     const unsigned long long rows = 4, cols = 250;
+    bool blocking = argc > 1 && strcmp(argv[1], "--blocking") == 0;
     CUdeviceptr t;
-    CK(cuMemAlloc(&t, rows * cols * sizeof(float)));
+    if (blocking)
+        CK(cuMemAllocAsync(&t, rows * cols * sizeof(float), NULL));
+    else
+        CK(cuMemAlloc(&t, rows * cols * sizeof(float)));
     /* the bug: one column too many */
     if (launch_ex) {
         CK(ex_fill_ex(&e, t, 1.0f, rows * (cols + 1), NULL));
@@ -33,9 +40,9 @@ int main(int argc, char **argv) {
         CK(cuGraphExecDestroy(x));
         CK(cuGraphDestroy(g));
         CK(cuStreamDestroy(s));
-    } else if (argc > 1 && strcmp(argv[1], "--stream") == 0) {
+    } else if (blocking || (argc > 1 && strcmp(argv[1], "--stream") == 0)) {
         CUstream s;
-        CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CK(cuStreamCreate(&s, blocking ? CU_STREAM_DEFAULT : CU_STREAM_NON_BLOCKING));
         CK(ex_fill(&e, t, 1.0f, rows * (cols + 1), s));
         CK(cuStreamSynchronize(s));
         CK(cuStreamDestroy(s));

@@ -297,10 +297,22 @@ void vg__guard_flush(vg_heap_t *h, CUstream stream) {
         return;
     }
     vg_stream_t *s = vg__heap_stream_find(h, stream);
-    if (!s || !s->guard_pending || ((pending_t *)s->guard_pending)->n == 0)
+    bool own = s && s->guard_pending && ((pending_t *)s->guard_pending)->n > 0;
+    /* A blocking stream's next work waits for the legacy stream's: the work waiting in the
+     * legacy stream's queue must be launched before it too (a fill launched later would
+     * land after the program's kernel on the blocking stream and hide its overrun). Not
+     * during a capture, which the legacy stream may not join. */
+    vg_stream_t *legacy = vg__heap_stream_find(h, NULL);
+    bool before = legacy && legacy != s && legacy->guard_pending &&
+                  ((pending_t *)legacy->guard_pending)->n > 0 && !vg__heap_capturing(h) &&
+                  !vg__stream_capturing(stream) && vg__stream_blocking(stream);
+    if (!own && !before)
         return;
     bool pushed = vg__heap_ctx_enter(h);
-    flush_stream(h, s);
+    if (before)
+        flush_stream(h, legacy);
+    if (own)
+        flush_stream(h, s);
     vg__heap_ctx_leave(pushed);
 }
 

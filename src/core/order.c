@@ -60,6 +60,8 @@ static uint8_t kind_of(CUstream s) {
     return (flags & CU_STREAM_NON_BLOCKING) ? KIND_NONBLOCKING : KIND_BLOCKING;
 }
 
+bool vg__stream_blocking(CUstream s) { return kind_of(norm(s)) != KIND_NONBLOCKING; }
+
 static int find(CUstream s) {
     for (int i = 0; i < g_n; i++)
         if (g_s[i].used && g_s[i].handle == s)

@@ -42,6 +42,11 @@ void vg__order_stream_destroyed(CUstream s);
 
 /* Is work queued on s from now on ordered after launch `seq` on stream t? */
 bool vg__order_after(CUstream s, CUstream t, uint64_t seq);
+/* Does work queued on s wait for the legacy default stream's earlier work (the legacy
+ * stream itself, the per-thread default stream, a stream created without
+ * CU_STREAM_NON_BLOCKING; a stream the driver cannot tell about counts as one)? Asks the
+ * driver: call it without locks that a driver call must not be made under. */
+bool vg__stream_blocking(CUstream s);
 
 /* Cheap first test for a free on s of memory allocated at launch number `since`: could
  * any other stream have launched after `since` work not known ordered before s? */
