@@ -7,7 +7,11 @@
  * write proceed once the copy is done. With --generic the copy is cuMemcpyAsync with the
  * host pointer as a unified address (cudaMemcpyAsync with cudaMemcpyDefault); with --2d,
  * cuMemcpy2DAsync of 256 rows of 4 KiB (cudaMemcpy2DAsync); with --3d, cuMemcpy3DAsync
- * of 16 slices of 16 such rows (cudaMemcpy3DAsync).
+ * of 16 slices of 16 such rows (cudaMemcpy3DAsync); with --batch, cuMemcpyBatchAsync
+ * (cudaMemcpyBatchAsync, CUDA 12.8), the source read in stream order; with --batch-3d,
+ * cuMemcpy3DBatchAsync of the 3D copy's box. With --batch-during-call the batched copy
+ * reads its source during the call (CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL), which
+ * makes the write that follows correct: nothing is reported.
  */
 #include "common.h"
 
@@ -53,6 +57,26 @@ int main(int argc, char **argv) {
         c.Height = 16;
         c.Depth = n / (4096 * 16);
         CK(cuMemcpy3DAsync(&c, s));
+    } else if (strncmp(how, "--batch", 7) == 0 && strcmp(how, "--batch-3d") != 0) {
+        CUdeviceptr from = (CUdeviceptr)(uintptr_t)src;
+        size_t size = n, first = 0;
+        CUmemcpyAttributes a;
+        memset(&a, 0, sizeof a);
+        a.srcAccessOrder = strcmp(how, "--batch-during-call") == 0
+                               ? CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL
+                               : CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+        CK(cuMemcpyBatchAsync(&d, &from, &size, 1, &a, &first, 1, s));
+    } else if (strcmp(how, "--batch-3d") == 0) {
+        CUDA_MEMCPY3D_BATCH_OP op;
+        memset(&op, 0, sizeof op);
+        op.src.type = op.dst.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+        op.src.op.ptr.ptr = (CUdeviceptr)(uintptr_t)src;
+        op.dst.op.ptr.ptr = d;
+        op.extent.width = 4096;
+        op.extent.height = 16;
+        op.extent.depth = n / (4096 * 16);
+        op.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+        CK(cuMemcpy3DBatchAsync(1, &op, 0, s));
     } else {
         CK(cuMemcpyHtoDAsync(d, src, n, s));
     }

@@ -20,6 +20,8 @@
 
 int sim_classify(const void *p, size_t n) {
     uint64_t a = (uint64_t)(uintptr_t)p;
+    if (a == 0 && n > 0) /* (the real driver refuses NULL too) */
+        return SIDE_BAD;
     if (sim_is_device_addr(a))
         return sim_device_range_ok(a, n) ? SIDE_DEVICE : SIDE_BAD;
     return sim_is_pinned(p, n) ? SIDE_PINNED : SIDE_HOST;
@@ -62,7 +64,7 @@ static CUresult copy_on(CUstream stream, void *dst, const void *src, size_t n, b
  * other device out (PyTorch copies its expandable segments with cudaMemcpyPeerAsync
  * then): vgsim refuses such a copy. A peer copy (`peer`) names the contexts and may
  * always be made. */
-static bool devices_reach(const void *dst, const void *src, bool peer) {
+static bool devices_reach(const void *dst, const void *src, unsigned peer) {
     if (peer || g_sim.ndevices < 2)
         return true;
     sim_device_t *dd = sim_memory_device((uintptr_t)dst);
@@ -71,15 +73,23 @@ static bool devices_reach(const void *dst, const void *src, bool peer) {
            (sim_reaches((uintptr_t)dst, sd) && sim_reaches((uintptr_t)src, dd));
 }
 
-CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, bool async,
-                      bool peer) {
+CUresult sim_copy_check(const void *dst, const void *src, size_t n, unsigned how) {
     int ds = sim_classify(dst, n), ss = sim_classify(src, n);
     if (ds == SIDE_BAD || ss == SIDE_BAD)
         return CUDA_ERROR_INVALID_VALUE;
-    bool dst_dev = ds == SIDE_DEVICE, src_dev = ss == SIDE_DEVICE;
-    if (dst_dev && src_dev && !devices_reach(dst, src, peer))
+    if (ds == SIDE_DEVICE && ss == SIDE_DEVICE && !devices_reach(dst, src, how & SIM_COPY_PEER))
         return CUDA_ERROR_INVALID_VALUE;
-    if (!async) /* synchronous copies: DtoD does not wait, everything else does */
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, unsigned how) {
+    CUresult r = sim_copy_check(dst, src, n, how);
+    if (r != CUDA_SUCCESS)
+        return r;
+    int ds = sim_classify(dst, n), ss = sim_classify(src, n);
+    bool dst_dev = ds == SIDE_DEVICE, src_dev = ss == SIDE_DEVICE;
+    bool now = how & SIM_COPY_SRC_NOW;
+    if (!(how & SIM_COPY_ASYNC)) /* synchronous copies: DtoD does not wait, the rest does */
         return copy_on(stream, dst, src, n, !(dst_dev && src_dev), false);
     if (!src_dev && !dst_dev) /* host to host through the driver: ordered and waited */
         return copy_on(stream, dst, src, n, true, false);
@@ -87,7 +97,7 @@ CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, boo
         return copy_on(stream, dst, src, n, false, true);
     if (src_dev && ds == SIDE_HOST) /* pageable destination: the host waits */
         return copy_on(stream, dst, src, n, true, false);
-    return copy_on(stream, dst, src, n, false, false);
+    return copy_on(stream, dst, src, n, false, now);
 }
 
 static CUresult check_dev(CUdeviceptr p, size_t n) {
@@ -104,12 +114,12 @@ static CUresult check_dev(CUdeviceptr p, size_t n) {
  * (CUDA_API_PER_THREAD_DEFAULT_STREAM) on the calling thread's default stream. */
 static CUresult htod(CUdeviceptr dst, const void *src, size_t bytes, CUstream stream) {
     CUresult r = check_dev(dst, bytes);
-    return r != CUDA_SUCCESS ? r : sim_copy_any(DEV(dst), src, bytes, stream, false, false);
+    return r != CUDA_SUCCESS ? r : sim_copy_any(DEV(dst), src, bytes, stream, 0);
 }
 
 static CUresult dtoh(void *dst, CUdeviceptr src, size_t bytes, CUstream stream) {
     CUresult r = check_dev(src, bytes);
-    return r != CUDA_SUCCESS ? r : sim_copy_any(dst, DEV(src), bytes, stream, false, false);
+    return r != CUDA_SUCCESS ? r : sim_copy_any(dst, DEV(src), bytes, stream, 0);
 }
 
 static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream,
@@ -118,19 +128,20 @@ static CUresult dtod(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream st
     if (r == CUDA_SUCCESS)
         r = check_dev(src, bytes);
     return r != CUDA_SUCCESS ? r
-                             : sim_copy_any(DEV(dst), DEV(src), bytes, stream, async, false);
+                             : sim_copy_any(DEV(dst), DEV(src), bytes, stream,
+                                            async ? SIM_COPY_ASYNC : 0);
 }
 
 VGSIM_API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-    return sim_copy_any(DEV(dst), DEV(src), bytes, NULL, false, false);
+    return sim_copy_any(DEV(dst), DEV(src), bytes, NULL, 0);
 }
 
 VGSIM_API CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
-    return sim_copy_any(DEV(dst), DEV(src), bytes, CU_STREAM_PER_THREAD, false, false);
+    return sim_copy_any(DEV(dst), DEV(src), bytes, CU_STREAM_PER_THREAD, 0);
 }
 
 VGSIM_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
-    return sim_copy_any(DEV(dst), DEV(src), bytes, stream, true, false);
+    return sim_copy_any(DEV(dst), DEV(src), bytes, stream, SIM_COPY_ASYNC);
 }
 
 VGSIM_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
@@ -160,13 +171,15 @@ VGSIM_API CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t
 VGSIM_API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t bytes,
                                         CUstream stream) {
     CUresult r = check_dev(dst, bytes);
-    return r != CUDA_SUCCESS ? r : sim_copy_any(DEV(dst), src, bytes, stream, true, false);
+    return r != CUDA_SUCCESS ? r
+                             : sim_copy_any(DEV(dst), src, bytes, stream, SIM_COPY_ASYNC);
 }
 
 VGSIM_API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t bytes,
                                         CUstream stream) {
     CUresult r = check_dev(src, bytes);
-    return r != CUDA_SUCCESS ? r : sim_copy_any(dst, DEV(src), bytes, stream, true, false);
+    return r != CUDA_SUCCESS ? r
+                             : sim_copy_any(dst, DEV(src), bytes, stream, SIM_COPY_ASYNC);
 }
 
 VGSIM_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes,

@@ -18,19 +18,8 @@
 
 #include <stdlib.h>
 
-/* One side of a copy, from any of the parameter structures. */
-typedef struct side {
-    CUmemorytype type;
-    const char *base; /* host pointer, or device pointer as an address */
-    size_t x, y, z, pitch, height;
-    sim_ctx_t *ctx;   /* peer copies: the context its device memory belongs to */
-} side_t;
-
-typedef struct shape {
-    side_t src, dst;
-    size_t width, rows, depth; /* WidthInBytes, Height, Depth */
-    bool peer;
-} shape_t;
+typedef sim_side_t side_t;
+typedef sim_shape_t shape_t;
 
 static side_t side_of(CUmemorytype type, const void *host, CUdeviceptr dev, size_t x, size_t y,
                       size_t z, size_t pitch, size_t height, CUcontext ctx) {
@@ -118,6 +107,34 @@ static CUresult enqueue_wait(sim_stream_t *s, sim_ctx_t *ctx, sim_stream_t *t, u
     return sim_enqueue(s, op);
 }
 
+CUresult sim_shape_check(const shape_t *p) {
+    if (p->width == 0 || p->rows == 0 || p->depth == 0)
+        return CUDA_SUCCESS;
+    CUresult r;
+    if ((r = side_check(&p->src, p)) != CUDA_SUCCESS)
+        return r;
+    if ((r = side_check(&p->dst, p)) != CUDA_SUCCESS)
+        return r;
+    if (!side_rows_ok(&p->src, p) || !side_rows_ok(&p->dst, p))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+CUresult sim_shape_queue(const shape_t *p, CUstream stream, unsigned how) {
+    CUresult r = CUDA_SUCCESS;
+    if (p->peer)
+        how |= SIM_COPY_PEER;
+    for (size_t z = 0; z < p->depth && r == CUDA_SUCCESS; z++) {
+        for (size_t y = 0; y < p->rows && r == CUDA_SUCCESS; y++) {
+            size_t so = 0, dof = 0;
+            row_offset(&p->src, y, z, &so);
+            row_offset(&p->dst, y, z, &dof);
+            r = sim_copy_any((char *)p->dst.base + dof, p->src.base + so, p->width, stream, how);
+        }
+    }
+    return r;
+}
+
 /* Check the copy, then queue its rows on `stream`; `async`: an asynchronous call. */
 static CUresult copy_shape(const shape_t *p, CUstream stream, bool async) {
     sim_ctx_t *c;
@@ -126,12 +143,8 @@ static CUresult copy_shape(const shape_t *p, CUstream stream, bool async) {
         return r;
     if (p->width == 0 || p->rows == 0 || p->depth == 0)
         return CUDA_SUCCESS;
-    if ((r = side_check(&p->src, p)) != CUDA_SUCCESS)
+    if ((r = sim_shape_check(p)) != CUDA_SUCCESS)
         return r;
-    if ((r = side_check(&p->dst, p)) != CUDA_SUCCESS)
-        return r;
-    if (!side_rows_ok(&p->src, p) || !side_rows_ok(&p->dst, p))
-        return CUDA_ERROR_INVALID_VALUE;
     sim_stream_t *s = sim_stream_resolve(c, stream);
     if (!s)
         return CUDA_ERROR_INVALID_HANDLE;
@@ -141,15 +154,8 @@ static CUresult copy_shape(const shape_t *p, CUstream stream, bool async) {
         SIM_UNSAFE_DURING_CAPTURE();
     for (int i = 0; i < nothers && r == CUDA_SUCCESS; i++)
         r = enqueue_wait(s, others[i], NULL, 0);
-    for (size_t z = 0; z < p->depth && r == CUDA_SUCCESS; z++) {
-        for (size_t y = 0; y < p->rows && r == CUDA_SUCCESS; y++) {
-            size_t so = 0, dof = 0;
-            row_offset(&p->src, y, z, &so);
-            row_offset(&p->dst, y, z, &dof);
-            r = sim_copy_any((char *)p->dst.base + dof, p->src.base + so, p->width, stream, async,
-                             p->peer);
-        }
-    }
+    if (r == CUDA_SUCCESS)
+        r = sim_shape_queue(p, stream, async ? SIM_COPY_ASYNC : 0);
     uint64_t last = atomic_load(&s->enqueued); /* (or later: waiting longer is still right) */
     for (int i = 0; i < nothers && r == CUDA_SUCCESS; i++)
         r = enqueue_wait(others[i]->legacy, NULL, s, last); /* (its blocking streams too) */

@@ -553,15 +553,36 @@ static const proc_entry_t g_procs[] = {
 #undef VG_X
 };
 
+/* The earlier ABI versions (VG_DRIVER_OLDER): what cuGetProcAddress gives a caller
+ * asking for a cudaVersion before 13000, where a function had another signature. */
+static const struct {
+    const char *api, *sym;
+    void *fn;
+} g_older[] = {
+#define VG_X(api, sym, params, args) {#api, #sym, (void *)sym},
+    VG_DRIVER_OLDER(VG_X)
+#undef VG_X
+};
+
+static void *older_proc(const char *api, bool ptsz) {
+    for (size_t i = 0; i < sizeof g_older / sizeof g_older[0]; i++)
+        if (strcmp(g_older[i].api, api) == 0 && (strstr(g_older[i].sym, "_ptsz") != NULL) == ptsz)
+            return g_older[i].fn;
+    return NULL;
+}
+
 VGSIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                        cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
     if (!symbol || !pfn)
         return CUDA_ERROR_INVALID_VALUE;
-    void *twin = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)
-                     ? sim_twin_proc(symbol) /* (NULL: the function has no twin) */
-                     : NULL;
+    bool per_thread = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    void *older = cudaVersion < 13000 ? older_proc(symbol, per_thread) : NULL;
+    void *twin = per_thread ? sim_twin_proc(symbol) /* (NULL: the function has no twin) */
+                            : NULL;
     *pfn = NULL;
-    if (twin) {
+    if (older) {
+        *pfn = older;
+    } else if (twin) {
         *pfn = twin;
     } else if (strcmp(symbol, "cuCtxCreate") == 0) {
         *pfn = cudaVersion >= 13000 ? (void *)cuCtxCreate_v4 : (void *)cuCtxCreate_v2;

@@ -45,6 +45,10 @@ VG_DRIVER_FUNCS(VG_X)
 #define VG_X(api, sym, twin) VGSIM_API __typeof__(sym) twin;
 VG_DRIVER_TWINS(VG_X)
 #undef VG_X
+/* ... and of the earlier ABI versions still exported (copy_batch.c). */
+#define VG_X(api, sym, params, args) VGSIM_API CUresult sym params;
+VG_DRIVER_OLDER(VG_X)
+#undef VG_X
 /* A _ptsz twin's stream: NULL means the calling thread's default stream. */
 #define SIM_PT(stream) ((stream) ? (stream) : CU_STREAM_PER_THREAD)
 /* The twin of the function cuGetProcAddress names `api`, or NULL (ptds.c). */
@@ -285,10 +289,32 @@ bool sim_valid_stream(sim_ctx_t *ctx, sim_stream_t *s);
 enum { SIDE_HOST = 0, SIDE_PINNED, SIDE_DEVICE, SIDE_BAD };
 int sim_classify(const void *p, size_t n);
 /* Queue a copy of n bytes on `stream` with CUDA's rules for when the host waits (copy.c's
- * header), for a synchronous call or (`async`) an asynchronous one; `peer`: for a peer
- * copy, which may copy between devices that cannot reach each other's memory. */
-CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, bool async,
-                      bool peer);
+ * header). `how`: SIM_COPY_ASYNC for an asynchronous call (else a synchronous one);
+ * SIM_COPY_PEER for a peer copy, which may copy between devices that cannot reach each
+ * other's memory; SIM_COPY_SRC_NOW to read the source during the call (a batched copy's
+ * CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL). sim_copy_check: only whether the copy may
+ * be made (CUDA_ERROR_INVALID_VALUE if not), queueing nothing. */
+enum { SIM_COPY_ASYNC = 1, SIM_COPY_PEER = 2, SIM_COPY_SRC_NOW = 4 };
+CUresult sim_copy_check(const void *dst, const void *src, size_t n, unsigned how);
+CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, unsigned how);
+/* copy_nd.c: a 2D or 3D copy, rows of `width` bytes: `rows` a slice, `depth` slices. A
+ * side's row (y, z) starts at base + ((z + side.z) * height + y + side.y) * pitch + x.
+ * Memory types host, device or unified (arrays are not simulated: NOT_SUPPORTED).
+ * sim_shape_check: whether the driver accepts it (layouts, and every row memory its
+ * type allows); sim_shape_queue: its rows on `stream` (`how` as for sim_copy_any). */
+typedef struct sim_side {
+    CUmemorytype type;
+    const char *base; /* host pointer, or device pointer as an address */
+    size_t x, y, z, pitch, height;
+    sim_ctx_t *ctx;   /* peer copies: the context its device memory belongs to */
+} sim_side_t;
+typedef struct sim_shape {
+    sim_side_t src, dst;
+    size_t width, rows, depth; /* WidthInBytes, Height, Depth */
+    bool peer;
+} sim_shape_t;
+CUresult sim_shape_check(const sim_shape_t *p);
+CUresult sim_shape_queue(const sim_shape_t *p, CUstream stream, unsigned how);
 /* stream.c: make op wait for stream s up to `seq`; or for the work queued so far on every
  * blocking stream of ctx (the legacy one included) but `except`. False: out of memory. */
 bool sim_op_after(sim_op_t *op, sim_stream_t *s, uint64_t seq);

@@ -358,6 +358,67 @@ typedef struct CUDA_MEMCPY3D_PEER_st {
     size_t WidthInBytes, Height, Depth;
 } CUDA_MEMCPY3D_PEER;
 
+/* Batched copies (CUDA 12.8: cuMemcpyBatchAsync, cuMemcpy3DBatchAsync). */
+typedef enum CUmemcpyFlags_enum {
+    CU_MEMCPY_FLAG_DEFAULT = 0x0,
+    CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE = 0x1
+} CUmemcpyFlags;
+
+/* When a copy may read its source: in stream order; during the call (the source may be
+ * reused once the call returns); or at any time until the copy completes. */
+typedef enum CUmemcpySrcAccessOrder_enum {
+    CU_MEMCPY_SRC_ACCESS_ORDER_INVALID = 0x0,
+    CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 0x1,
+    CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL = 0x2,
+    CU_MEMCPY_SRC_ACCESS_ORDER_ANY = 0x3,
+    CU_MEMCPY_SRC_ACCESS_ORDER_MAX = 0x7FFFFFFF
+} CUmemcpySrcAccessOrder;
+
+typedef struct CUmemcpyAttributes_st {
+    CUmemcpySrcAccessOrder srcAccessOrder;
+    CUmemLocation srcLocHint, dstLocHint;
+    unsigned int flags; /* CUmemcpyFlags */
+} CUmemcpyAttributes;
+
+typedef enum CUmemcpy3DOperandType_enum {
+    CU_MEMCPY_OPERAND_TYPE_POINTER = 0x1,
+    CU_MEMCPY_OPERAND_TYPE_ARRAY = 0x2,
+    CU_MEMCPY_OPERAND_TYPE_MAX = 0x7FFFFFFF
+} CUmemcpy3DOperandType;
+
+typedef struct CUoffset3D_st {
+    size_t x, y, z;
+} CUoffset3D;
+
+typedef struct CUextent3D_st {
+    size_t width, height, depth;
+} CUextent3D;
+
+/* A pointer operand's rows are rowLength elements apart (0: the copy's width) and its
+ * layers layerHeight rows (0: the copy's height); for pointer-to-pointer copies an
+ * element is a byte. */
+typedef struct CUmemcpy3DOperand_st {
+    CUmemcpy3DOperandType type;
+    union {
+        struct {
+            CUdeviceptr ptr;
+            size_t rowLength, layerHeight;
+            CUmemLocation locHint;
+        } ptr;
+        struct {
+            CUarray array;
+            CUoffset3D offset;
+        } array;
+    } op;
+} CUmemcpy3DOperand;
+
+typedef struct CUDA_MEMCPY3D_BATCH_OP_st {
+    CUmemcpy3DOperand src, dst;
+    CUextent3D extent;
+    CUmemcpySrcAccessOrder srcAccessOrder;
+    unsigned int flags; /* CUmemcpyFlags */
+} CUDA_MEMCPY3D_BATCH_OP;
+
 typedef struct CUmemAccessDesc_st {
     CUmemLocation location;
     CUmemAccess_flags flags;

@@ -119,6 +119,14 @@
     X(cuMemcpy3DPeer, cuMemcpy3DPeer, OPT, (const CUDA_MEMCPY3D_PEER *copy), (copy))        \
     X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, OPT,                                        \
       (const CUDA_MEMCPY3D_PEER *copy, CUstream stream), (copy, stream))                    \
+    X(cuMemcpyBatchAsync, cuMemcpyBatchAsync_v2, OPT,                                      \
+      (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,                   \
+       CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream stream),     \
+      (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream))                       \
+    X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_v2, OPT,                                  \
+      (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags,            \
+       CUstream stream),                                                                    \
+      (numOps, opList, flags, stream))                                                      \
     X(cuMemsetD8, cuMemsetD8_v2, OPT, (CUdeviceptr dst, unsigned char value, size_t count), \
       (dst, value, count))                                                                  \
     X(cuMemsetD32, cuMemsetD32_v2, OPT, (CUdeviceptr dst, unsigned int value, size_t count), \
@@ -254,6 +262,31 @@
        CUmemAllocationGranularity_flags option),                                            \
       (granularity, prop, option))
 
+/* Earlier ABI versions of functions above that cuda.h 13 no longer maps the names to,
+ * but that programs built with an older cuda.h call and cuGetProcAddress returns for an
+ * older cudaVersion: CUDA 12.8's batched copies had a failIdx argument (where the batch
+ * failed) before the stream. X(api, symbol, params, args); their per-thread twins are
+ * listed as functions of their own. vgsim exports them; the interposer hooks them. */
+#define VG_DRIVER_OLDER(X)                                                                  \
+    X(cuMemcpyBatchAsync, cuMemcpyBatchAsync,                                               \
+      (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,                   \
+       CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,      \
+       CUstream stream),                                                                    \
+      (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, stream))              \
+    X(cuMemcpyBatchAsync, cuMemcpyBatchAsync_ptsz,                                          \
+      (CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,                   \
+       CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,      \
+       CUstream stream),                                                                    \
+      (dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, stream))              \
+    X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync,                                           \
+      (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,                     \
+       unsigned long long flags, CUstream stream),                                          \
+      (numOps, opList, failIdx, flags, stream))                                             \
+    X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_ptsz,                                      \
+      (size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,                     \
+       unsigned long long flags, CUstream stream),                                          \
+      (numOps, opList, failIdx, flags, stream))
+
 /* The per-thread-default-stream twins of functions above: cuda.h maps a name to them
  * (cuMemcpyHtoD to cuMemcpyHtoD_v2_ptds, cuLaunchKernel to cuLaunchKernel_ptsz) when a
  * program is built with CUDA_API_PER_THREAD_DEFAULT_STREAM (nvcc --default-stream
@@ -294,6 +327,8 @@
     X(cuMemcpy3DAsync, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2_ptsz)                         \
     X(cuMemcpyPeerAsync, cuMemcpyPeerAsync, cuMemcpyPeerAsync_ptsz)                         \
     X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync_ptsz)                   \
+    X(cuMemcpyBatchAsync, cuMemcpyBatchAsync_v2, cuMemcpyBatchAsync_v2_ptsz)                \
+    X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_v2, cuMemcpy3DBatchAsync_v2_ptsz)          \
     X(cuMemsetD8Async, cuMemsetD8Async, cuMemsetD8Async_ptsz)                               \
     X(cuMemsetD16Async, cuMemsetD16Async, cuMemsetD16Async_ptsz)                            \
     X(cuMemsetD32Async, cuMemsetD32Async, cuMemsetD32Async_ptsz)                            \

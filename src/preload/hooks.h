@@ -4,8 +4,8 @@
  * pairs as src/driver/driver_funcs.h, which tests/unit/test_preload_table.c checks). The
  * hook functions are defined, with those symbol names, by area: hooks_memory.c (device
  * and pinned memory), hooks_copy.c (copies and memsets), hooks_copy_nd.c (2D, 3D and peer
- * copies), hooks_memop.c (stream memory operations) and hooks_exec.c (launches,
- * synchronisation, streams). VG_HOOKS_PTSZ lists the per-thread-default-stream twins of
+ * copies), hooks_copy_batch.c (batched copies), hooks_memop.c (stream memory operations)
+ * and hooks_exec.c (launches, synchronisation, streams). VG_HOOKS_PTSZ lists the per-thread-default-stream twins of
  * hooked functions (src/driver/driver_funcs.h, VG_DRIVER_TWINS: cuda.h maps names to them
  * when a program is built with CUDA_API_PER_THREAD_DEFAULT_STREAM, and cuGetProcAddress
  * returns them for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
@@ -53,6 +53,8 @@
     X(cuMemcpyPeerAsync, cuMemcpyPeerAsync)                                                 \
     X(cuMemcpy3DPeer, cuMemcpy3DPeer)                                                       \
     X(cuMemcpy3DPeerAsync, cuMemcpy3DPeerAsync)                                             \
+    X(cuMemcpyBatchAsync, cuMemcpyBatchAsync_v2)                                            \
+    X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_v2)                                        \
     X(cuMemsetD8, cuMemsetD8_v2)                                                            \
     X(cuMemsetD32, cuMemsetD32_v2)                                                          \
     X(cuMemsetD8Async, cuMemsetD8Async)                                                     \
@@ -104,10 +106,20 @@ VG_DRIVER_FUNCS(VG_X)
 #define VG_X(api, symbol, twin) __typeof__(symbol) twin;
 VG_HOOKS_PTSZ(VG_X)
 #undef VG_X
-/* Later ABI versions of hooked functions that cuda.h does not map the names to (not in the
- * driver table): the CUDA runtime gets them through cuGetProcAddress. X(api, symbol). */
-#define VG_HOOKS_LATER(X) X(cuCtxSynchronize, cuCtxSynchronize_v2)
+/* Other ABI versions of hooked functions, which cuda.h 13 does not map the names to (not
+ * in the driver table): a later one the CUDA runtime gets through cuGetProcAddress, and
+ * the earlier ones of VG_DRIVER_OLDER, which programs built with an older cuda.h call.
+ * X(api, symbol). */
+#define VG_HOOKS_OTHER_ABI(X)                                                               \
+    X(cuCtxSynchronize, cuCtxSynchronize_v2)                                                \
+    X(cuMemcpyBatchAsync, cuMemcpyBatchAsync)                                               \
+    X(cuMemcpyBatchAsync, cuMemcpyBatchAsync_ptsz)                                          \
+    X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync)                                           \
+    X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_ptsz)
 CUresult cuCtxSynchronize_v2(CUcontext ctx);
+#define VG_X(api, symbol, params, args) CUresult symbol params;
+VG_DRIVER_OLDER(VG_X)
+#undef VG_X
 /* CUDA 11.3-11.8's entry point, before the _v2 with a status argument. */
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 

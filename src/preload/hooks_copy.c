@@ -83,6 +83,12 @@ VG_API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) {
                      CU_STREAM_PER_THREAD, src, dst, n);
 }
 
+__attribute__((noinline)) uint32_t vgp_call_site(void) {
+    uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
+    __asm__ volatile("" ::: "memory"); /* (not a tail call: the frames skipped include this) */
+    return site;
+}
+
 bool vgp_device_memory(CUdeviceptr p) {
     unsigned type = 0;
     return vg__is_ours(p) ||

@@ -4,30 +4,16 @@
  * the first byte of each device side, an asynchronous copy's pinned host side gets the
  * race guard, and a synchronous copy with a host side orders the host after its stream.
  *
- * The race guard protects whole pages, so it takes a host side only when its bytes are
- * one range: a single row, or rows (and slices) back to back. The pages of a
- * sub-rectangle would hold bytes between its rows that are not the copy's, which the
- * program may touch at will: such copies are not guarded.
+ * The race guard takes a host side only when its bytes are one range (copy_shape.h).
  */
 #define _GNU_SOURCE
 #include "../core/common.h"
 #include "../core/order.h"
 #include "../core/report.h"
+#include "copy_shape.h"
 #include "hooks.h"
 #include "preload.h"
 #include "vramguard.h"
-
-/* One side of a copy, and the copy, from any of the parameter structures. */
-typedef struct side {
-    CUmemorytype type;
-    uint64_t base; /* host pointer or device pointer */
-    size_t x, y, z, pitch, height;
-} side_t;
-
-typedef struct shape {
-    side_t src, dst;
-    size_t width, rows, depth; /* WidthInBytes, Height, Depth */
-} shape_t;
 
 #define SIDE(p, s, z, height)                                                               \
     ((side_t){(p)->s##MemoryType,                                                           \
@@ -50,30 +36,6 @@ static shape_t shape_linear(CUdeviceptr dst, CUdeviceptr src, size_t n) {
     side_t d = {CU_MEMORYTYPE_DEVICE, dst, 0, 0, 0, n, 0};
     side_t s = {CU_MEMORYTYPE_DEVICE, src, 0, 0, 0, n, 0};
     return (shape_t){s, d, n, 1, 1};
-}
-
-/* The address of the side's first byte (the driver has accepted the copy: it is one). */
-static uint64_t first_byte(const side_t *s) {
-    return s->base + (s->z * s->height + s->y) * s->pitch + s->x;
-}
-
-static bool on_device(const side_t *s) {
-    return s->type == CU_MEMORYTYPE_DEVICE ||
-           (s->type == CU_MEMORYTYPE_UNIFIED && vgp_device_memory(s->base));
-}
-
-static uint64_t bytes_of(const shape_t *c) { return (uint64_t)c->width * c->rows * c->depth; }
-
-/* The side's bytes as one host range, when they are one (see the header). */
-static void *host_span(const side_t *s, const shape_t *c, size_t *n) {
-    if (s->type != CU_MEMORYTYPE_HOST && s->type != CU_MEMORYTYPE_UNIFIED)
-        return NULL;
-    bool one_row = c->rows == 1 && c->depth == 1;
-    bool packed = s->pitch == c->width && (c->depth == 1 || s->height == c->rows);
-    if (!one_row && !packed)
-        return NULL;
-    *n = bytes_of(c);
-    return (void *)(uintptr_t)first_byte(s);
 }
 
 /* Before the driver's call: the guard work first, then the race guard of an asynchronous

@@ -56,6 +56,9 @@ CUresult vgp_cu_result(int vg_status);
  * function and the hook. */
 void vgp_copied(CUresult r, const char *call, CUstream s, CUdeviceptr dst, CUdeviceptr src,
                 size_t n);
+/* The program's call site of the hook that calls this (as vgp_copied takes it; 0 when
+ * sites are off): for hooks that record several copies from one call. */
+uint32_t vgp_call_site(void);
 /* Is p device memory (rather than host memory, as unified addressing allows)? */
 bool vgp_device_memory(CUdeviceptr p);
 

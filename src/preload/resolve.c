@@ -39,7 +39,7 @@ typedef struct hook {
     const char *name, *sym; /* the api name, the ABI symbol */
     void *fn;
     bool ptsz;  /* a per-thread-default-stream twin */
-    bool later; /* a later ABI version, not in the driver table (hooks.h) */
+    bool other; /* another ABI version, not in the driver table (hooks.h) */
 } hook_t;
 
 static const hook_t g_hooks[] = {
@@ -47,7 +47,7 @@ static const hook_t g_hooks[] = {
     VG_HOOKS(VG_X)
 #undef VG_X
 #define VG_X(api, symbol) {#api, #symbol, (void *)&symbol, false, true},
-    VG_HOOKS_LATER(VG_X)
+    VG_HOOKS_OTHER_ABI(VG_X)
 #undef VG_X
 #define VG_X(api, symbol, twin) {#api, #twin, (void *)&twin, true, false},
     VG_HOOKS_PTSZ(VG_X)
@@ -215,7 +215,7 @@ static pthread_mutex_t g_start_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Check that hooks.h names the same ABI symbols as the driver table, and the same twins. */
 static bool table_consistent(void) {
     for (size_t i = 0; i < NHOOKS; i++) {
-        if (g_hooks[i].later)
+        if (g_hooks[i].other)
             continue;
         bool found = false;
 #define VG_X(api, symbol, need, params, args)                                               \

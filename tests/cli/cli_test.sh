@@ -386,13 +386,33 @@ example_*)
 race_other_copies)
     # S3 through cuMemcpyAsync, the host pointer a unified address (cudaMemcpyAsync with
     # cudaMemcpyDefault): the same race, the copy named as the program made it.
-    # The same through cuMemcpy2DAsync and cuMemcpy3DAsync (rows back to back).
+    # The same through cuMemcpy2DAsync and cuMemcpy3DAsync (rows back to back), and the
+    # batched copies; a batched copy that reads its source during the call is no race.
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
-    for how in generic:cuMemcpyAsync 2d:cuMemcpy2DAsync 3d:cuMemcpy3DAsync; do
+    for how in generic:cuMemcpyAsync 2d:cuMemcpy2DAsync 3d:cuMemcpy3DAsync \
+               batch:cuMemcpyBatchAsync batch-3d:cuMemcpy3DBatchAsync; do
         run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s3_h2d_race" --${how%%:*}
         python3 "$HERE/check_report.py" "$TMP/r.json" 1 host_race \
             "detail~byte 4000 of the source of ${how#*:} (1048576 bytes" detail~s3_h2d_race.c ||
             { cat "$TMP/err" >&2; fail "report (--${how%%:*})"; }
+    done
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s3_h2d_race" \
+        --batch-during-call
+    python3 "$HERE/check_report.py" "$TMP/r.json" 0 all ||
+        { cat "$TMP/err" >&2; fail "a source read during the call reported"; } ;;
+interposer_batch_overrun)
+    # A batched copy past the end of a buffer allocated just before it on its stream: the
+    # buffer's redzone fill must be launched before the batch, and the report names the
+    # copy of the batch that was given the buffer, launched at the program's line.
+    command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
+    for how in "":cuMemcpyBatchAsync --3d:cuMemcpy3DBatchAsync; do
+        run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
+            "$BUILD/tests/preload/batch_overrun" ${how%%:*}
+        python3 "$HERE/check_report.py" "$TMP/r.json" 1 out_of_bounds_after allocation.size=4000 \
+            damage.first_offset=4000 damage.bytes=16 \
+            "kernels_given_this_allocation~${how#*:} (copy 2 of 3) of 4016 bytes" \
+            "kernels_given_this_allocation~batch_overrun.c:" ||
+            { cat "$TMP/err" >&2; fail "report (${how%%:*})"; }
     done ;;
 interposer_launch_ex)
     # S1 with its kernel launched through cuLaunchKernelEx (cudaLaunchKernelEx, cluster
@@ -406,10 +426,12 @@ interposer_launch_ex)
 interposer_streams_and_graphs)
     # S1 with the buffer from cuMemAlloc and the overrunning kernel on a non-blocking stream
     # (no order with the legacy stream: the fill of a synchronous allocation must not wait
-    # in the legacy stream's queue), then captured into a CUDA graph launched twice (the
+    # in the legacy stream's queue); from cuMemAllocAsync on the legacy stream with the
+    # kernel on a blocking stream (which waits for the legacy stream: the fill waiting in
+    # its queue must be launched first); then captured into a CUDA graph launched twice (the
     # report names the captured kernel, given the pointer, and the graph launches).
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
-    for how in --stream --graph; do
+    for how in --stream --blocking --graph; do
         run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s1_overrun" $how
         python3 "$HERE/check_report.py" "$TMP/r.json" 1 out_of_bounds_after allocation.size=4000 \
             damage.first_offset=4000 damage.bytes=16 kernels_since_last_clean_check~ex_fill ||
@@ -582,16 +604,17 @@ interposer_ctx_sync_v2)
         damage.first_offset=4096 "found~context synchronisation" ||
         fail "the synchronisation through cuCtxSynchronize_v2 was not hooked" ;;
 interposer_cross_device)
-    # Copies between two devices' memory through the plain copy calls, either way, either
-    # context current: the same bytes under vramguard, no message, with the devices
-    # reaching each other peer to peer (vramguard's pages mapped for both: A11) and without
+    # Copies between two devices' memory through the plain copy calls and a batched copy,
+    # either way, either context current: the same bytes under vramguard, no message, with
+    # the devices reaching each other peer to peer (vramguard's pages mapped for both: A11)
+    # and without
     # (VGSIM_P2P=0: vgsim refuses a plain copy of VMM pages the other device cannot reach,
     # and vramguard makes it with cuMemcpyPeer instead; without that, "invalid argument").
     export VGSIM_DEVICES=2
     for p2p in 1 0; do
         export VGSIM_P2P=$p2p
         same_under_vramguard "$BUILD/tests/preload/cross_device"
-        grep -q "^cross_device: 16 copies, 0 wrong" "$TMP/plain" || fail "P2P=$p2p: $(cat "$TMP/plain")"
+        grep -q "^cross_device: 20 copies, 0 wrong" "$TMP/plain" || fail "P2P=$p2p: $(cat "$TMP/plain")"
     done ;;
 preload_hooks_defined)
     # Every driver function the hook tables list is defined in the preload library itself:

@@ -1,6 +1,7 @@
 /* cross_device.c — copies between two devices' memory through the plain copy calls
  * (tests/cli interposer_cross_device): cuMemcpyDtoD, cuMemcpyDtoDAsync, cuMemcpy and
- * cuMemcpyAsync, each way, with either device's context current. A program may make them
+ * cuMemcpyAsync, and a batch of one copy (cuMemcpyBatchAsync), each way, with either
+ * device's context current. A program may make them
  * with cuMemAlloc memory whether or not the devices reach each other peer to peer (the
  * driver stages the copy); under vramguard they must work too (docs/decisions.md A11).
  *
@@ -33,6 +34,14 @@ static void expect(const CUcontext ctx[2], int which, CUdeviceptr p, unsigned wa
     }
 }
 
+static CUresult batch_copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
+    CUmemcpyAttributes a;
+    memset(&a, 0, sizeof a);
+    a.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    size_t first = 0;
+    return cuMemcpyBatchAsync(&dst, &src, &bytes, 1, &a, &first, 1, s);
+}
+
 int main(void) {
     CK(cuInit(0));
     int n;
@@ -43,20 +52,22 @@ int main(void) {
     }
     CUcontext ctx[2];
     CUdeviceptr p[2];
+    CUstream st[2]; /* (a batch may not use the legacy stream) */
     for (int d = 0; d < 2; d++) {
         CUdevice dev;
         CK(cuDeviceGet(&dev, d));
         CK(cuDevicePrimaryCtxRetain(&ctx[d], dev));
         CK(cuCtxSetCurrent(ctx[d]));
         CK(cuMemAlloc(&p[d], N * sizeof(unsigned)));
+        CK(cuStreamCreate(&st[d], CU_STREAM_NON_BLOCKING));
         CK(cuMemsetD32(p[d], 0, N));
         CK(cuCtxSynchronize());
     }
     static const char *const calls[] = {"cuMemcpyDtoD", "cuMemcpyDtoDAsync", "cuMemcpy",
-                                        "cuMemcpyAsync"};
+                                        "cuMemcpyAsync", "cuMemcpyBatchAsync"};
     unsigned value = 1;
     int copies = 0;
-    for (int call = 0; call < 4; call++) {
+    for (int call = 0; call < 5; call++) {
         for (int from = 0; from < 2; from++) {
             for (int current = 0; current < 2; current++, value++) {
                 int to = 1 - from;
@@ -74,8 +85,10 @@ int main(void) {
                     CK(cuMemcpyDtoDAsync(p[to], p[from], bytes, NULL));
                 else if (call == 2)
                     CK(cuMemcpy(p[to], p[from], bytes));
-                else
+                else if (call == 3)
                     CK(cuMemcpyAsync(p[to], p[from], bytes, NULL));
+                else
+                    CK(batch_copy(p[to], p[from], bytes, st[current]));
                 expect(ctx, to, p[to], value, how);
                 copies++;
             }
@@ -84,6 +97,7 @@ int main(void) {
     for (int d = 0; d < 2; d++) {
         CK(cuCtxSetCurrent(ctx[d]));
         CK(cuMemFree(p[d]));
+        CK(cuStreamDestroy(st[d]));
     }
     printf("cross_device: %d copies, %d wrong\n", copies, g_wrong);
     return g_wrong != 0;

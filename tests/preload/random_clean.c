@@ -273,12 +273,22 @@ static CUresult copy_rows(CUdeviceptr dst, CUdeviceptr src, size_t width, size_t
     return sync ? cuMemcpy2D(&c) : cuMemcpy2DAsync(&c, s);
 }
 
+/* A batch of one copy (cuMemcpyBatchAsync), its source read in stream order. */
+static CUresult batch_copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
+    CUmemcpyAttributes a;
+    memset(&a, 0, sizeof a);
+    a.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+    size_t first = 0;
+    return cuMemcpyBatchAsync(&dst, &src, &bytes, 1, &a, &first, 1, s);
+}
+
 /* Fill b with a copy of a, on a stream that comes after both their last fills: a plain
- * device-to-device copy, a peer copy, a 2D one of two rows or a 3D one of two slices,
- * asynchronous or synchronous (on the
- * stream the NULL stream names: the legacy stream, thread 0's stream 0; built for the
- * per-thread default stream, each thread's stream 0), the rest of a longer b set by a
- * memset. */
+ * device-to-device copy, a peer copy, a 2D one of two rows, a 3D one of two slices, or a
+ * batch of one, asynchronous or synchronous (on the stream the NULL stream names: the
+ * legacy stream, thread 0's stream 0; built for the per-thread default stream, each
+ * thread's stream 0; a batch, which may not use the legacy stream, uses the thread's
+ * default stream instead, which waits for it and which it waits for), the rest of a
+ * longer b set by a memset. */
 static void copy_from(worker_t *w, buf_t *a, buf_t *b) {
     bool sync = w->streams[0] == NULL && rnd(w, 3) == 0;
     int t = sync ? 0 : (int)rnd(w, NSTREAMS);
@@ -286,7 +296,7 @@ static void copy_from(worker_t *w, buf_t *a, buf_t *b) {
     order_after(w, a, t);
     order_after(w, b, t);
     size_t m = a->n < b->n ? a->n : b->n;
-    unsigned kind = rnd(w, 5);
+    unsigned kind = rnd(w, 6);
     CUcontext ctx = w->ex->ctx;
     if (kind == 0) {
         CK(sync ? cuMemcpyDtoD(b->p, a->p, m * sizeof(float))
@@ -297,6 +307,8 @@ static void copy_from(worker_t *w, buf_t *a, buf_t *b) {
     } else if (kind == 2) { /* (within the context: a peer copy all the same) */
         CK(sync ? cuMemcpyPeer(b->p, ctx, a->p, ctx, m * sizeof(float))
                 : cuMemcpyPeerAsync(b->p, ctx, a->p, ctx, m * sizeof(float), s));
+    } else if (kind == 5) {
+        CK(batch_copy(b->p, a->p, m * sizeof(float), s ? s : CU_STREAM_PER_THREAD));
     } else { /* two rows, or two slices of a row */
         m -= m % 2;
         CK(copy_rows(b->p, a->p, m / 2 * sizeof(float), 2, kind == 3, sync, s));
@@ -398,15 +410,17 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
         order_after(w, b, 0); /* (the legacy stream: thread 0's stream 0) */
         CK(cuMemAllocAsync(&c->p, c->bytes, NULL));
         size_t n_copy = c->bytes + extra * 4;
-        unsigned how = rnd(w, 4);
+        unsigned how = rnd(w, 5);
         if (how == 0) {
             CK(cuMemcpyDtoD(c->p, b->p, n_copy));
         } else if (how == 1) {
             CK(cuMemcpy(c->p, b->p, n_copy));
         } else if (how == 2) {
             CK(cuMemcpyPeer(c->p, w->ex->ctx, b->p, w->ex->ctx, n_copy));
-        } else { /* a 3D copy of one slice of one row */
+        } else if (how == 3) { /* a 3D copy of one slice of one row */
             CK(copy_rows(c->p, b->p, n_copy, 1, true, true, NULL));
+        } else { /* a batch of one, on the thread's default stream (not the legacy one) */
+            CK(batch_copy(c->p, b->p, n_copy, CU_STREAM_PER_THREAD));
         }
         b->owner = 0; /* (its next fill or free comes after this read of it) */
         EXPECT("copy_overrun", "out_of_bounds_after",
