@@ -71,7 +71,10 @@ static const char *headline(const vg_report_t *r) {
 
 typedef struct launch {
     uint64_t seq;
-    char name[96];
+    char name[96];     /* a kernel's; a copy's is made from the four below when copied out */
+    const char *call;  /* a copy: the call that made it (a string that lives forever) */
+    unsigned index, count; /* copy `index` of a batch of `count` (1: not a batch) */
+    uint64_t bytes;
     CUstream stream;
     uint32_t site;
     uint64_t ptrs[VG_LAUNCH_PTRS]; /* words of its arguments that may be device pointers */
@@ -134,8 +137,30 @@ static void describe_args(const launch_t *l, char *out, size_t n) {
     }
 }
 
+/* A launch record copied out of the ring, with a copy's name made. */
+static void copy_out(launch_t *out, const launch_t *l) {
+    *out = *l;
+    if (!l->call)
+        return;
+    if (l->count > 1)
+        snprintf(out->name, sizeof out->name, "%s (copy %u of %u) of %llu bytes", l->call,
+                 l->index + 1, l->count, (unsigned long long)l->bytes);
+    else
+        snprintf(out->name, sizeof out->name, "%s of %llu bytes", l->call,
+                 (unsigned long long)l->bytes);
+}
+
+/* Record a launch; `copy` (NULL for a kernel) names the copy's call, its index and count
+ * in a batch and its bytes (its name is made only when a report needs it). */
+typedef struct copy_info {
+    const char *call;
+    unsigned index, count;
+    uint64_t bytes;
+} copy_info_t;
+
 static uint64_t note(const char *name, CUstream stream, uint32_t site, const uint64_t *ptrs,
-                     const uint16_t *where, int nptrs, int captured, bool copy) {
+                     const uint16_t *where, int nptrs, int captured,
+                     const copy_info_t *copy) {
     if (nptrs > VG_LAUNCH_PTRS)
         nptrs = VG_LAUNCH_PTRS;
     if (captured < 0)
@@ -144,7 +169,20 @@ static uint64_t note(const char *name, CUstream stream, uint32_t site, const uin
     uint64_t seq = atomic_load(&g_launch_seq) + 1;
     launch_t *l = &g_launches[seq % LAUNCHES];
     l->seq = seq;
-    snprintf(l->name, sizeof l->name, "%s", name && *name ? name : "(unnamed kernel)");
+    if (copy) {
+        l->name[0] = '\0';
+        l->call = copy->call;
+        l->index = copy->index;
+        l->count = copy->count;
+        l->bytes = copy->bytes;
+    } else {
+        if (!name || !*name)
+            name = "(unnamed kernel)";
+        size_t len = strnlen(name, sizeof l->name - 1); /* (no formatting on this path) */
+        memcpy(l->name, name, len);
+        l->name[len] = '\0';
+        l->call = NULL;
+    }
     l->stream = stream;
     l->site = site;
     l->nptrs = ptrs ? nptrs : 0;
@@ -155,7 +193,7 @@ static uint64_t note(const char *name, CUstream stream, uint32_t site, const uin
     l->at_event = vg__event_seq();
     l->t_ns = vg__now_coarse_ns();
     l->captured = captured != 0;
-    l->copy = copy;
+    l->copy = copy != NULL;
     if (!captured && vg__opt.mode == VG_MODE_GUARD) /* (G7 is guard mode's; under the
                                                      * launch lock: a free sees both or neither) */
         vg__order_launch(stream, seq);
@@ -167,13 +205,12 @@ static uint64_t note(const char *name, CUstream stream, uint32_t site, const uin
 uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
                               const uint64_t *ptrs, const uint16_t *where, int nptrs,
                               int captured) {
-    return note(name, stream, site, ptrs, where, nptrs, captured, false);
+    return note(name, stream, site, ptrs, where, nptrs, captured, NULL);
 }
 
-uint64_t vg__copy_note(const char *call, CUstream stream, uint32_t site, uint64_t dst,
-                       uint64_t src, uint64_t bytes) {
-    char name[96];
-    snprintf(name, sizeof name, "%s of %llu bytes", call, (unsigned long long)bytes);
+uint64_t vg__copy_note(const char *call, unsigned index, unsigned count, CUstream stream,
+                       uint32_t site, uint64_t dst, uint64_t src, uint64_t bytes) {
+    copy_info_t info = {call ? call : "(a copy)", index, count, bytes};
     uint64_t ptrs[2];
     uint16_t where[2];
     int n = 0;
@@ -185,7 +222,7 @@ uint64_t vg__copy_note(const char *call, CUstream stream, uint32_t site, uint64_
         ptrs[n] = src;
         where[n++] = VG_ARG_WHERE(1, 0);
     }
-    return note(name, stream, site, ptrs, where, n, -1, true);
+    return note(NULL, stream, site, ptrs, where, n, -1, &info);
 }
 
 bool vg__launch_find_unordered(CUstream s, uint64_t lo, uint64_t hi, uint64_t since,
@@ -222,7 +259,7 @@ static bool launch_by_seq(uint64_t seq, launch_t *out) {
     const launch_t *l = &g_launches[seq % LAUNCHES];
     bool ok = seq && l->seq == seq;
     if (ok)
-        *out = *l;
+        copy_out(out, l);
     pthread_mutex_unlock(&g_launch_lock);
     return ok;
 }
@@ -274,7 +311,7 @@ static int launches_since(uint64_t since, int max, launch_t *out) {
         from = last - (uint64_t)max + 1;
     int n = 0;
     for (uint64_t s = from; s <= last && n < max; s++)
-        out[n++] = g_launches[s % LAUNCHES];
+        copy_out(&out[n++], &g_launches[s % LAUNCHES]);
     pthread_mutex_unlock(&g_launch_lock);
     return n;
 }

@@ -94,11 +94,13 @@ char *vg__reports_json(void);
  * allocation #7 + 0"); `where` (NULL: word i is argument i) says where each lies. */
 uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site);
 /* An asynchronous copy or memset on `stream` (the interposer's hooks): recorded as a
- * launch named "CALL of N bytes", with its device pointers (dst: argument 0, src:
- * argument 1; 0 for a host side), so reports list it beside kernels and G7 judges frees
- * after it. */
-uint64_t vg__copy_note(const char *call, CUstream stream, uint32_t site, uint64_t dst,
-                       uint64_t src, uint64_t bytes);
+ * launch named "CALL of N bytes" ("CALL (copy 2 of 3) of N bytes" for copy `index` of a
+ * batch of `count` > 1), with its device pointers (dst: argument 0, src: argument 1; 0
+ * for a host side), so reports list it beside kernels and G7 judges frees after it.
+ * `call` must live as long as the process (a string literal): the name is made only when
+ * a report shows the copy. */
+uint64_t vg__copy_note(const char *call, unsigned index, unsigned count, CUstream stream,
+                       uint32_t site, uint64_t dst, uint64_t src, uint64_t bytes);
 /* `captured`: whether the stream is being captured into a CUDA graph (-1: ask). */
 uint64_t vg__launch_note_args(const char *name, CUstream stream, uint32_t site,
                               const uint64_t *ptrs, const uint16_t *where, int nptrs,

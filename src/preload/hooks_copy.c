@@ -30,7 +30,7 @@
 __attribute__((noinline)) void vgp_copied(CUresult r, const char *call, CUstream s,
                                           CUdeviceptr dst, CUdeviceptr src, size_t n) {
     if (r == CUDA_SUCCESS)
-        vg__copy_note(call, s, vg__opt.stack_depth ? vg__site_here(2) : 0, dst, src, n);
+        vg__copy_note(call, 0, 1, s, vg__opt.stack_depth ? vg__site_here(2) : 0, dst, src, n);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@
  * 3D batch: its copies between such devices are refused.
  */
 #define _GNU_SOURCE
-#include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 
 #include "../core/common.h"
@@ -65,12 +65,9 @@ static void guard_copy(const shape_t *c, CUmemcpySrcAccessOrder order, const cha
 /* After the batch was queued: copy i of count recorded beside the kernels, from `site`. */
 static void note_copy(const shape_t *c, const char *call, size_t i, size_t count, CUstream s,
                       uint32_t site) {
-    char name[64];
-    if (count > 1)
-        snprintf(name, sizeof name, "%s (copy %zu of %zu)", call, i + 1, count);
-    else
-        snprintf(name, sizeof name, "%s", call);
-    vg__copy_note(name, s, site, on_device(&c->dst) ? first_byte(&c->dst) : 0,
+    unsigned n = count > UINT_MAX ? UINT_MAX : (unsigned)count;
+    vg__copy_note(call, i < n ? (unsigned)i : n - 1, n, s, site,
+                  on_device(&c->dst) ? first_byte(&c->dst) : 0,
                   on_device(&c->src) ? first_byte(&c->src) : 0, bytes_of(c));
 }
 
