@@ -3,10 +3,11 @@
  * launches a kernel on it, and frees it stream-ordered; every 64 steps the stream is
  * synchronised. Prints the time per step (the whole step: allocation, launch, free).
  *
- * usage: launch_heavy [STEPS] [launch|sync]   (default 200000 steps; "launch": one buffer
- * allocated up front, each step is just a launch — the interposer's cost per launch;
- * "sync": the buffer comes from cuMemAlloc and goes back with cuMemFree, as cudaMalloc
- * and cudaFree in a loop).
+ * usage: launch_heavy [STEPS] [launch|sync|batch]   (default 200000 steps; "launch": one
+ * buffer allocated up front, each step is just a launch — the interposer's cost per
+ * launch; "sync": the buffer comes from cuMemAlloc and goes back with cuMemFree, as
+ * cudaMalloc and cudaFree in a loop; "batch": each step is one cuMemcpyBatchAsync of 8
+ * device-to-device copies of 256 bytes — the cost per batch of 8).
  * bench/run.sh runs it with and without vramguard, alternately, and prints the ratio. */
 #include "../examples/common.h"
 
@@ -20,13 +21,29 @@ int main(int argc, char **argv) {
     long steps = argc > 1 ? atol(argv[1]) : 200000;
     int launch_only = argc > 2 && strcmp(argv[2], "launch") == 0;
     int sync_api = argc > 2 && strcmp(argv[2], "sync") == 0;
+    int batch = argc > 2 && strcmp(argv[2], "batch") == 0;
     ex_t e = ex_init();
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUdeviceptr keep;
     CK(cuMemAlloc(&keep, 4096));
+    CUdeviceptr dsts[8], srcs[8];
+    size_t sizes[8], first = 0;
+    for (int k = 0; k < 8; k++) {
+        srcs[k] = keep + (CUdeviceptr)k * 256;
+        dsts[k] = keep + 2048 + (CUdeviceptr)k * 256;
+        sizes[k] = 256;
+    }
+    CUmemcpyAttributes order;
+    memset(&order, 0, sizeof order);
+    order.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
     unsigned long long t0 = now_ns();
-    for (long i = 0; i < steps; i++) {
+    for (long i = 0; batch && i < steps; i++) {
+        CK(cuMemcpyBatchAsync(dsts, srcs, sizes, 8, &order, &first, 1, s));
+        if ((i & 63) == 63)
+            CK(cuStreamSynchronize(s));
+    }
+    for (long i = 0; !batch && i < steps; i++) {
         CUdeviceptr x = keep;
         if (sync_api)
             CK(cuMemAlloc(&x, 4096 + (size_t)(i % 8) * 512));
@@ -45,6 +62,7 @@ int main(int argc, char **argv) {
     printf("%.0f ns per step (%ld steps: %s)\n", (double)dt / (double)steps, steps,
            launch_only ? "launch"
            : sync_api  ? "cuMemAlloc, launch, cuMemFree"
+           : batch     ? "a batch of 8 copies"
                        : "allocate, launch, free");
     CK(cuMemFree(keep));
     return 0;

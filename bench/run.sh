@@ -42,15 +42,19 @@ echo "### vramguard run (fast mode) on a clean launch-heavy program (bench/launc
 echo
 echo "| workload | without vramguard ns/step | with vramguard run ns/step | ratio |"
 echo "|---|---|---|---|"
-for mode in launch alloc; do
+for mode in launch alloc batch; do
     : >/tmp/vg_bench_plain; : >/tmp/vg_bench_run
-    arg=$([ $mode = launch ] && echo launch || echo all)
+    arg=$([ $mode = alloc ] && echo all || echo $mode)
     for round in 1 2 3; do
         LD_LIBRARY_PATH="$B/vgsim" "$B/bench/launch_heavy" 200000 $arg | cut -d' ' -f1 >>/tmp/vg_bench_plain
         "$B/vramguard" run --sim -- "$B/bench/launch_heavy" 200000 $arg | cut -d' ' -f1 >>/tmp/vg_bench_run
     done
     p=$(median </tmp/vg_bench_plain); r=$(median </tmp/vg_bench_run)
-    label=$([ $mode = launch ] && echo "a kernel launch per step" || echo "allocate (stream-ordered), launch, free per step")
+    case $mode in
+    launch) label="a kernel launch per step" ;;
+    alloc) label="allocate (stream-ordered), launch, free per step" ;;
+    *) label="a cuMemcpyBatchAsync of 8 device-to-device copies per step" ;;
+    esac
     printf "| %s | %s | %s | %.2f |\n" "$label" "$p" "$r" "$(echo "$r / $p" | bc -l)"
 done
 echo
