@@ -320,13 +320,21 @@ next | next-guard | next-twins | next-memcheck | next-stream)
         # 3D and peer copies, stream memory operations (2026-11-24): their conformance
         # cases too (the peer copies between two contexts of the one GPU), S3 through
         # cuMemcpy3DAsync, and S2 ordered by a flag (no report).
+        # Batched copies, and the legacy stream's guard work before a blocking stream's
+        # (2026-11-24, later): their conformance cases (what the real driver refuses, and
+        # failIdx, are unverified), S3 through both batch calls, a source read during the
+        # call (no report), a batched copy past a new buffer's end, and S1 on a blocking
+        # stream after cuMemAllocAsync on the legacy one.
         for c in memsets_of_16_bits_and_2d_memsets_set_exactly_their_bytes \
                  a_cooperative_launch_runs_in_stream_order \
                  per_thread_twins_run_on_the_threads_default_stream \
                  copy_3d_box_round_trip copy_3d_refuses_bad_layouts \
                  peer_copies_order_with_both_contexts copy_3d_peer_sub_box \
                  a_written_word_releases_another_streams_wait \
-                 wait_conditions_hold_as_documented stream_memops_refuse_bad_words; do
+                 wait_conditions_hold_as_documented stream_memops_refuse_bad_words \
+                 batch_copies_round_trip batch_copy_reads_a_during_call_source_before_returning \
+                 batch_copies_refuse_bad_batches batch_3d_boxes_round_trip \
+                 batch_3d_refuses_bad_ops; do
             step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
             step "conformance $c guard" 60 "$B/vramguard" run --mode=guard -- \
                 "$B/tests/conformance/conformance" "$c"
@@ -345,6 +353,16 @@ next | next-guard | next-twins | next-memcheck | next-stream)
             "$B/examples/s3_h2d_race" --3d
         step "s2_use_after_free --flag vramguard" 60 "$B/vramguard" run --mode=guard -- \
             "$B/examples/s2_use_after_free" --flag
+        for how in --batch --batch-3d --batch-during-call; do
+            step "s3_h2d_race $how vramguard" 60 "$B/vramguard" run --mode=guard -- \
+                "$B/examples/s3_h2d_race" $how
+        done
+        for how in "" --3d; do
+            step "batch_overrun $how vramguard" 60 "$B/vramguard" run --mode=guard -- \
+                "$B/tests/preload/batch_overrun" $how
+        done
+        step "s1_overrun --blocking vramguard" 60 "$B/vramguard" run --mode=guard -- \
+            "$B/examples/s1_overrun" --blocking
     fi
     if [ "$PART" = next ] || [ "$PART" = next-memcheck ]; then
         # Guard mode and compute-sanitizer on the same loops, small enough for memcheck.
