@@ -8,14 +8,18 @@
  * launch; "sync": the buffer comes from cuMemAlloc and goes back with cuMemFree, as
  * cudaMalloc and cudaFree in a loop; "batch": each step is one cuMemcpyBatchAsync of 8
  * device-to-device copies of 256 bytes — the cost per batch of 8).
- * bench/run.sh runs it with and without vramguard, alternately, and prints the ratio. */
+ * bench/run.sh runs it with and without vramguard, alternately, and prints the ratio.
+ * Also prints the CPU time of the calling thread per step (the host cost of the calls,
+ * less sensitive to other load than the wall time). */
 #include "../examples/common.h"
 
-static unsigned long long now_ns(void) {
+static unsigned long long clock_ns(clockid_t id) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(id, &ts);
     return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
+
+static unsigned long long now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
 int main(int argc, char **argv) {
     long steps = argc > 1 ? atol(argv[1]) : 200000;
@@ -37,7 +41,7 @@ int main(int argc, char **argv) {
     CUmemcpyAttributes order;
     memset(&order, 0, sizeof order);
     order.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-    unsigned long long t0 = now_ns();
+    unsigned long long t0 = now_ns(), c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
     for (long i = 0; batch && i < steps; i++) {
         CK(cuMemcpyBatchAsync(dsts, srcs, sizes, 8, &order, &first, 1, s));
         if ((i & 63) == 63)
@@ -58,8 +62,9 @@ int main(int argc, char **argv) {
             CK(cuStreamSynchronize(s));
     }
     CK(cuStreamSynchronize(s));
-    unsigned long long dt = now_ns() - t0;
-    printf("%.0f ns per step (%ld steps: %s)\n", (double)dt / (double)steps, steps,
+    unsigned long long dt = now_ns() - t0, dc = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
+    printf("%.0f ns per step, %.0f ns of this thread's CPU (%ld steps: %s)\n",
+           (double)dt / (double)steps, (double)dc / (double)steps, steps,
            launch_only ? "launch"
            : sync_api  ? "cuMemAlloc, launch, cuMemFree"
            : batch     ? "a batch of 8 copies"

@@ -184,4 +184,15 @@ static inline void ex_hold_stream(CUstream s, int ms) {
 
 static inline void ex_release_stream(void) { atomic_store(&ex_gate_open, 1); }
 
+/* One copy made as a batch of one (cuMemcpyBatchAsync; cudaMemcpyBatchAsync, CUDA 12.8+),
+ * its source read as `order` says. s may not be the legacy stream. */
+static inline CUresult ex_batch_copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
+                                     CUmemcpySrcAccessOrder order, CUstream s) {
+    CUmemcpyAttributes a;
+    memset(&a, 0, sizeof a);
+    a.srcAccessOrder = order;
+    size_t first = 0;
+    return cuMemcpyBatchAsync(&dst, &src, &bytes, 1, &a, &first, 1, s);
+}
+
 #endif /* VG_EXAMPLES_COMMON_H */

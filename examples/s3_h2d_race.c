@@ -58,14 +58,11 @@ int main(int argc, char **argv) {
         c.Depth = n / (4096 * 16);
         CK(cuMemcpy3DAsync(&c, s));
     } else if (strncmp(how, "--batch", 7) == 0 && strcmp(how, "--batch-3d") != 0) {
-        CUdeviceptr from = (CUdeviceptr)(uintptr_t)src;
-        size_t size = n, first = 0;
-        CUmemcpyAttributes a;
-        memset(&a, 0, sizeof a);
-        a.srcAccessOrder = strcmp(how, "--batch-during-call") == 0
-                               ? CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL
-                               : CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-        CK(cuMemcpyBatchAsync(&d, &from, &size, 1, &a, &first, 1, s));
+        bool now = strcmp(how, "--batch-during-call") == 0;
+        CK(ex_batch_copy(d, (CUdeviceptr)(uintptr_t)src, n,
+                         now ? CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL
+                             : CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
+                         s));
     } else if (strcmp(how, "--batch-3d") == 0) {
         CUDA_MEMCPY3D_BATCH_OP op;
         memset(&op, 0, sizeof op);

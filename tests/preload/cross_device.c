@@ -34,14 +34,6 @@ static void expect(const CUcontext ctx[2], int which, CUdeviceptr p, unsigned wa
     }
 }
 
-static CUresult batch_copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
-    CUmemcpyAttributes a;
-    memset(&a, 0, sizeof a);
-    a.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-    size_t first = 0;
-    return cuMemcpyBatchAsync(&dst, &src, &bytes, 1, &a, &first, 1, s);
-}
-
 int main(void) {
     CK(cuInit(0));
     int n;
@@ -88,7 +80,8 @@ int main(void) {
                 else if (call == 3)
                     CK(cuMemcpyAsync(p[to], p[from], bytes, NULL));
                 else
-                    CK(batch_copy(p[to], p[from], bytes, st[current]));
+                    CK(ex_batch_copy(p[to], p[from], bytes, CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
+                                     st[current]));
                 expect(ctx, to, p[to], value, how);
                 copies++;
             }

@@ -273,15 +273,6 @@ static CUresult copy_rows(CUdeviceptr dst, CUdeviceptr src, size_t width, size_t
     return sync ? cuMemcpy2D(&c) : cuMemcpy2DAsync(&c, s);
 }
 
-/* A batch of one copy (cuMemcpyBatchAsync), its source read in stream order. */
-static CUresult batch_copy(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream s) {
-    CUmemcpyAttributes a;
-    memset(&a, 0, sizeof a);
-    a.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
-    size_t first = 0;
-    return cuMemcpyBatchAsync(&dst, &src, &bytes, 1, &a, &first, 1, s);
-}
-
 /* Fill b with a copy of a, on a stream that comes after both their last fills: a plain
  * device-to-device copy, a peer copy, a 2D one of two rows, a 3D one of two slices, or a
  * batch of one, asynchronous or synchronous (on the stream the NULL stream names: the
@@ -308,7 +299,8 @@ static void copy_from(worker_t *w, buf_t *a, buf_t *b) {
         CK(sync ? cuMemcpyPeer(b->p, ctx, a->p, ctx, m * sizeof(float))
                 : cuMemcpyPeerAsync(b->p, ctx, a->p, ctx, m * sizeof(float), s));
     } else if (kind == 5) {
-        CK(batch_copy(b->p, a->p, m * sizeof(float), s ? s : CU_STREAM_PER_THREAD));
+        CK(ex_batch_copy(b->p, a->p, m * sizeof(float), CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
+                          s ? s : CU_STREAM_PER_THREAD));
     } else { /* two rows, or two slices of a row */
         m -= m % 2;
         CK(copy_rows(b->p, a->p, m / 2 * sizeof(float), 2, kind == 3, sync, s));
@@ -420,7 +412,8 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
         } else if (how == 3) { /* a 3D copy of one slice of one row */
             CK(copy_rows(c->p, b->p, n_copy, 1, true, true, NULL));
         } else { /* a batch of one, on the thread's default stream (not the legacy one) */
-            CK(batch_copy(c->p, b->p, n_copy, CU_STREAM_PER_THREAD));
+            CK(ex_batch_copy(c->p, b->p, n_copy, CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
+                              CU_STREAM_PER_THREAD));
         }
         b->owner = 0; /* (its next fill or free comes after this read of it) */
         EXPECT("copy_overrun", "out_of_bounds_after",
