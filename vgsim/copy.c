@@ -73,20 +73,29 @@ static bool devices_reach(const void *dst, const void *src, unsigned peer) {
            (sim_reaches((uintptr_t)dst, sd) && sim_reaches((uintptr_t)src, dd));
 }
 
-CUresult sim_copy_check(const void *dst, const void *src, size_t n, unsigned how) {
-    int ds = sim_classify(dst, n), ss = sim_classify(src, n);
-    if (ds == SIDE_BAD || ss == SIDE_BAD)
+/* Whether the copy may be made, with what each side is (*ds, *ss). */
+static CUresult check_sides(const void *dst, const void *src, size_t n, unsigned how, int *ds,
+                            int *ss) {
+    *ds = sim_classify(dst, n);
+    *ss = sim_classify(src, n);
+    if (*ds == SIDE_BAD || *ss == SIDE_BAD)
         return CUDA_ERROR_INVALID_VALUE;
-    if (ds == SIDE_DEVICE && ss == SIDE_DEVICE && !devices_reach(dst, src, how & SIM_COPY_PEER))
+    if (*ds == SIDE_DEVICE && *ss == SIDE_DEVICE &&
+        !devices_reach(dst, src, how & SIM_COPY_PEER))
         return CUDA_ERROR_INVALID_VALUE;
     return CUDA_SUCCESS;
 }
 
+CUresult sim_copy_check(const void *dst, const void *src, size_t n, unsigned how) {
+    int ds, ss;
+    return check_sides(dst, src, n, how, &ds, &ss);
+}
+
 CUresult sim_copy_any(void *dst, const void *src, size_t n, CUstream stream, unsigned how) {
-    CUresult r = sim_copy_check(dst, src, n, how);
+    int ds, ss;
+    CUresult r = check_sides(dst, src, n, how, &ds, &ss);
     if (r != CUDA_SUCCESS)
         return r;
-    int ds = sim_classify(dst, n), ss = sim_classify(src, n);
     bool dst_dev = ds == SIDE_DEVICE, src_dev = ss == SIDE_DEVICE;
     bool now = how & SIM_COPY_SRC_NOW;
     if (!(how & SIM_COPY_ASYNC)) /* synchronous copies: DtoD does not wait, the rest does */
