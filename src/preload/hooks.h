@@ -107,15 +107,10 @@ VG_DRIVER_FUNCS(VG_X)
 VG_HOOKS_PTSZ(VG_X)
 #undef VG_X
 /* Other ABI versions of hooked functions, which cuda.h 13 does not map the names to (not
- * in the driver table): a later one the CUDA runtime gets through cuGetProcAddress, and
- * the earlier ones of VG_DRIVER_OLDER, which programs built with an older cuda.h call.
- * X(api, symbol). */
-#define VG_HOOKS_OTHER_ABI(X)                                                               \
-    X(cuCtxSynchronize, cuCtxSynchronize_v2)                                                \
-    X(cuMemcpyBatchAsync, cuMemcpyBatchAsync)                                               \
-    X(cuMemcpyBatchAsync, cuMemcpyBatchAsync_ptsz)                                          \
-    X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync)                                           \
-    X(cuMemcpy3DBatchAsync, cuMemcpy3DBatchAsync_ptsz)
+ * in the driver table): a later one the CUDA runtime gets through cuGetProcAddress,
+ * X(api, symbol); and every earlier one of VG_DRIVER_OLDER (src/driver/driver_funcs.h),
+ * which programs built with an older cuda.h call (hooks_copy_batch.c). */
+#define VG_HOOKS_LATER(X) X(cuCtxSynchronize, cuCtxSynchronize_v2)
 CUresult cuCtxSynchronize_v2(CUcontext ctx);
 #define VG_X(api, symbol, params, args) CUresult symbol params;
 VG_DRIVER_OLDER(VG_X)

@@ -47,7 +47,10 @@ static const hook_t g_hooks[] = {
     VG_HOOKS(VG_X)
 #undef VG_X
 #define VG_X(api, symbol) {#api, #symbol, (void *)&symbol, false, true},
-    VG_HOOKS_OTHER_ABI(VG_X)
+    VG_HOOKS_LATER(VG_X)
+#undef VG_X
+#define VG_X(api, symbol, params, args) {#api, #symbol, (void *)&symbol, false, true},
+    VG_DRIVER_OLDER(VG_X)
 #undef VG_X
 #define VG_X(api, symbol, twin) {#api, #twin, (void *)&twin, true, false},
     VG_HOOKS_PTSZ(VG_X)
