@@ -71,6 +71,44 @@ static void note_copy(const shape_t *c, const char *call, size_t i, size_t count
                   on_device(&c->src) ? first_byte(&c->src) : 0, bytes_of(c));
 }
 
+/* Copy i of a batch, and when it reads its source (*cursor: state a walk from i = 0
+ * upwards may keep, 0 at its start). */
+typedef shape_t (*copy_at_fn)(const void *batch, size_t i, size_t *cursor,
+                              CUmemcpySrcAccessOrder *order);
+
+/* Before the driver's call: the guard work waiting on s, then the race guard of each
+ * copy's pinned host sides (tokens in *k). */
+VGP_INLINE void batch_before(tokens_t *k, const void *b, size_t n, copy_at_fn at,
+                             const char *call, CUstream s) {
+    vg__guard_flush_stream(s);
+    uintptr_t *tok = tokens_get(k, n);
+    size_t cursor = 0;
+    for (size_t i = 0; tok && i < n; i++) {
+        CUmemcpySrcAccessOrder order;
+        shape_t c = at(b, i, &cursor, &order);
+        guard_copy(&c, order, call, s, &tok[2 * i]);
+    }
+}
+
+/* After it returned r: the race guards released in stream order, and each copy recorded
+ * beside the kernels. Inlined into the hook, whose caller is the copies' site. */
+VGP_INLINE CUresult batch_after(CUresult r, tokens_t *k, const void *b, size_t n,
+                                copy_at_fn at, const char *call, CUstream s) {
+    for (size_t i = 0; k->t && i < 2 * n; i++)
+        vgp_race_after(k->t[i], r, s);
+    tokens_put(k);
+    if (r == CUDA_SUCCESS) {
+        uint32_t site = vgp_call_site();
+        size_t cursor = 0;
+        for (size_t i = 0; i < n; i++) {
+            CUmemcpySrcAccessOrder order;
+            shape_t c = at(b, i, &cursor, &order);
+            note_copy(&c, call, i, n, s, site);
+        }
+    }
+    return vgp_check(r, call);
+}
+
 /* ---------------------------------------------------------------------------------------
  * cuMemcpyBatchAsync
  * ------------------------------------------------------------------------------------- */
@@ -82,12 +120,6 @@ typedef struct linear {
     size_t *idxs, nattrs;
 } linear_t;
 
-/* Copy i as a one-row copy between unified addresses. */
-static shape_t linear_copy(const linear_t *b, size_t i) {
-    side_t d = {CU_MEMORYTYPE_UNIFIED, b->dsts[i], 0, 0, 0, b->sizes[i], 0};
-    side_t s = {CU_MEMORYTYPE_UNIFIED, b->srcs[i], 0, 0, 0, b->sizes[i], 0};
-    return (shape_t){s, d, b->sizes[i], 1, 1};
-}
 
 /* The source access order of copy i, found walking i upwards from 0 (*k: the attribute
  * entry so far). Malformed lists, which the driver refuses, read as STREAM. */
@@ -97,6 +129,17 @@ static CUmemcpySrcAccessOrder linear_order(const linear_t *b, size_t i, size_t *
     while (*k + 1 < b->nattrs && b->idxs[*k + 1] <= i)
         ++*k;
     return b->attrs[*k].srcAccessOrder;
+}
+
+/* Copy i as a one-row copy between unified addresses (a copy_at_fn; the cursor is the
+ * attribute entry). */
+static shape_t linear_copy(const void *batch, size_t i, size_t *entry,
+                           CUmemcpySrcAccessOrder *order) {
+    const linear_t *b = batch;
+    *order = linear_order(b, i, entry);
+    side_t d = {CU_MEMORYTYPE_UNIFIED, b->dsts[i], 0, 0, 0, b->sizes[i], 0};
+    side_t s = {CU_MEMORYTYPE_UNIFIED, b->srcs[i], 0, 0, 0, b->sizes[i], 0};
+    return (shape_t){s, d, b->sizes[i], 1, 1};
 }
 
 /* The attribute lists are as the driver requires (first index 0, increasing, below the
@@ -175,14 +218,8 @@ VGP_INLINE CUresult linear(void *f, bool fail_arg, const linear_t *b, size_t *fa
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready() || !b->dsts || !b->srcs || !b->sizes || b->count == 0)
         return CALL(b, fail);
-    vg__guard_flush_stream(s);
     tokens_t k;
-    uintptr_t *tok = tokens_get(&k, b->count);
-    size_t entry = 0;
-    for (size_t i = 0; tok && i < b->count; i++) {
-        shape_t c = linear_copy(b, i);
-        guard_copy(&c, linear_order(b, i, &entry), call, s, &tok[2 * i]);
-    }
+    batch_before(&k, b, b->count, linear_copy, call, s);
     CUresult r = CUDA_SUCCESS;
     linear_t rest;
     size_t *map = NULL;
@@ -194,17 +231,7 @@ VGP_INLINE CUresult linear(void *f, bool fail_arg, const linear_t *b, size_t *fa
             *fail = map[*fail];
     }
     free(map);
-    for (size_t i = 0; tok && i < 2 * b->count; i++)
-        vgp_race_after(tok[i], r, s);
-    tokens_put(&k);
-    if (r == CUDA_SUCCESS) {
-        uint32_t site = vgp_call_site();
-        for (size_t i = 0; i < b->count; i++) {
-            shape_t c = linear_copy(b, i);
-            note_copy(&c, call, i, b->count, s, site);
-        }
-    }
-    return vgp_check(r, call);
+    return batch_after(r, &k, b, b->count, linear_copy, call, s);
 #undef CALL
 }
 
@@ -253,8 +280,13 @@ static side_t operand_side(const CUmemcpy3DOperand *o, const CUextent3D *e) {
     return (side_t){CU_MEMORYTYPE_UNIFIED, o->op.ptr.ptr, 0, 0, 0, pitch, height};
 }
 
-static shape_t op_shape(const CUDA_MEMCPY3D_BATCH_OP *op) {
+/* Op i of the list (a copy_at_fn; no cursor needed). */
+static shape_t op_shape(const void *ops, size_t i, size_t *cursor,
+                        CUmemcpySrcAccessOrder *order) {
+    (void)cursor;
+    const CUDA_MEMCPY3D_BATCH_OP *op = (const CUDA_MEMCPY3D_BATCH_OP *)ops + i;
     const CUextent3D *e = &op->extent;
+    *order = op->srcAccessOrder;
     return (shape_t){operand_side(&op->src, e), operand_side(&op->dst, e), e->width,
                      e->height, e->depth};
 }
@@ -274,25 +306,10 @@ VGP_INLINE CUresult boxes(void *f, bool fail_arg, size_t n, CUDA_MEMCPY3D_BATCH_
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready() || !ops || n == 0)
         return CALL;
-    vg__guard_flush_stream(s);
     tokens_t k;
-    uintptr_t *tok = tokens_get(&k, n);
-    for (size_t i = 0; tok && i < n; i++) {
-        shape_t c = op_shape(&ops[i]);
-        guard_copy(&c, ops[i].srcAccessOrder, call, s, &tok[2 * i]);
-    }
+    batch_before(&k, ops, n, op_shape, call, s);
     CUresult r = CALL;
-    for (size_t i = 0; tok && i < 2 * n; i++)
-        vgp_race_after(tok[i], r, s);
-    tokens_put(&k);
-    if (r == CUDA_SUCCESS) {
-        uint32_t site = vgp_call_site();
-        for (size_t i = 0; i < n; i++) {
-            shape_t c = op_shape(&ops[i]);
-            note_copy(&c, call, i, n, s, site);
-        }
-    }
-    return vgp_check(r, call);
+    return batch_after(r, &k, ops, n, op_shape, call, s);
 #undef CALL
 }
 
