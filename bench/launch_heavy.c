@@ -3,11 +3,13 @@
  * launches a kernel on it, and frees it stream-ordered; every 64 steps the stream is
  * synchronised. Prints the time per step (the whole step: allocation, launch, free).
  *
- * usage: launch_heavy [STEPS] [launch|sync|batch]   (default 200000 steps; "launch": one
+ * usage: launch_heavy [STEPS] [launch|sync|batch|pool] (default 200000 steps; "launch": one
  * buffer allocated up front, each step is just a launch — the interposer's cost per
  * launch; "sync": the buffer comes from cuMemAlloc and goes back with cuMemFree, as
  * cudaMalloc and cudaFree in a loop; "batch": each step is one cuMemcpyBatchAsync of 8
- * device-to-device copies of 256 bytes — the cost per batch of 8).
+ * device-to-device copies of 256 bytes — the cost per batch of 8; "pool": the buffer
+ * comes from the device's default pool, named as programs that set its release threshold
+ * name it, through cuMemAllocFromPoolAsync — what counting a pool's memory costs).
  * bench/run.sh runs it with and without vramguard, alternately, and prints the ratio.
  * Also prints the CPU time of the calling thread per step (the host cost of the calls,
  * less sensitive to other load than the wall time). */
@@ -26,7 +28,14 @@ int main(int argc, char **argv) {
     int launch_only = argc > 2 && strcmp(argv[2], "launch") == 0;
     int sync_api = argc > 2 && strcmp(argv[2], "sync") == 0;
     int batch = argc > 2 && strcmp(argv[2], "batch") == 0;
+    int pooled = argc > 2 && strcmp(argv[2], "pool") == 0;
     ex_t e = ex_init();
+    CUmemoryPool pool = NULL;
+    if (pooled) {
+        CUdevice dev;
+        CK(cuCtxGetDevice(&dev));
+        CK(cuDeviceGetDefaultMemPool(&pool, dev));
+    }
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     CUdeviceptr keep;
@@ -51,6 +60,8 @@ int main(int argc, char **argv) {
         CUdeviceptr x = keep;
         if (sync_api)
             CK(cuMemAlloc(&x, 4096 + (size_t)(i % 8) * 512));
+        else if (pooled)
+            CK(cuMemAllocFromPoolAsync(&x, 4096 + (size_t)(i % 8) * 512, pool, s));
         else if (!launch_only)
             CK(cuMemAllocAsync(&x, 4096 + (size_t)(i % 8) * 512, s));
         CK(ex_fill(&e, x, 1.0f, 64, s));
@@ -68,6 +79,7 @@ int main(int argc, char **argv) {
            launch_only ? "launch"
            : sync_api  ? "cuMemAlloc, launch, cuMemFree"
            : batch     ? "a batch of 8 copies"
+           : pooled    ? "allocate from the default pool, launch, free"
                        : "allocate, launch, free");
     CK(cuMemFree(keep));
     return 0;

@@ -325,6 +325,11 @@ next | next-guard | next-twins | next-memcheck | next-stream)
         # failIdx, are unverified), S3 through both batch calls, a source read during the
         # call (no report), a batched copy past a new buffer's end, and S1 on a blocking
         # stream after cuMemAllocAsync on the legacy one.
+        # Memory pools (2026-11-24, third session; docs/decisions.md A12): their
+        # conformance cases on the real driver (vgsim's reading of the manual: the figures'
+        # rounding, maxSize, the default pool's refusal), under both modes, and
+        # pool_overrun: reported for a pool of the program's, the default pool and a
+        # current pool; a pool made for sharing keeps the driver's memory, which exports.
         for c in memsets_of_16_bits_and_2d_memsets_set_exactly_their_bytes \
                  a_cooperative_launch_runs_in_stream_order \
                  per_thread_twins_run_on_the_threads_default_stream \
@@ -334,10 +339,16 @@ next | next-guard | next-twins | next-memcheck | next-stream)
                  wait_conditions_hold_as_documented stream_memops_refuse_bad_words \
                  batch_copies_round_trip batch_copy_reads_a_during_call_source_before_returning \
                  batch_copies_refuse_bad_batches batch_3d_boxes_round_trip \
-                 batch_3d_refuses_bad_ops; do
+                 batch_3d_refuses_bad_ops pool_default_and_current pool_counts_its_allocations \
+                 pool_max_size_bounds_it pool_attributes_round_trip; do
             step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
             step "conformance $c guard" 60 "$B/vramguard" run --mode=guard -- \
                 "$B/tests/conformance/conformance" "$c"
+        done
+        for how in "" --default-pool --current --ipc --ipc-current; do
+            step "pool_overrun $how plain" 60 "$B/tests/preload/pool_overrun" $how
+            step "pool_overrun $how vramguard" 60 "$B/vramguard" run --mode=guard -- \
+                "$B/tests/preload/pool_overrun" $how
         done
         for args in 1 "1 1500 4"; do
             step "random_clean_ptds $args plain" 60 "$B/tests/preload/random_clean_ptds" $args

@@ -302,7 +302,10 @@ VGSIM_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream 
         return CUDA_ERROR_INVALID_HANDLE;
     if (atomic_load(&s->capture))
         return CUDA_ERROR_NOT_SUPPORTED; /* graph memory nodes are not modelled (graph.c) */
-    return sim_mem_alloc(c, dptr, bytesize, false);
+    pthread_mutex_lock(&g_sim.lock);
+    struct sim_pool *pool = sim_device_pool(c->dev); /* (the device's current pool) */
+    pthread_mutex_unlock(&g_sim.lock);
+    return pool ? sim_mem_alloc_pool(c->dev, pool, dptr, bytesize) : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 VGSIM_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {

@@ -76,6 +76,8 @@ typedef struct sim_device {
     size_t nfree, capfree;
     sim_ctx_t *primary;      /* created on first retain, never destroyed */
     int primary_refs;
+    struct sim_pool *default_pool; /* made on first use (mempool.c) */
+    struct sim_pool *current_pool; /* cuDeviceSetMemPool's, or NULL: the default */
 } sim_device_t;
 
 enum { REGION_ALLOC = 1, REGION_RESERVE = 2 };
@@ -94,6 +96,8 @@ typedef struct sim_mapping {
     unsigned devices;        /* devices granted access (bit d: device d) */
 } sim_mapping_t;
 
+typedef struct sim_pool sim_pool_t; /* mempool.c */
+
 typedef struct sim_region {
     uint64_t base, size;     /* address range taken from the arena */
     int kind;                /* REGION_ALLOC or REGION_RESERVE */
@@ -101,6 +105,7 @@ typedef struct sim_region {
     uint64_t user_size;      /* ALLOC: bytes asked for */
     struct sim_ctx *owner;   /* ALLOC by cuMemAlloc: freed with this context (cuCtxDestroy) */
     uint64_t phys_off;       /* ALLOC: offset in the memfd */
+    struct sim_pool *pool;   /* ALLOC by cuMemAllocAsync or cuMemAllocFromPoolAsync */
     sim_mapping_t **pages;   /* RESERVE: mapping per granule, or NULL */
 } sim_region_t;
 
@@ -234,6 +239,7 @@ typedef struct sim_state {
     sim_pinned_t *pinned;    /* sorted by base */
     size_t npinned, cappinned;
     int procmem_fd;          /* /proc/self/mem for copies into protected registered memory */
+    struct sim_pool *pools;  /* every memory pool, destroyed ones with memory still out */
 } sim_state_t;
 
 extern sim_state_t g_sim;
@@ -264,6 +270,16 @@ CUresult sim_free_device_ptr(CUdeviceptr p);
 /* cuMemAlloc's work; `owned`: the memory belongs to c and dies with it (cuMemAlloc's, not
  * cuMemAllocAsync's, which comes from the device's pool). */
 CUresult sim_mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize, bool owned);
+/* A stream-ordered allocation on device d from `pool` (mempool.c checks the pool). */
+CUresult sim_mem_alloc_pool(sim_device_t *d, struct sim_pool *pool, CUdeviceptr *dptr,
+                            size_t bytesize);
+
+/* mempool.c (g_sim.lock held for both) */
+/* Pool accounting: an allocation of `bytes` from pool p made (+1) or given back (-1);
+ * mem_alloc_pool refuses one past the pool's maxSize with CUDA_ERROR_OUT_OF_MEMORY. */
+bool sim_pool_take(struct sim_pool *p, uint64_t bytes);
+void sim_pool_give(struct sim_pool *p, uint64_t bytes);
+struct sim_pool *sim_device_pool(sim_device_t *d); /* the current pool (NULL: no memory) */
 /* cuCtxDestroy: free the memory c owns. */
 void sim_free_ctx_memory(sim_ctx_t *c);
 

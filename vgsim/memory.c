@@ -272,7 +272,8 @@ sim_device_t *sim_memory_device(uint64_t addr) {
  * cuMemAlloc / cuMemFree and queries
  * ------------------------------------------------------------------------------------- */
 
-static CUresult mem_alloc(sim_device_t *d, size_t size, sim_ctx_t *owner, CUdeviceptr *out) {
+static CUresult mem_alloc(sim_device_t *d, size_t size, sim_ctx_t *owner, struct sim_pool *pool,
+                          CUdeviceptr *out) {
     if (size == 0)
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t bytes = align_up(size, VGSIM_PAGE);
@@ -283,7 +284,9 @@ static CUresult mem_alloc(sim_device_t *d, size_t size, sim_ctx_t *owner, CUdevi
         return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&g_sim.lock);
     uint64_t off = 0, va = 0;
-    CUresult res = phys_take(d, bytes, VGSIM_PAGE, &off);
+    CUresult res = pool && !sim_pool_take(pool, bytes) ? CUDA_ERROR_OUT_OF_MEMORY
+                                                       : phys_take(d, bytes, VGSIM_PAGE, &off);
+    bool counted = pool && res == CUDA_SUCCESS;
     if (res == CUDA_SUCCESS) {
         va = extent_take(d, bytes, VGSIM_PAGE, 0);
         if (!va) {
@@ -298,7 +301,7 @@ static CUresult mem_alloc(sim_device_t *d, size_t size, sim_ctx_t *owner, CUdevi
     }
     if (res == CUDA_SUCCESS) {
         *r = (sim_region_t){.base = va, .size = bytes, .kind = REGION_ALLOC, .dev = d,
-                            .user_size = size, .phys_off = off, .owner = owner};
+                            .user_size = size, .phys_off = off, .owner = owner, .pool = pool};
         if (!region_insert(r)) {
             unmap_to_reserved(va, bytes);
             extent_give(d, va, bytes);
@@ -306,6 +309,8 @@ static CUresult mem_alloc(sim_device_t *d, size_t size, sim_ctx_t *owner, CUdevi
             res = CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
+    if (counted && res != CUDA_SUCCESS)
+        sim_pool_give(pool, bytes);
     pthread_mutex_unlock(&g_sim.lock);
     if (res != CUDA_SUCCESS) {
         free(r);
@@ -318,7 +323,14 @@ static CUresult mem_alloc(sim_device_t *d, size_t size, sim_ctx_t *owner, CUdevi
 CUresult sim_mem_alloc(sim_ctx_t *c, CUdeviceptr *dptr, size_t bytesize, bool owned) {
     if (!dptr)
         return CUDA_ERROR_INVALID_VALUE;
-    return mem_alloc(c->dev, bytesize, owned ? c : NULL, dptr);
+    return mem_alloc(c->dev, bytesize, owned ? c : NULL, NULL, dptr);
+}
+
+CUresult sim_mem_alloc_pool(sim_device_t *d, struct sim_pool *pool, CUdeviceptr *dptr,
+                            size_t bytesize) {
+    if (!dptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    return mem_alloc(d, bytesize, NULL, pool, dptr);
 }
 
 VGSIM_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
@@ -343,7 +355,7 @@ VGSIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
     size_t p = (size_t)align_up(width, 512);
     if (height > SIZE_MAX / p)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    r = mem_alloc(c->dev, p * height, c, dptr);
+    r = mem_alloc(c->dev, p * height, c, NULL, dptr);
     if (r == CUDA_SUCCESS)
         *pitch = p;
     return r;
@@ -351,6 +363,8 @@ VGSIM_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
 
 /* Give back an ALLOC region's memory and address range (g_sim.lock held). */
 static void region_release_locked(sim_region_t *r) {
+    if (r->pool)
+        sim_pool_give(r->pool, r->size);
     region_remove(r);
     unmap_to_reserved(r->base, r->size);
     phys_give(r->dev, r->phys_off, r->size);
@@ -449,6 +463,7 @@ VGSIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
     sim_region_t *reg = sim_region_find(ptr);
     sim_pinned_t *pin = reg ? NULL : sim_pinned_find((void *)(uintptr_t)ptr);
     int ordinal = reg ? reg->dev->ordinal : 0;
+    CUmemoryPool pool = reg ? (CUmemoryPool)reg->pool : NULL;
     pthread_mutex_unlock(&g_sim.lock);
     if (!reg && !pin)
         return CUDA_ERROR_INVALID_VALUE;
@@ -470,6 +485,9 @@ VGSIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         *(CUcontext *)data = (CUcontext)sim_current_ctx();
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: /* (NULL: not from a pool) */
+        *(CUmemoryPool *)data = pool;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE:

@@ -19,6 +19,11 @@ VGSIM_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
     return cuMemFreeAsync(dptr, SIM_PT(stream));
 }
 
+VGSIM_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                CUmemoryPool pool, CUstream stream) {
+    return cuMemAllocFromPoolAsync(dptr, bytesize, pool, SIM_PT(stream));
+}
+
 VGSIM_API CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t bytes,
                                       CUstream stream) {
     return cuMemcpyAsync(dst, src, bytes, SIM_PT(stream));

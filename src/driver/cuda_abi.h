@@ -202,8 +202,21 @@ typedef enum CUpointer_attribute_enum {
     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
     CU_POINTER_ATTRIBUTE_RANGE_START_ADDR = 11,
     CU_POINTER_ATTRIBUTE_RANGE_SIZE = 12,
-    CU_POINTER_ATTRIBUTE_MAPPED = 13
+    CU_POINTER_ATTRIBUTE_MAPPED = 13,
+    CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE = 17
 } CUpointer_attribute;
+
+/* Memory pools (cuMemPoolSetAttribute, cuMemPoolGetAttribute). */
+typedef enum CUmemPool_attribute_enum {
+    CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1, /* int */
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,           /* int */
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,   /* int */
+    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,                   /* cuuint64_t, and the rest */
+    CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+    CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+    CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+    CU_MEMPOOL_ATTR_USED_MEM_HIGH
+} CUmemPool_attribute;
 
 #define CU_IPC_HANDLE_SIZE 64
 typedef struct CUipcMemHandle_st {
@@ -423,6 +436,20 @@ typedef struct CUmemAccessDesc_st {
     CUmemLocation location;
     CUmemAccess_flags flags;
 } CUmemAccessDesc;
+
+typedef struct CUmemPoolProps_st {
+    CUmemAllocationType allocType;
+    CUmemAllocationHandleType handleTypes;
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
+
+typedef struct CUmemPoolPtrExportData_st {
+    unsigned char reserved[64];
+} CUmemPoolPtrExportData;
 
 /* cuLaunchKernelEx's configuration (CUDA 12; cudaLaunchKernelEx, cluster launches). Only
  * the attribute IDs used here are named; the value is a 64-byte union in cuda.h. */

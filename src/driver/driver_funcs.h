@@ -71,6 +71,41 @@
     X(cuMemAllocAsync, cuMemAllocAsync, OPT,                                                \
       (CUdeviceptr *dptr, size_t bytesize, CUstream stream), (dptr, bytesize, stream))      \
     X(cuMemFreeAsync, cuMemFreeAsync, OPT, (CUdeviceptr dptr, CUstream stream), (dptr, stream)) \
+    /* --- memory pools (stream-ordered allocation from a named pool) --- */               \
+    X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, OPT,                                \
+      (CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream stream),             \
+      (dptr, bytesize, pool, stream))                                                       \
+    X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, OPT,                            \
+      (CUmemoryPool *pool, CUdevice dev), (pool, dev))                                      \
+    X(cuDeviceGetMemPool, cuDeviceGetMemPool, OPT, (CUmemoryPool *pool, CUdevice dev),      \
+      (pool, dev))                                                                          \
+    X(cuDeviceSetMemPool, cuDeviceSetMemPool, OPT, (CUdevice dev, CUmemoryPool pool),       \
+      (dev, pool))                                                                          \
+    X(cuMemGetDefaultMemPool, cuMemGetDefaultMemPool, OPT,                                  \
+      (CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type),              \
+      (pool, location, type))                                                               \
+    X(cuMemGetMemPool, cuMemGetMemPool, OPT,                                                \
+      (CUmemoryPool *pool, CUmemLocation *location, CUmemAllocationType type),              \
+      (pool, location, type))                                                               \
+    X(cuMemSetMemPool, cuMemSetMemPool, OPT,                                                \
+      (CUmemLocation *location, CUmemAllocationType type, CUmemoryPool pool),               \
+      (location, type, pool))                                                               \
+    X(cuMemPoolCreate, cuMemPoolCreate, OPT,                                                \
+      (CUmemoryPool *pool, const CUmemPoolProps *props), (pool, props))                     \
+    X(cuMemPoolDestroy, cuMemPoolDestroy, OPT, (CUmemoryPool pool), (pool))                 \
+    X(cuMemPoolSetAttribute, cuMemPoolSetAttribute, OPT,                                    \
+      (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value))      \
+    X(cuMemPoolGetAttribute, cuMemPoolGetAttribute, OPT,                                    \
+      (CUmemoryPool pool, CUmemPool_attribute attr, void *value), (pool, attr, value))      \
+    X(cuMemPoolTrimTo, cuMemPoolTrimTo, OPT, (CUmemoryPool pool, size_t minBytesToKeep),    \
+      (pool, minBytesToKeep))                                                               \
+    X(cuMemPoolSetAccess, cuMemPoolSetAccess, OPT,                                          \
+      (CUmemoryPool pool, const CUmemAccessDesc *map, size_t count), (pool, map, count))    \
+    X(cuMemPoolGetAccess, cuMemPoolGetAccess, OPT,                                          \
+      (CUmemAccess_flags *flags, CUmemoryPool pool, CUmemLocation *location),               \
+      (flags, pool, location))                                                              \
+    X(cuMemPoolExportPointer, cuMemPoolExportPointer, OPT,                                  \
+      (CUmemPoolPtrExportData *data, CUdeviceptr ptr), (data, ptr))                         \
     /* --- pinned host memory --- */                                                        \
     X(cuMemAllocHost, cuMemAllocHost_v2, OPT, (void **pp, size_t bytesize), (pp, bytesize)) \
     X(cuMemHostAlloc, cuMemHostAlloc, OPT, (void **pp, size_t bytesize, unsigned int flags), \
@@ -319,6 +354,7 @@
     X(cuMemsetD2D32, cuMemsetD2D32_v2, cuMemsetD2D32_v2_ptds)                               \
     X(cuMemAllocAsync, cuMemAllocAsync, cuMemAllocAsync_ptsz)                               \
     X(cuMemFreeAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz)                                  \
+    X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz)       \
     X(cuMemcpyAsync, cuMemcpyAsync, cuMemcpyAsync_ptsz)                                     \
     X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz)                   \
     X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz)                   \

@@ -3,7 +3,7 @@
  * X(api, symbol): the program-facing name and the ABI symbol exported under it (the same
  * pairs as src/driver/driver_funcs.h, which tests/unit/test_preload_table.c checks). The
  * hook functions are defined, with those symbol names, by area: hooks_memory.c (device
- * and pinned memory), hooks_copy.c (copies and memsets), hooks_copy_nd.c (2D, 3D and peer
+ * and pinned memory), hooks_pool.c (stream-ordered allocation, pools), hooks_copy.c (copies and memsets), hooks_copy_nd.c (2D, 3D and peer
  * copies), hooks_copy_batch.c (batched copies), hooks_memop.c (stream memory operations)
  * and hooks_exec.c (launches, synchronisation, streams). VG_HOOKS_PTSZ lists the per-thread-default-stream twins of
  * hooked functions (src/driver/driver_funcs.h, VG_DRIVER_TWINS: cuda.h maps names to them
@@ -29,6 +29,19 @@
     X(cuPointerGetAttribute, cuPointerGetAttribute)                                         \
     X(cuPointerGetAttributes, cuPointerGetAttributes)                                       \
     X(cuIpcGetMemHandle, cuIpcGetMemHandle)                                                 \
+    /* stream-ordered allocation from pools (hooks_pool.c, with cuMemAllocAsync) */        \
+    X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync)                                     \
+    X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool)                                 \
+    X(cuDeviceGetMemPool, cuDeviceGetMemPool)                                               \
+    X(cuDeviceSetMemPool, cuDeviceSetMemPool)                                               \
+    X(cuMemGetDefaultMemPool, cuMemGetDefaultMemPool)                                       \
+    X(cuMemGetMemPool, cuMemGetMemPool)                                                     \
+    X(cuMemSetMemPool, cuMemSetMemPool)                                                     \
+    X(cuMemPoolCreate, cuMemPoolCreate)                                                     \
+    X(cuMemPoolDestroy, cuMemPoolDestroy)                                                   \
+    X(cuMemPoolGetAttribute, cuMemPoolGetAttribute)                                         \
+    X(cuMemPoolSetAttribute, cuMemPoolSetAttribute)                                         \
+    X(cuMemPoolTrimTo, cuMemPoolTrimTo)                                                     \
     /* pinned host memory */                                                                \
     X(cuMemAllocHost, cuMemAllocHost_v2)                                                    \
     X(cuMemHostAlloc, cuMemHostAlloc)                                                       \

@@ -31,7 +31,7 @@
     } while (0)
 
 /* An allocation failed: say why where the program's allocation failed (S6, S7). */
-static CUresult alloc_result(vg_status_t st) {
+CUresult vgp_alloc_result(int st) {
     if (st == VG_ERR_OUT_OF_MEMORY && !vg__guard_on()) /* (guard mode reports it itself) */
         vg__log("%s", vg_last_error());
     return vgp_cu_result(st);
@@ -53,7 +53,7 @@ VG_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     vg_status_t st = vg__malloc_synchronous(&p, bytesize);
     vg__guard_sync_call(false);
     *dptr = (CUdeviceptr)(uintptr_t)p;
-    return alloc_result(st);
+    return vgp_alloc_result(st);
 }
 
 VG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
@@ -75,27 +75,7 @@ VG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
     *dptr = (CUdeviceptr)(uintptr_t)ptr;
     if (st == VG_OK)
         *pitch = p;
-    return alloc_result(st);
-}
-
-/* In a stream being captured, cuMemAllocAsync and cuMemFreeAsync make the graph's memory
- * nodes, which the graph allocates and frees at every replay: the driver's, not vramguard's
- * (docs/decisions.md A7). */
-VG_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    if (!vgp_ready() || vg__stream_capturing(hStream))
-        NEXT(cuMemAllocAsync, dptr, bytesize, hStream);
-    if (vgp_sticky())
-        return vgp_sticky();
-    if (!dptr || bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    void *p = NULL;
-    vg_status_t st = vg_malloc(&p, bytesize, hStream);
-    *dptr = (CUdeviceptr)(uintptr_t)p;
-    return alloc_result(st);
-}
-
-VG_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
-    return cuMemAllocAsync(dptr, bytesize, hStream ? hStream : CU_STREAM_PER_THREAD);
+    return vgp_alloc_result(st);
 }
 
 /* A free: vramguard's memory goes back to its allocator (which reports bad frees);
@@ -118,6 +98,7 @@ static CUresult free_hook(CUdeviceptr dptr, CUstream stream, bool async) {
             return CUDA_SUCCESS;
         }
         CUresult waited = CUDA_SUCCESS;
+        vgp_pool_forget(dptr); /* (before: another thread may get the address next) */
         vg__guard_sync_call(!async);
         vg_status_t st = async ? vg_free((void *)(uintptr_t)dptr, stream)
                                : vg__free_synchronous((void *)(uintptr_t)dptr, &waited);
@@ -174,10 +155,13 @@ VG_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdev
 }
 
 /* A pointer's range, asked as an attribute, is the allocation too, as with
- * cuMemGetAddressRange (libraries that cache registrations or export memory key on it):
- * true if `a` is such an attribute of a live vramguard allocation, and data is set. */
+ * cuMemGetAddressRange (libraries that cache registrations or export memory key on it),
+ * and its pool is the one it was allocated for (hooks_pool.c): true if `a` is such an
+ * attribute of a live vramguard allocation, and data is set. */
 static bool range_attribute(CUpointer_attribute a, void *data, CUdeviceptr ptr) {
     uint64_t base, size;
+    if (a == CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE && data && vgp_ready())
+        return vgp_pool_attribute(ptr, (CUmemoryPool *)data);
     if ((a != CU_POINTER_ATTRIBUTE_RANGE_START_ADDR && a != CU_POINTER_ATTRIBUTE_RANGE_SIZE) ||
         !data || !vgp_ready() || !vg__live_range(ptr, &base, &size))
         return false;

@@ -45,6 +45,19 @@ void vgp_signals_install(void);
 /* Convert a vramguard status into the CUresult the driver would have returned. */
 CUresult vgp_cu_result(int vg_status);
 
+/* Convert an allocation's vramguard status into the driver's CUresult, saying why an
+ * allocation failed (hooks_memory.c). */
+CUresult vgp_alloc_result(int vg_status);
+
+/* --- hooks_pool.c: memory pools --- */
+
+/* A vramguard allocation is about to be freed: the pool it was made for (if any) no
+ * longer counts it. Costs nothing while no allocation for a pool is out. */
+void vgp_pool_forget(CUdeviceptr p);
+/* CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE of p: true, and *pool set, if p is a vramguard
+ * allocation made for a pool. */
+bool vgp_pool_attribute(CUdeviceptr p, CUmemoryPool *pool);
+
 /* --- hooks_copy.c: pieces the copy hooks share --- */
 
 #define VGP_INLINE static inline __attribute__((always_inline))

@@ -414,6 +414,23 @@ interposer_batch_overrun)
             "kernels_given_this_allocation~batch_overrun.c:" ||
             { cat "$TMP/err" >&2; fail "report (${how%%:*})"; }
     done ;;
+interposer_pools)
+    # Memory from a pool (one the program makes, the default pool, a pool made current
+    # for cuMemAllocAsync) is vramguard's, so guard mode finds the overrun and names the
+    # allocation; a pool made for sharing with other processes keeps the driver's memory,
+    # which the program can still export, in both modes.
+    command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
+    for how in "" --default-pool --current; do
+        run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
+            "$BUILD/tests/preload/pool_overrun" $how
+        python3 "$HERE/check_report.py" "$TMP/r.json" 1 all kind=out_of_bounds_after \
+            allocation.size=4000 damage.first_offset=4000 damage.bytes=4 \
+            "allocation.allocated_at~pool_overrun.c:" ||
+            { cat "$TMP/err" >&2; fail "report (${how:-a pool made by the program})"; }
+    done
+    for how in --ipc --ipc-current; do
+        same_under_vramguard "$BUILD/tests/preload/pool_overrun" $how
+    done ;;
 interposer_launch_ex)
     # S1 with its kernel launched through cuLaunchKernelEx (cudaLaunchKernelEx, cluster
     # launches): the report names the kernel and the guard work precedes it.
