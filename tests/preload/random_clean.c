@@ -2,10 +2,12 @@
  * interposer_random_clean): under vramguard it must compute exactly what it computes
  * without it, and guard mode must report nothing.
  *
- * Buffers are allocated with cuMemAlloc, cuMemAllocPitch or cuMemAllocAsync, filled,
+ * Buffers are allocated with cuMemAlloc, cuMemAllocPitch, cuMemAllocAsync or
+ * cuMemAllocFromPoolAsync (from a pool the thread made, or its device's default pool,
+ * which the thread names: cuMemAllocAsync is then counted in its figures), filled,
  * refilled, handed from stream to stream through events or flags in device memory
  * (cuStreamWriteValue32 and cuStreamWaitValue32), read back, and freed with
- * cuMemFree (any of them) or cuMemFreeAsync (those from cuMemAllocAsync), on legacy,
+ * cuMemFree (any of them) or cuMemFreeAsync (the stream-ordered ones), on legacy,
  * blocking and non-blocking streams, each step drawn from a seed. Host functions that
  * sleep make streams lag behind the host, so that a reuse the program's ordering does not
  * allow shows as a wrong value.
@@ -77,6 +79,7 @@ typedef struct worker {
     bool alone;                 /* the only thread: a GLOBAL capture cannot fail another's call */
     const char *plant;          /* the bug to plant halfway, or NULL */
     const ex_t *ex;             /* its device's context and kernels */
+    CUmemoryPool pool, default_pool; /* a pool of its own, and its device's default one */
     int wrong;
     double checksum;
 } worker_t;
@@ -486,6 +489,13 @@ static void *run(void *arg) {
     CK(cuMemAlloc(&w->flags, NSTREAMS * 4));
     CK(cuMemsetD32(w->flags, 0, NSTREAMS));
     CK(cuCtxSynchronize()); /* (before any stream, blocking or not, writes a flag) */
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CK(cuCtxGetDevice(&props.location.id));
+    CK(cuMemPoolCreate(&w->pool, &props));
+    CK(cuDeviceGetDefaultMemPool(&w->default_pool, props.location.id));
     w->registered = rnd(w, 2);
     if (w->registered) { /* (page-aligned memory the program pins itself) */
         if (posix_memalign((void **)&w->pinned, 4096, MAXFLOATS * sizeof(float)) != 0)
@@ -518,6 +528,9 @@ static void *run(void *arg) {
                 CK(cuMemAllocPitch(&b->p, &b->bytes, b->n * sizeof(float), 1, sizeof(float)));
             else if (b->sync)
                 CK(cuMemAlloc(&b->p, b->n * sizeof(float))); /* any stream may use it */
+            else if (b->n % 3 == 1) /* (drawn from n: the seeds' draws stay the same) */
+                CK(cuMemAllocFromPoolAsync(&b->p, b->n * sizeof(float),
+                                           b->n % 2 ? w->pool : w->default_pool, w->streams[s]));
             else
                 CK(cuMemAllocAsync(&b->p, b->n * sizeof(float), w->streams[s]));
             fill(w, b, s, next_value++);
@@ -561,6 +574,7 @@ static void *run(void *arg) {
         CK(cuMemFree(live[k].p));
     }
     CK(cuCtxSynchronize());
+    CK(cuMemPoolDestroy(w->pool));
     CK(cuMemFree(w->flags));
     for (int i = 1; i < NSTREAMS; i++)
         CK(cuStreamDestroy(w->streams[i]));
