@@ -289,24 +289,8 @@ VGSIM_MEMSET_2D(cuMemsetD2D16, unsigned short, 2)
 VGSIM_MEMSET_2D(cuMemsetD2D32, unsigned int, 4)
 
 /* ---------------------------------------------------------------------------------------
- * Stream-ordered allocation: allocate at once, free when the stream reaches the free.
+ * Stream-ordered free: when the stream reaches it (cuMemAllocAsync is in mempool.c).
  * ------------------------------------------------------------------------------------- */
-
-VGSIM_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
-    sim_ctx_t *c;
-    CUresult r = sim_ctx_check(&c);
-    if (r != CUDA_SUCCESS)
-        return r;
-    sim_stream_t *s = sim_stream_resolve(c, stream);
-    if (!s)
-        return CUDA_ERROR_INVALID_HANDLE;
-    if (atomic_load(&s->capture))
-        return CUDA_ERROR_NOT_SUPPORTED; /* graph memory nodes are not modelled (graph.c) */
-    pthread_mutex_lock(&g_sim.lock);
-    struct sim_pool *pool = sim_device_pool(c->dev); /* (the device's current pool) */
-    pthread_mutex_unlock(&g_sim.lock);
-    return pool ? sim_mem_alloc_pool(c->dev, pool, dptr, bytesize) : CUDA_ERROR_OUT_OF_MEMORY;
-}
 
 VGSIM_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
     sim_ctx_t *c;

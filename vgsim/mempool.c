@@ -57,7 +57,8 @@ static sim_pool_t *default_pool(sim_device_t *d) { /* lock held */
     return d->default_pool;
 }
 
-sim_pool_t *sim_device_pool(sim_device_t *d) {
+/* A device's current pool (lock held), or NULL: no memory for the default one. */
+static sim_pool_t *device_pool(sim_device_t *d) {
     return d->current_pool ? d->current_pool : default_pool(d);
 }
 
@@ -101,7 +102,7 @@ static CUresult get_pool(CUmemoryPool *out, const CUmemLocation *loc, bool curre
         return loc && loc->type != CU_MEM_LOCATION_TYPE_DEVICE && out ? CUDA_ERROR_NOT_SUPPORTED
                                                                     : CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_sim.lock);
-    sim_pool_t *p = current ? sim_device_pool(d) : default_pool(d);
+    sim_pool_t *p = current ? device_pool(d) : default_pool(d);
     pthread_mutex_unlock(&g_sim.lock);
     *out = (CUmemoryPool)p;
     return p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -201,9 +202,9 @@ VGSIM_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
     return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
-/* The pool's memory is on its device whatever the stream's (the manual's note). */
-VGSIM_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                           CUstream stream) {
+/* A stream-ordered allocation from pool h (NULL: the stream's device's current pool),
+ * made at once; its memory is on the pool's device whatever the stream's. */
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool h, CUstream stream) {
     sim_ctx_t *c;
     sim_stream_t *s;
     CUresult r = sim_resolve(stream, &c, &s);
@@ -212,74 +213,84 @@ VGSIM_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, C
     if (atomic_load(&s->capture))
         return CUDA_ERROR_NOT_SUPPORTED; /* graph memory nodes are not modelled (graph.c) */
     pthread_mutex_lock(&g_sim.lock);
-    sim_pool_t *p = pool_find(pool);
+    sim_pool_t *p = h ? pool_find(h) : device_pool(c->dev);
     pthread_mutex_unlock(&g_sim.lock);
-    if (!p || !dptr)
-        return CUDA_ERROR_INVALID_VALUE;
+    if (!p)
+        return h ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OUT_OF_MEMORY;
     return sim_mem_alloc_pool(p->dev, p, dptr, bytesize);
+}
+
+VGSIM_API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+    return alloc_async(dptr, bytesize, NULL, stream);
+}
+
+VGSIM_API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                           CUstream stream) {
+    return pool ? alloc_async(dptr, bytesize, pool, stream) : CUDA_ERROR_INVALID_VALUE;
+}
+
+static CUresult attribute_set(sim_pool_t *p, CUmemPool_attribute attr, const void *value) {
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(const int *)value != 0;
+        return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+        p->threshold = *(const cuuint64_t *)value;
+        return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: /* a watermark is only ever reset to 0 */
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+        if (*(const cuuint64_t *)value != 0)
+            return CUDA_ERROR_INVALID_VALUE;
+        if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
+            p->used_high = p->used;
+        else
+            p->reserved_high = p->used;
+        return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult attribute_get(const sim_pool_t *p, CUmemPool_attribute attr, void *value) {
+    cuuint64_t *v = value;
+    switch (attr) {
+    case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+    case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+        *(int *)value = p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
+        return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *v = p->threshold; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *v = p->used; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *v = p->reserved_high; return CUDA_SUCCESS;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *v = p->used_high; return CUDA_SUCCESS;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+}
+
+static CUresult attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value, bool set) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_sim.lock);
+    sim_pool_t *p = pool_find(pool);
+    r = !p ? CUDA_ERROR_INVALID_VALUE
+           : set ? attribute_set(p, attr, value) : attribute_get(p, attr, value);
+    pthread_mutex_unlock(&g_sim.lock);
+    return r;
 }
 
 VGSIM_API CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
                                          void *value) {
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_sim.lock);
-    sim_pool_t *p = pool_find(pool);
-    r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    if (p) {
-        switch (attr) {
-        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-            p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES] = *(int *)value != 0;
-            break;
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: p->threshold = *(cuuint64_t *)value; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: /* a watermark is only ever reset to 0 */
-        case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
-            if (*(cuuint64_t *)value != 0)
-                r = CUDA_ERROR_INVALID_VALUE;
-            else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH)
-                p->used_high = p->used;
-            else
-                p->reserved_high = p->used;
-            break;
-        default: r = CUDA_ERROR_INVALID_VALUE;
-        }
-    }
-    pthread_mutex_unlock(&g_sim.lock);
-    return r;
+    return attribute(pool, attr, value, true);
 }
 
 VGSIM_API CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr,
                                          void *value) {
-    CUresult r = sim_check_init();
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!value)
-        return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_sim.lock);
-    sim_pool_t *p = pool_find(pool);
-    r = p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    if (p) {
-        switch (attr) {
-        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
-        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
-            *(int *)value = p->reuse[attr - CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES];
-            break;
-        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *(cuuint64_t *)value = p->threshold; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
-        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *(cuuint64_t *)value = p->used; break;
-        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *(cuuint64_t *)value = p->reserved_high; break;
-        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *(cuuint64_t *)value = p->used_high; break;
-        default: r = CUDA_ERROR_INVALID_VALUE;
-        }
-    }
-    pthread_mutex_unlock(&g_sim.lock);
-    return r;
+    return attribute(pool, attr, value, false);
 }
 
 VGSIM_API CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep) {

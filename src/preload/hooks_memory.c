@@ -21,15 +21,6 @@
 #include "preload.h"
 #include "vramguard.h"
 
-/* Call the next definition of this very function (pass-through). */
-#define NEXT(symbol, ...)                                                                   \
-    do {                                                                                    \
-        static void *next_;                                                                 \
-        typedef __typeof__(&symbol) fn_t_;                                                  \
-        fn_t_ f_ = (fn_t_)vgp_next(#symbol, &next_);                                        \
-        return f_ ? f_(__VA_ARGS__) : CUDA_ERROR_NOT_INITIALIZED;                           \
-    } while (0)
-
 /* An allocation failed: say why where the program's allocation failed (S6, S7). */
 CUresult vgp_alloc_result(int st) {
     if (st == VG_ERR_OUT_OF_MEMORY && !vg__guard_on()) /* (guard mode reports it itself) */

@@ -26,22 +26,6 @@
 #include "preload.h"
 #include "vramguard.h"
 
-#define NEXT(symbol, ...)                                                                   \
-    do {                                                                                    \
-        static void *next_;                                                                 \
-        typedef __typeof__(&symbol) fn_t_;                                                  \
-        fn_t_ f_ = (fn_t_)vgp_next(#symbol, &next_);                                        \
-        return f_ ? f_(__VA_ARGS__) : CUDA_ERROR_NOT_INITIALIZED;                           \
-    } while (0)
-/* Call the driver's definition and keep its result in r (the hook goes on after it). */
-#define CALL_NEXT(r, symbol, ...)                                                           \
-    do {                                                                                    \
-        static void *next_;                                                                 \
-        typedef __typeof__(&symbol) fn_t_;                                                  \
-        fn_t_ f_ = (fn_t_)vgp_next(#symbol, &next_);                                        \
-        (r) = f_ ? f_(__VA_ARGS__) : CUDA_ERROR_NOT_INITIALIZED;                            \
-    } while (0)
-
 enum { MAX_POOLS = 256, MAX_DEVICES = 64, NBUCKETS = 4096 };
 
 typedef struct pool {

@@ -42,6 +42,22 @@ void vgp_flush_deferred(void);
 /* signals.c: write the reports on SIGINT/SIGTERM when the program does not handle them. */
 void vgp_signals_install(void);
 
+/* In a hook: call the next definition of this very function and return its result
+ * (pass-through); CALL_NEXT keeps the result in r instead, for a hook that goes on. */
+#define NEXT(symbol, ...)                                                                   \
+    do {                                                                                    \
+        CUresult r_;                                                                        \
+        CALL_NEXT(r_, symbol, __VA_ARGS__);                                                 \
+        return r_;                                                                          \
+    } while (0)
+#define CALL_NEXT(r, symbol, ...)                                                           \
+    do {                                                                                    \
+        static void *next_;                                                                 \
+        typedef __typeof__(&symbol) fn_t_;                                                  \
+        fn_t_ f_ = (fn_t_)vgp_next(#symbol, &next_);                                        \
+        (r) = f_ ? f_(__VA_ARGS__) : CUDA_ERROR_NOT_INITIALIZED;                            \
+    } while (0)
+
 /* Convert a vramguard status into the CUresult the driver would have returned. */
 CUresult vgp_cu_result(int vg_status);
 
