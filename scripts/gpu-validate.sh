@@ -350,6 +350,22 @@ next | next-guard | next-twins | next-memcheck | next-stream)
             step "pool_overrun $how vramguard" 60 "$B/vramguard" run --mode=guard -- \
                 "$B/tests/preload/pool_overrun" $how
         done
+        # PyTorch's own cudaMallocAsync backend allocates from the default pool (named
+        # to set its release threshold): under vramguard run the overrun PyTorch's caching
+        # allocator hides should be reported, the --fixed run clean, and memory_stats()
+        # (read from the pool's figures) non-zero.
+        for fixed in "" --fixed; do
+            step "oob_custom_kernel $fixed cudaMallocAsync backend vramguard run" 300 env \
+                PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$B/vramguard" run --mode=guard -- \
+                python3 examples/pytorch/oob_custom_kernel.py $fixed
+        done
+        step "cudaMallocAsync backend stats vramguard run" 120 env \
+            PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync "$B/vramguard" run -- python3 -c '
+import torch
+x = torch.randn(4096, 4096, device="cuda"); y = x @ x; torch.cuda.synchronize()
+print("allocated", torch.cuda.memory_allocated(), "reserved", torch.cuda.memory_reserved())
+del x, y; torch.cuda.empty_cache(); print("after empty_cache: reserved", torch.cuda.memory_reserved())
+'
         for args in 1 "1 1500 4"; do
             step "random_clean_ptds $args plain" 60 "$B/tests/preload/random_clean_ptds" $args
             for m in fast guard; do
