@@ -53,7 +53,6 @@ static pool_t *g_current[MAX_DEVICES]; /* cuDeviceSetMemPool's pool (NULL: the d
 static bool g_current_other[MAX_DEVICES]; /* ... one vramguard does not know */
 static out_t *g_out[NBUCKETS], *g_spare;
 static atomic_bool g_named;            /* the program has named a pool */
-static atomic_bool g_foreign_current;  /* some device's current pool is not ours */
 static atomic_size_t g_nout;           /* entries in g_out */
 
 /* The pool of a handle (lock held), or NULL. */
@@ -117,6 +116,14 @@ void vgp_pool_forget(CUdeviceptr ptr) {
     pthread_mutex_unlock(&g_lock);
 }
 
+/* Is some device's current pool one vramguard does not stand in for? (lock held) */
+static bool foreign_current(void) {
+    for (int d = 0; d < MAX_DEVICES; d++)
+        if (g_current_other[d] || (g_current[d] && !g_current[d]->ours))
+            return true;
+    return false;
+}
+
 /* The pool a cuMemAllocFromPoolAsync (h) or cuMemAllocAsync (h NULL: the current
  * device's current pool) allocates from, if vramguard stands in for it: *pool is then that
  * pool, or NULL when the program never named the device's default pool (nothing to
@@ -133,7 +140,7 @@ static bool stand_in(CUmemoryPool h, pool_t **pool) {
         ours = p && p->ours && p->device == dev;
         *pool = ours ? p : NULL;
     } else if (dev < 0 || dev >= MAX_DEVICES) {
-        ours = !atomic_load(&g_foreign_current);
+        ours = !foreign_current();
     } else if (g_current[dev] || g_current_other[dev]) {
         ours = g_current[dev] && g_current[dev]->ours;
         *pool = ours ? g_current[dev] : NULL;
@@ -225,14 +232,6 @@ static void seen_current(CUresult r, CUmemoryPool *pool, int device) {
         seen_default(r, pool, device);
 }
 
-/* Is some device's current pool one vramguard does not stand in for? (lock held) */
-static void note_foreign(void) {
-    bool foreign = false;
-    for (int d = 0; d < MAX_DEVICES; d++)
-        foreign |= g_current_other[d] || (g_current[d] && !g_current[d]->ours);
-    atomic_store(&g_foreign_current, foreign);
-}
-
 static void set_current(CUresult r, int device, CUmemoryPool h) {
     if (r != CUDA_SUCCESS || !vgp_ready() || device < 0 || device >= MAX_DEVICES)
         return;
@@ -241,7 +240,6 @@ static void set_current(CUresult r, int device, CUmemoryPool h) {
     pool_t *p = pool_of(h);
     g_current[device] = p && !p->is_default ? p : NULL;
     g_current_other[device] = !p;
-    note_foreign();
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -324,7 +322,6 @@ VG_API CUresult cuMemPoolDestroy(CUmemoryPool pool) {
         for (int d = 0; d < MAX_DEVICES; d++)
             if (g_current[d] == p)
                 g_current[d] = NULL;
-        note_foreign();
     }
     pthread_mutex_unlock(&g_lock);
     return r;
