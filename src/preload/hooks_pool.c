@@ -165,10 +165,17 @@ static CUresult alloc_for(CUdeviceptr *dptr, size_t bytesize, pool_t *pool, CUst
         return CUDA_ERROR_INVALID_VALUE;
     if (pool && pool->max_size) { /* (an estimate: the driver counts its own granules) */
         pthread_mutex_lock(&g_lock);
-        bool over = bytesize > pool->max_size - VG_MIN(pool->used, pool->max_size);
+        uint64_t used = pool->used;
         pthread_mutex_unlock(&g_lock);
-        if (over)
+        if (bytesize > pool->max_size - VG_MIN(used, pool->max_size)) {
+            char a[32], b[32], c[32];
+            vg__log("out of memory: %s from memory pool %p would take it past its maxSize of "
+                    "%s (%s of it in use); the allocation fails with CUDA_ERROR_OUT_OF_MEMORY, "
+                    "as the driver's would",
+                    vg__fmt_bytes(a, bytesize), (void *)pool->handle,
+                    vg__fmt_bytes(b, pool->max_size), vg__fmt_bytes(c, used));
             return CUDA_ERROR_OUT_OF_MEMORY;
+        }
     }
     void *p = NULL;
     vg_status_t st = vg_malloc(&p, bytesize, stream);

@@ -430,7 +430,11 @@ interposer_pools)
     done
     for how in --ipc --ipc-current; do
         same_under_vramguard "$BUILD/tests/preload/pool_overrun" $how
-    done ;;
+    done
+    # A pool's maxSize still bounds it, and the refusal says why.
+    run 0 "$VG" run --sim -- "$BUILD/tests/conformance/conformance" pool_max_size_bounds_it
+    grep -q "48.00 MiB from memory pool .* past its maxSize of 64.00 MiB (48.00 MiB of it in use)" \
+        "$TMP/err" || { cat "$TMP/err" >&2; fail "the maxSize refusal is not explained"; } ;;
 interposer_launch_ex)
     # S1 with its kernel launched through cuLaunchKernelEx (cudaLaunchKernelEx, cluster
     # launches): the report names the kernel and the guard work precedes it.
