@@ -70,9 +70,13 @@ static pool_t *pool_add(CUmemoryPool h, int device, bool ours, bool is_default,
     if (p || !h)
         return p;
     atomic_store(&g_named, true);
-    if (g_npools == MAX_POOLS)
+    for (int i = 0; i < g_npools && g_npools == MAX_POOLS && !p; i++)
+        if (g_pools[i].dead && g_pools[i].used == 0) /* (nothing out refers to it) */
+            p = &g_pools[i];
+    if (!p && g_npools == MAX_POOLS)
         return NULL; /* (then it is not ours: passed through) */
-    p = &g_pools[g_npools++];
+    if (!p)
+        p = &g_pools[g_npools++];
     *p = (pool_t){.handle = h, .device = device, .ours = ours, .is_default = is_default,
                   .max_size = max_size};
     return p;

@@ -415,12 +415,12 @@ interposer_batch_overrun)
             { cat "$TMP/err" >&2; fail "report (${how%%:*})"; }
     done ;;
 interposer_pools)
-    # Memory from a pool (one the program makes, the default pool, a pool made current
-    # for cuMemAllocAsync) is vramguard's, so guard mode finds the overrun and names the
+    # Memory from a pool (one the program makes, also after 300 others came and went,
+    # the default pool, a pool made current for cuMemAllocAsync) is vramguard's, so guard mode finds the overrun and names the
     # allocation; a pool made for sharing with other processes keeps the driver's memory,
     # which the program can still export, in both modes.
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
-    for how in "" --default-pool --current; do
+    for how in "" --default-pool --current --many; do
         run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
             "$BUILD/tests/preload/pool_overrun" $how
         python3 "$HERE/check_report.py" "$TMP/r.json" 1 all kind=out_of_bounds_after \

@@ -4,7 +4,8 @@
  * allocated in stream order from a memory pool, on the stream the kernel runs on:
  *   (no flag)       a pool the program makes, cuMemAllocFromPoolAsync;
  *   --default-pool  the device's default pool (cuDeviceGetDefaultMemPool), the same call;
- *   --current       the program's pool made the device's current pool, cuMemAllocAsync.
+ *   --current       the program's pool made the device's current pool, cuMemAllocAsync;
+ *   --many          a pool of the program's, after 300 others were made, used, destroyed.
  * Guard mode must report the overrun, as for cuMemAlloc's memory. With --ipc the pool is
  * made for sharing with other processes (a POSIX file descriptor handle type), and
  * --ipc-current makes such a pool current for cuMemAllocAsync: that memory stays the
@@ -12,7 +13,7 @@
  * floats, and the program checks the pointer can be exported (on vgsim, which shares
  * nothing, the export is refused as not supported, not as invalid).
  *
- * usage: pool_overrun [--default-pool | --current | --ipc | --ipc-current]. Exit status 0
+ * usage: pool_overrun [--default-pool | --current | --many | --ipc | --ipc-current]. Exit status 0
  * when done, 1 when a call fails.
  */
 #include "common.h"
@@ -40,6 +41,14 @@ int main(int argc, char **argv) {
     CK(cuCtxGetDevice(&dev));
     CUstream s;
     CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; strcmp(how, "--many") == 0 && i < 300; i++) {
+        CUmemoryPool gone = make_pool(false);
+        CUdeviceptr x;
+        CK(cuMemAllocFromPoolAsync(&x, 256, gone, s));
+        CK(cuMemFreeAsync(x, s));
+        CK(cuStreamSynchronize(s));
+        CK(cuMemPoolDestroy(gone));
+    }
     CUmemoryPool pool;
     if (strcmp(how, "--default-pool") == 0)
         CK(cuDeviceGetDefaultMemPool(&pool, dev));
