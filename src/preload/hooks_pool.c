@@ -32,7 +32,6 @@ typedef struct pool {
     CUmemoryPool handle;
     int device;          /* its location's device (-1: not a device pool) */
     bool ours;           /* vramguard stands in for it */
-    bool is_default;     /* its device's default pool */
     bool dead;           /* destroyed (its slot stays: memory from it may still be out) */
     uint64_t max_size;   /* 0: no bound */
     uint64_t used, used_high;
@@ -49,8 +48,9 @@ typedef struct out {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pool_t g_pools[MAX_POOLS];
 static int g_npools;
+static pool_t *g_default[MAX_DEVICES]; /* each device's default pool, once named */
 static pool_t *g_current[MAX_DEVICES]; /* cuDeviceSetMemPool's pool (NULL: the default) */
-static bool g_current_other[MAX_DEVICES]; /* ... one vramguard does not know */
+static pool_t g_unknown;               /* a current pool vramguard never saw made (not ours) */
 static out_t *g_out[NBUCKETS], *g_spare;
 static atomic_bool g_named;            /* the program has named a pool */
 static atomic_size_t g_nout;           /* entries in g_out */
@@ -64,8 +64,7 @@ static pool_t *pool_of(CUmemoryPool h) {
 }
 
 /* Remember pool h (lock held). A handle seen again keeps its record. */
-static pool_t *pool_add(CUmemoryPool h, int device, bool ours, bool is_default,
-                        uint64_t max_size) {
+static pool_t *pool_add(CUmemoryPool h, int device, bool ours, uint64_t max_size) {
     pool_t *p = pool_of(h);
     if (p || !h)
         return p;
@@ -77,8 +76,7 @@ static pool_t *pool_add(CUmemoryPool h, int device, bool ours, bool is_default,
         return NULL; /* (then it is not ours: passed through) */
     if (!p)
         p = &g_pools[g_npools++];
-    *p = (pool_t){.handle = h, .device = device, .ours = ours, .is_default = is_default,
-                  .max_size = max_size};
+    *p = (pool_t){.handle = h, .device = device, .ours = ours, .max_size = max_size};
     return p;
 }
 
@@ -123,7 +121,7 @@ void vgp_pool_forget(CUdeviceptr ptr) {
 /* Is some device's current pool one vramguard does not stand in for? (lock held) */
 static bool foreign_current(void) {
     for (int d = 0; d < MAX_DEVICES; d++)
-        if (g_current_other[d] || (g_current[d] && !g_current[d]->ours))
+        if (g_current[d] && !g_current[d]->ours)
             return true;
     return false;
 }
@@ -145,14 +143,12 @@ static bool stand_in(CUmemoryPool h, pool_t **pool) {
         *pool = ours ? p : NULL;
     } else if (dev < 0 || dev >= MAX_DEVICES) {
         ours = !foreign_current();
-    } else if (g_current[dev] || g_current_other[dev]) {
-        ours = g_current[dev] && g_current[dev]->ours;
+    } else if (g_current[dev]) {
+        ours = g_current[dev]->ours;
         *pool = ours ? g_current[dev] : NULL;
-    } else { /* the default pool: counted if the program has seen it */
+    } else { /* the default pool: counted if the program has named it */
         ours = true;
-        for (int i = 0; i < g_npools && !*pool; i++)
-            if (g_pools[i].device == dev && g_pools[i].is_default)
-                *pool = &g_pools[i];
+        *pool = g_default[dev];
     }
     pthread_mutex_unlock(&g_lock);
     return ours;
@@ -223,24 +219,18 @@ VG_API CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
  * Naming, making and choosing pools: remembered
  * ------------------------------------------------------------------------------------- */
 
-/* A device's default pool: a device pool without handle types. */
-static void seen_default(CUresult r, CUmemoryPool *pool, int device) {
-    if (r != CUDA_SUCCESS || !pool || !vgp_ready())
-        return;
-    pthread_mutex_lock(&g_lock);
-    pool_add(*pool, device, true, true, 0);
-    pthread_mutex_unlock(&g_lock);
-}
-
-/* A device's current pool was asked for: the default one unless the program set another. */
-static void seen_current(CUresult r, CUmemoryPool *pool, int device) {
+/* A device's default pool was named (`current`: its current pool was asked for, which is
+ * the default one unless the program set another): a device pool without handle types. */
+static void seen_default(CUresult r, CUmemoryPool *pool, int device, bool current) {
     if (r != CUDA_SUCCESS || !pool || !vgp_ready() || device < 0 || device >= MAX_DEVICES)
         return;
     pthread_mutex_lock(&g_lock);
-    bool is_default = !g_current[device] && !g_current_other[device];
+    if (!current || !g_current[device]) {
+        pool_t *p = pool_add(*pool, device, true, 0);
+        if (p)
+            g_default[device] = p;
+    }
     pthread_mutex_unlock(&g_lock);
-    if (is_default)
-        seen_default(r, pool, device);
 }
 
 static void set_current(CUresult r, int device, CUmemoryPool h) {
@@ -249,8 +239,7 @@ static void set_current(CUresult r, int device, CUmemoryPool h) {
     pthread_mutex_lock(&g_lock);
     atomic_store(&g_named, true);
     pool_t *p = pool_of(h);
-    g_current[device] = p && !p->is_default ? p : NULL;
-    g_current_other[device] = !p;
+    g_current[device] = !p ? &g_unknown : p == g_default[device] ? NULL : p;
     pthread_mutex_unlock(&g_lock);
 }
 
@@ -261,7 +250,7 @@ static int location_device(const CUmemLocation *loc) {
 VG_API CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
     CUresult r;
     CALL_NEXT(r, cuDeviceGetDefaultMemPool, pool, dev);
-    seen_default(r, pool, dev);
+    seen_default(r, pool, dev, false);
     return r;
 }
 
@@ -269,15 +258,15 @@ VG_API CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool, CUmemLocation *locati
                                        CUmemAllocationType type) {
     CUresult r;
     CALL_NEXT(r, cuMemGetDefaultMemPool, pool, location, type);
-    if (type == CU_MEM_ALLOCATION_TYPE_PINNED && location_device(location) >= 0)
-        seen_default(r, pool, location_device(location));
+    if (type == CU_MEM_ALLOCATION_TYPE_PINNED)
+        seen_default(r, pool, location_device(location), false);
     return r;
 }
 
 VG_API CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
     CUresult r;
     CALL_NEXT(r, cuDeviceGetMemPool, pool, dev);
-    seen_current(r, pool, dev);
+    seen_default(r, pool, dev, true);
     return r;
 }
 
@@ -286,7 +275,7 @@ VG_API CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *location,
     CUresult r;
     CALL_NEXT(r, cuMemGetMemPool, pool, location, type);
     if (type == CU_MEM_ALLOCATION_TYPE_PINNED)
-        seen_current(r, pool, location_device(location));
+        seen_default(r, pool, location_device(location), true);
     return r;
 }
 
@@ -314,7 +303,7 @@ VG_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
     bool ours = props->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
                 props->handleTypes == CU_MEM_HANDLE_TYPE_NONE && props->usage == 0;
     pthread_mutex_lock(&g_lock);
-    pool_add(*pool, location_device(&props->location), ours, false, props->maxSize);
+    pool_add(*pool, location_device(&props->location), ours, props->maxSize);
     pthread_mutex_unlock(&g_lock);
     return r;
 }
