@@ -330,6 +330,10 @@ next | next-guard | next-twins | next-memcheck | next-stream)
         # rounding, maxSize, the default pool's refusal), under both modes, and
         # pool_overrun: reported for a pool of the program's, the default pool and a
         # current pool; a pool made for sharing keeps the driver's memory, which exports.
+        # Managed memory (2026-11-24, fourth session; docs/decisions.md G9): its
+        # conformance cases (which ranges the real driver accepts for an association, a
+        # prefetch and advice), under guard mode too, and managed_overrun: the kernel's and
+        # the host's overrun and the use after free reported, the correct versions clean.
         for c in memsets_of_16_bits_and_2d_memsets_set_exactly_their_bytes \
                  a_cooperative_launch_runs_in_stream_order \
                  per_thread_twins_run_on_the_threads_default_stream \
@@ -340,7 +344,9 @@ next | next-guard | next-twins | next-memcheck | next-stream)
                  batch_copies_round_trip batch_copy_reads_a_during_call_source_before_returning \
                  batch_copies_refuse_bad_batches batch_3d_boxes_round_trip \
                  batch_3d_refuses_bad_ops pool_default_and_current pool_counts_its_allocations \
-                 pool_max_size_bounds_it pool_attributes_round_trip; do
+                 pool_max_size_bounds_it pool_attributes_round_trip \
+                 managed_memory_is_shared_by_host_and_kernels managed_pointer_attributes \
+                 managed_attach_prefetch_and_advise; do
             step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
             step "conformance $c guard" 60 "$B/vramguard" run --mode=guard -- \
                 "$B/tests/conformance/conformance" "$c"
@@ -349,6 +355,12 @@ next | next-guard | next-twins | next-memcheck | next-stream)
             step "pool_overrun $how plain" 60 "$B/tests/preload/pool_overrun" $how
             step "pool_overrun $how vramguard" 60 "$B/vramguard" run --mode=guard -- \
                 "$B/tests/preload/pool_overrun" $how
+        done
+        for how in "" --host --uaf --attach --host-attached; do
+            [ "$how" = --uaf ] || step "managed_overrun $how plain" 60 \
+                "$B/tests/preload/managed_overrun" $how
+            step "managed_overrun $how vramguard" 60 "$B/vramguard" run --mode=guard -- \
+                "$B/tests/preload/managed_overrun" $how
         done
         # PyTorch's own cudaMallocAsync backend allocates from the default pool (named
         # to set its release threshold): under vramguard run the overrun PyTorch's caching

@@ -1,6 +1,6 @@
 /* core.c — vgsim: initialisation, devices, contexts, errors, entry points, fault guard.
  *
- * cuInit reads the settings (VGSIM_MEMORY, VGSIM_DEVICES, VGSIM_VMM, VGSIM_LOG), sets up
+ * cuInit reads the settings (VGSIM_MEMORY, VGSIM_DEVICES, VGSIM_VMM, VGSIM_LOG, ...), sets up
  * one arena per device and installs the SIGSEGV/SIGBUS handler that turns a kernel's
  * stray access into a sticky CUDA_ERROR_ILLEGAL_ADDRESS. The handler only acts for a
  * stream worker that is inside a guarded operation; every other fault goes to the
@@ -143,6 +143,8 @@ VGSIM_API CUresult cuInit(unsigned int flags) {
     g_sim.skip_guard = skip && strcmp(skip, "1") == 0;
     const char *p2p = getenv("VGSIM_P2P");
     g_sim.p2p = !(p2p && strcmp(p2p, "0") == 0);
+    const char *cma = getenv("VGSIM_CONCURRENT_MANAGED");
+    g_sim.concurrent_managed = !(cma && strcmp(cma, "0") == 0);
     g_sim.ndevices = (int)(ndev > VGSIM_MAX_DEVICES ? VGSIM_MAX_DEVICES : ndev);
     CUresult r = CUDA_SUCCESS;
     for (int i = 0; i < g_sim.ndevices && r == CUDA_SUCCESS; i++) {
@@ -248,6 +250,8 @@ VGSIM_API CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, C
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *value = dev; break;
     case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: *value = 4 << 20; break;
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: *value = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: *value = g_sim.concurrent_managed; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = g_sim.vmm; break;

@@ -106,6 +106,7 @@ typedef struct sim_region {
     struct sim_ctx *owner;   /* ALLOC by cuMemAlloc: freed with this context (cuCtxDestroy) */
     uint64_t phys_off;       /* ALLOC: offset in the memfd */
     struct sim_pool *pool;   /* ALLOC by cuMemAllocAsync or cuMemAllocFromPoolAsync */
+    bool managed;            /* ALLOC by cuMemAllocManaged (managed.c) */
     sim_mapping_t **pages;   /* RESERVE: mapping per granule, or NULL */
 } sim_region_t;
 
@@ -233,6 +234,7 @@ typedef struct sim_state {
     bool log;                /* VGSIM_LOG=1: say why kernels fault */
     bool skip_guard;         /* VGSIM_SKIP_GUARD_KERNELS=1: guard kernels do nothing */
     bool p2p;                /* devices reach each other's memory (VGSIM_P2P, default 1) */
+    bool concurrent_managed; /* VGSIM_CONCURRENT_MANAGED (default 1): the device attribute */
     sim_device_t devices[VGSIM_MAX_DEVICES];
     sim_region_t **regions;  /* sorted by base */
     size_t nregions, capregions;

@@ -464,6 +464,7 @@ VGSIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
     sim_pinned_t *pin = reg ? NULL : sim_pinned_find((void *)(uintptr_t)ptr);
     int ordinal = reg ? reg->dev->ordinal : 0;
     CUmemoryPool pool = reg ? (CUmemoryPool)reg->pool : NULL;
+    bool managed = reg && reg->managed;
     pthread_mutex_unlock(&g_sim.lock);
     if (!reg && !pin)
         return CUDA_ERROR_INVALID_VALUE;
@@ -482,6 +483,9 @@ VGSIM_API CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attribu
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MAPPED:
         *(int *)data = 1;
+        return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *(unsigned *)data = managed;
         return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_CONTEXT:
         *(CUcontext *)data = (CUcontext)sim_current_ctx();
@@ -521,7 +525,8 @@ VGSIM_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute *a
         if (r == CUDA_ERROR_INVALID_VALUE) /* (pointer sizes of the attributes used here) */
             memset(data[i], 0, attributes[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE ||
                                        attributes[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL ||
-                                       attributes[i] == CU_POINTER_ATTRIBUTE_MAPPED
+                                       attributes[i] == CU_POINTER_ATTRIBUTE_MAPPED ||
+                                       attributes[i] == CU_POINTER_ATTRIBUTE_IS_MANAGED
                                    ? sizeof(int)
                                    : sizeof(void *));
     }

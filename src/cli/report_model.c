@@ -544,6 +544,11 @@ bool rp_load_text(const char *path, const char *text, size_t len, rp_file_t *out
         d->j = devs->kids[i];
         d->device = (int)json_int(d->j, "device", 0);
         d->name = json_str(d->j, "name", "?");
+        const json_t *m = json_get(d->j, "managed");
+        if (m && m->type == J_BOOL && m->b) {
+            snprintf(d->name_buf, sizeof d->name_buf, "%s, managed memory", d->name);
+            d->name = d->name_buf;
+        }
         d->total = (uint64_t)json_int(d->j, "total_bytes", 0);
         d->events_dropped = json_int(d->j, "events_dropped", 0);
         if (!build_timeline(out, d)) {

@@ -30,7 +30,9 @@ typedef struct rp_marker {
 typedef struct rp_device {
     const json_t *j;
     int device;
-    const char *name;
+    const char *name;  /* the device's name; for the heap of a context's managed memory
+                          (guard mode) "NAME, managed memory", kept in name_buf */
+    char name_buf[320];
     uint64_t total;
     int64_t events_dropped;
     size_t nevents;

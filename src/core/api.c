@@ -116,6 +116,15 @@ __attribute__((noinline)) vg_status_t vg__malloc_synchronous(void **ptr, size_t 
     return alloc_in(h, ptr, size, VG_STREAM_SYNC);
 }
 
+__attribute__((noinline)) vg_status_t vg__malloc_managed_synchronous(void **ptr, size_t size) {
+    *ptr = NULL;
+    vg_status_t st = vg__ensure_init();
+    vg_heap_t *h;
+    if (st != VG_OK || (st = vg__heap_managed_current(&h)) != VG_OK)
+        return st;
+    return alloc_in(h, ptr, size, VG_STREAM_SYNC);
+}
+
 VG_API vg_status_t vg_malloc_device(void **ptr, size_t size, int device, void *stream) {
     if (!ptr)
         return vg__error(VG_ERR_INVALID_ARGUMENT, "vg_malloc_device: ptr is NULL");

@@ -34,6 +34,7 @@ vg_block_t *vg__guard_find_block(vg_heap_t *h, uint64_t user, uint64_t id) {
 static vg_report_t damage_report(const vg_heap_t *h, const vg_guard_error_t *e) {
     vg_report_t r = {0};
     r.device = h->device;
+    r.managed = h->managed;
     r.has_block = true;
     r.has_damage = true;
     r.user = e->user;

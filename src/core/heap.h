@@ -221,6 +221,9 @@ struct vg_heap {
     vg_segment_t *small_seg;    /* that range, reserved at the first such request */
     uint64_t limit_floor;       /* reserved bytes in use when a lower limit was set */
     bool vmm;                   /* segments come from VMM */
+    bool managed;               /* guard mode's heap of the context's managed memory:
+                                   cuMemAllocManaged segments, no limit (docs/decisions.md
+                                   G9) */
     uint64_t page;              /* VMM granularity (2 MiB) */
     CUmemAllocationProp prop;   /* for cuMemCreate */
     CUmemAccessDesc access[VG_MAX_ACCESS]; /* for cuMemSetAccess: this device, then every
@@ -261,12 +264,18 @@ struct vg_heap {
 vg_status_t vg__heap_current(vg_heap_t **out);
 /* The heap of a device's primary context (PyTorch passes the device). */
 vg_status_t vg__heap_for_device(int device, vg_heap_t **out);
+/* Find or create the heap of the current context's managed memory (guard mode; the
+ * device must let the host and kernels touch managed memory at once, else
+ * VG_ERR_NOT_SUPPORTED). */
+vg_status_t vg__heap_managed_current(vg_heap_t **out);
 /* The heap that owns the live allocation at user pointer p, if any, with its block (heap
  * locked on return when found). */
 vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block);
 int vg__heap_count(void);
 /* The heap whose address space holds p (live, free or cached memory alike), or NULL. */
 vg_heap_t *vg__heap_containing(uint64_t p);
+/* The same, with the base of the segment (a VMM range or a driver allocation) holding p. */
+vg_heap_t *vg__heap_containing_seg(uint64_t p, uint64_t *seg_base);
 /* A copy from src to dst, device memory both, between two devices where a side is
  * vramguard's pages without the other device in their access list (docs/decisions.md
  * A11), which the plain copy calls cannot make: true, with the sides' contexts for

@@ -157,13 +157,14 @@ static void describe_heap(const vg_heap_t *h) {
                     ? "vmm=off" : "the driver or device offers no virtual-memory management");
 }
 
-static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
+static vg_status_t heap_create(CUcontext ctx, int device, bool managed, vg_heap_t **out) {
     vg_heap_t *h = calloc(1, sizeof *h);
     if (!h)
         return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
     pthread_mutex_init(&h->lock, NULL);
     h->ctx = ctx;
     h->device = device;
+    h->managed = managed;
     size_t total = 0;
     CUresult r = vg__cuDeviceTotalMem(&total, device);
     if (r != CUDA_SUCCESS) {
@@ -171,9 +172,12 @@ static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
         return vg__error(vg__cu_status(r), "cuDeviceTotalMem failed: %s", vg__cu_error_name(r));
     }
     h->device_total = total;
-    h->limit = bytes_for(vg__opt.limit, total);
+    h->limit = managed ? 0 : bytes_for(vg__opt.limit, total); /* (managed memory may
+                                                                  oversubscribe the device) */
     bool pushed = vg__heap_ctx_enter(h);
-    vg_status_t st = vg__heap_init_segments(h);
+    vg_status_t st = managed ? VG_OK : vg__heap_init_segments(h);
+    if (managed)
+        h->page = 2ull << 20;
     if (st == VG_OK && (st = vg__guard_heap_init(h)) != VG_OK)
         vg__segment_release_all(h);
     vg__heap_ctx_leave(pushed);
@@ -185,7 +189,7 @@ static vg_status_t heap_create(CUcontext ctx, int device, vg_heap_t **out) {
         h->slot_min = bytes_for(vg__opt.slot_min, total);
         h->small_max = vg__opt.small_max;
     }
-    if (vg__opt.verbose)
+    if (vg__opt.verbose && !managed)
         describe_heap(h);
     *out = h;
     return VG_OK;
@@ -201,10 +205,10 @@ void vg__heaps_describe_exit(void) {
         const vg_stats_t *st = &h->stats;
         uint64_t alloc = (uint64_t)st->allocated_bytes[VG_POOL_ALL].peak;
         uint64_t res = (uint64_t)st->reserved_bytes[VG_POOL_ALL].peak;
-        vg__log("device %d at exit: peak allocated %s, peak reserved %s (reserved / allocated "
-                "%.4f); "
+        vg__log("device %d%s at exit: peak allocated %s, peak reserved %s (reserved / "
+                "allocated %.4f); "
                 "%llu allocations, %llu driver allocations or mappings, %llu out of memory",
-                h->device, vg__fmt_bytes(a, alloc), vg__fmt_bytes(b, res),
+                h->device, h->managed ? " (managed memory)" : "", vg__fmt_bytes(a, alloc), vg__fmt_bytes(b, res),
                 alloc ? (double)res / (double)alloc : 0.0,
                 (unsigned long long)st->allocation[VG_POOL_ALL].allocated,
                 (unsigned long long)st->num_device_alloc, (unsigned long long)st->num_ooms);
@@ -212,11 +216,11 @@ void vg__heaps_describe_exit(void) {
     }
 }
 
-static vg_heap_t *find_heap(CUcontext ctx) {
+static vg_heap_t *find_heap(CUcontext ctx, bool managed) {
     int n = atomic_load(&g_nheaps);
     for (int i = 0; i < n; i++) {
         vg_heap_t *h = vg__heap_at(i);
-        if (__atomic_load_n(&h->ctx, __ATOMIC_ACQUIRE) == ctx)
+        if (__atomic_load_n(&h->ctx, __ATOMIC_ACQUIRE) == ctx && h->managed == managed)
             return h;
     }
     return NULL;
@@ -234,22 +238,19 @@ static int free_place(void) {
     return -1;
 }
 
-static vg_status_t heap_for_ctx(CUcontext ctx, int device, vg_heap_t **out) {
-    if (cached(ctx)) {
-        *out = t_last_heap;
-        return VG_OK;
-    }
-    uint64_t retired = atomic_load_explicit(&g_retired, memory_order_acquire);
-    vg_heap_t *h = find_heap(ctx);
+/* Find or create ctx's heap of device memory, or (managed) of managed memory. */
+static vg_status_t find_or_create(CUcontext ctx, int device, bool managed, vg_heap_t **out) {
+    vg_heap_t *h = find_heap(ctx, managed);
     if (!h) {
         pthread_mutex_lock(&g_heaps_lock);
-        h = find_heap(ctx);
+        h = find_heap(ctx, managed);
         vg_status_t st = VG_OK;
         int at = h ? -1 : free_place();
         if (!h && at < 0)
-            st = vg__error(VG_ERR_NOT_SUPPORTED, "more than %d CUDA contexts at once",
+            st = vg__error(VG_ERR_NOT_SUPPORTED, "more than %d heaps at once (one per CUDA "
+                           "context, and one more for its managed memory in guard mode)",
                            VG_MAX_HEAPS);
-        else if (!h && (st = heap_create(ctx, device, &h)) == VG_OK) {
+        else if (!h && (st = heap_create(ctx, device, managed, &h)) == VG_OK) {
             __atomic_store_n(&g_heaps[at], h, __ATOMIC_RELEASE);
             if (at == atomic_load(&g_nheaps))
                 atomic_fetch_add(&g_nheaps, 1);
@@ -258,6 +259,20 @@ static vg_status_t heap_for_ctx(CUcontext ctx, int device, vg_heap_t **out) {
         if (st != VG_OK)
             return st;
     }
+    *out = h;
+    return VG_OK;
+}
+
+static vg_status_t heap_for_ctx(CUcontext ctx, int device, vg_heap_t **out) {
+    if (cached(ctx)) {
+        *out = t_last_heap;
+        return VG_OK;
+    }
+    uint64_t retired = atomic_load_explicit(&g_retired, memory_order_acquire);
+    vg_heap_t *h;
+    vg_status_t st = find_or_create(ctx, device, false, &h);
+    if (st != VG_OK)
+        return st;
     t_last_ctx = ctx;
     t_last_heap = h;
     t_last_retired = retired;
@@ -353,6 +368,20 @@ vg_status_t vg__heap_current(vg_heap_t **out) {
     return heap_for_ctx(ctx, dev, out);
 }
 
+vg_status_t vg__heap_managed_current(vg_heap_t **out) {
+    vg_heap_t *dh;
+    vg_status_t st = vg__heap_current(&dh); /* (the context current, and its device) */
+    if (st != VG_OK)
+        return st;
+    int concurrent = 0;
+    if (!vg__drv_has(cuMemAllocManaged) ||
+        vg__cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,
+                                 dh->device) != CUDA_SUCCESS || !concurrent)
+        return VG_ERR_NOT_SUPPORTED; /* (the host may not touch managed memory while
+                                        vramguard's kernels run: the driver's memory) */
+    return find_or_create(dh->ctx, dh->device, true, out);
+}
+
 vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block) {
     int n = atomic_load(&g_nheaps);
     for (int i = 0; i < n; i++) {
@@ -368,20 +397,24 @@ vg_heap_t *vg__heap_owner_locked(uint64_t p, vg_block_t **block) {
     return NULL;
 }
 
-vg_heap_t *vg__heap_containing(uint64_t p) {
+vg_heap_t *vg__heap_containing_seg(uint64_t p, uint64_t *seg_base) {
     int n = atomic_load(&g_nheaps);
     for (int i = 0; i < n; i++) {
         vg_heap_t *h = vg__heap_at(i);
         pthread_mutex_lock(&h->lock);
-        bool in = false;
-        for (vg_segment_t *seg = h->segments; seg && !in; seg = seg->next)
-            in = p >= seg->base && p < seg->base + seg->size;
+        vg_segment_t *seg = h->segments;
+        while (seg && !(p >= seg->base && p < seg->base + seg->size))
+            seg = seg->next;
+        if (seg && seg_base)
+            *seg_base = seg->base;
         pthread_mutex_unlock(&h->lock);
-        if (in)
+        if (seg)
             return h;
     }
     return NULL;
 }
+
+vg_heap_t *vg__heap_containing(uint64_t p) { return vg__heap_containing_seg(p, NULL); }
 
 /* The device and context of the memory at p, and its heap if it is vramguard's (else the
  * driver's, found through the pointer's attributes). */

@@ -561,6 +561,8 @@ static void json_report(vg_buf_t *j, const vg_report_t *r) {
         site_json(j, r->alloc_site);
         if (r->in_graph)
             vg__buf_printf(j, ",\"in_cuda_graph\":true");
+        if (r->managed)
+            vg__buf_printf(j, ",\"managed\":true");
         if (r->free_site) {
             vg__buf_printf(j, ",\"freed_at\":");
             site_json(j, r->free_site);
@@ -687,9 +689,13 @@ void vg__report(const vg_report_t *r) {
         if (r->size >= 1024)
             snprintf(human, sizeof human, " (%s)", vg__fmt_bytes(sz, r->size));
         vg__buf_printf(&b, PREFIX "  the allocation: 0x%llx, %llu bytes%s, allocation #%llu on "
-                              "device %d, %s\n",
+                              "device %d%s, %s\n",
                        (unsigned long long)r->user, (unsigned long long)r->size, human,
-                       (unsigned long long)r->id, r->device, st);
+                       (unsigned long long)r->id, r->device,
+                       r->managed ? " (managed memory)" : "", st);
+        if (r->managed && r->has_damage)
+            vg__buf_printf(&b, PREFIX "  (the host reaches managed memory too: it may have "
+                                  "written these bytes, as may the kernels and copies below)\n");
         if (r->in_graph)
             vg__buf_printf(&b, PREFIX "  (allocated while a CUDA graph was captured: the graph's "
                                   "kernels use it at every replay)\n");

@@ -14,6 +14,8 @@
  * Without VMM (vmm=off, or no driver/device support) segments are cuMemAlloc'd chunks
  * with PyTorch's sizes: 2 MiB for requests up to 1 MiB, 20 MiB up to 10 MiB, the request
  * rounded to 2 MiB above. A segment whose blocks are all free and complete can be freed.
+ * A managed heap's segments (guard mode's managed memory) are cuMemAllocManaged'd chunks
+ * of the same sizes.
  *
  * Reserved memory (stats.reserved_bytes) is every physical byte held: mapped pages, spare
  * pages and cuMemAlloc'd segments. All functions run with the heap's lock held and may
@@ -238,11 +240,13 @@ vg_status_t vg__segment_grow(vg_heap_t *h, uint64_t size, vg_block_t **out) {
     if (over_limit(h, segsize))
         return VG_ERR_OUT_OF_MEMORY;
     CUdeviceptr p = 0;
-    CUresult r = vg__cuMemAlloc(&p, segsize);
+    CUresult r = h->managed ? vg__cuMemAllocManaged(&p, segsize, CU_MEM_ATTACH_GLOBAL)
+                            : vg__cuMemAlloc(&p, segsize);
     if (r == CUDA_ERROR_OUT_OF_MEMORY)
         return VG_ERR_OUT_OF_MEMORY;
     if (r != CUDA_SUCCESS)
-        return vg__error(vg__cu_status(r), "cuMemAlloc(%llu bytes) failed: %s",
+        return vg__error(vg__cu_status(r), "%s(%llu bytes) failed: %s",
+                         h->managed ? "cuMemAllocManaged" : "cuMemAlloc",
                          (unsigned long long)segsize, vg__cu_error_name(r));
     vg_segment_t *seg = segment_add(h, p, segsize, false, false);
     if (!seg) {

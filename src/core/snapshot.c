@@ -19,6 +19,7 @@
 #include "heap.h"
 #include "init.h"
 #include "options.h"
+#include "stats.h"
 #include "report.h"
 #include "sites.h"
 
@@ -109,10 +110,14 @@ static void device_json(vg_buf_t *b, vg_heap_t *h, site_set_t *sites) {
     if (vg__cuDeviceGet(&dev, h->device) != CUDA_SUCCESS ||
         vg__cuDeviceGetName(name, sizeof name, dev) != CUDA_SUCCESS)
         snprintf(name, sizeof name, "device %d", h->device);
-    char *stats = vg_memory_stats_json(h->device); /* takes the heap's lock itself */
     pthread_mutex_lock(&h->lock);
+    vg_stats_t st;
+    vg__stats_snapshot(h, &st); /* (this heap's: a context of its own, or managed memory) */
+    char *stats = vg__stats_json(&st);
     vg__buf_printf(b, "{\"device\":%d,\"name\":", h->device);
     vg__buf_json_str(b, name);
+    if (h->managed)
+        vg__buf_printf(b, ",\"managed\":true");
     vg__buf_printf(b, ",\"total_bytes\":%llu,\"limit_bytes\":%llu,\"page_bytes\":%llu,\"stats\":%s",
                    (unsigned long long)h->device_total, (unsigned long long)h->limit,
                    (unsigned long long)h->page, stats ? stats : "{}");

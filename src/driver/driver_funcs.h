@@ -106,6 +106,19 @@
       (flags, pool, location))                                                              \
     X(cuMemPoolExportPointer, cuMemPoolExportPointer, OPT,                                  \
       (CUmemPoolPtrExportData *data, CUdeviceptr ptr), (data, ptr))                         \
+    /* --- managed memory --- */                                                            \
+    X(cuMemAllocManaged, cuMemAllocManaged, OPT,                                            \
+      (CUdeviceptr *dptr, size_t bytesize, unsigned int flags), (dptr, bytesize, flags))    \
+    X(cuStreamAttachMemAsync, cuStreamAttachMemAsync, OPT,                                  \
+      (CUstream stream, CUdeviceptr dptr, size_t length, unsigned int flags),               \
+      (stream, dptr, length, flags))                                                        \
+    X(cuMemPrefetchAsync, cuMemPrefetchAsync_v2, OPT,                                       \
+      (CUdeviceptr dptr, size_t count, CUmemLocation location, unsigned int flags,          \
+       CUstream stream),                                                                    \
+      (dptr, count, location, flags, stream))                                               \
+    X(cuMemAdvise, cuMemAdvise_v2, OPT,                                                     \
+      (CUdeviceptr dptr, size_t count, CUmem_advise advice, CUmemLocation location),        \
+      (dptr, count, advice, location))                                                      \
     /* --- pinned host memory --- */                                                        \
     X(cuMemAllocHost, cuMemAllocHost_v2, OPT, (void **pp, size_t bytesize), (pp, bytesize)) \
     X(cuMemHostAlloc, cuMemHostAlloc, OPT, (void **pp, size_t bytesize, unsigned int flags), \
@@ -334,8 +347,9 @@
 #define VG_DRIVER_TWINS(X)                                                                  \
     VG_DRIVER_TWINS_HOOKED(X)                                                               \
     X(cuStreamGetFlags, cuStreamGetFlags, cuStreamGetFlags_ptsz)                            \
-    X(cuStreamIsCapturing, cuStreamIsCapturing, cuStreamIsCapturing_ptsz)
-/* The twins of the functions the interposer hooks (src/preload/hooks.h): all but two. */
+    X(cuStreamIsCapturing, cuStreamIsCapturing, cuStreamIsCapturing_ptsz)                  \
+    X(cuMemPrefetchAsync, cuMemPrefetchAsync_v2, cuMemPrefetchAsync_v2_ptsz)
+/* The twins of the functions the interposer hooks (src/preload/hooks.h). */
 #define VG_DRIVER_TWINS_HOOKED(X)                                                           \
     X(cuMemcpy, cuMemcpy, cuMemcpy_ptds)                                                    \
     X(cuMemcpyHtoD, cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds)                                  \
@@ -355,6 +369,7 @@
     X(cuMemAllocAsync, cuMemAllocAsync, cuMemAllocAsync_ptsz)                               \
     X(cuMemFreeAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz)                                  \
     X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync_ptsz)       \
+    X(cuStreamAttachMemAsync, cuStreamAttachMemAsync, cuStreamAttachMemAsync_ptsz)          \
     X(cuMemcpyAsync, cuMemcpyAsync, cuMemcpyAsync_ptsz)                                     \
     X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz)                   \
     X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz)                   \

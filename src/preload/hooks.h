@@ -42,6 +42,9 @@
     X(cuMemPoolGetAttribute, cuMemPoolGetAttribute)                                         \
     X(cuMemPoolSetAttribute, cuMemPoolSetAttribute)                                         \
     X(cuMemPoolTrimTo, cuMemPoolTrimTo)                                                     \
+    /* managed memory */                                                                    \
+    X(cuMemAllocManaged, cuMemAllocManaged)                                                 \
+    X(cuStreamAttachMemAsync, cuStreamAttachMemAsync)                                       \
     /* pinned host memory */                                                                \
     X(cuMemAllocHost, cuMemAllocHost_v2)                                                    \
     X(cuMemHostAlloc, cuMemHostAlloc)                                                       \

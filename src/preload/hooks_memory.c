@@ -69,6 +69,49 @@ VG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
     return vgp_alloc_result(st);
 }
 
+/* Managed memory (docs/decisions.md G9): in guard mode it comes from a heap of
+ * cuMemAllocManaged segments, so that overruns and uses after free are caught as they are
+ * in device memory; the host reaches it as before. Fast mode, memory attached to the host
+ * at first, and devices where the host may not touch managed memory while kernels run
+ * (vramguard's checks would run beside the program's host code) keep the driver's. */
+VG_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+    if (!vgp_ready() || !vg__guard_on() || flags != CU_MEM_ATTACH_GLOBAL || !dptr ||
+        bytesize == 0)
+        NEXT(cuMemAllocManaged, dptr, bytesize, flags);
+    if (vgp_sticky())
+        return vgp_sticky();
+    void *p = NULL;
+    vg__guard_sync_call(true);
+    vg_status_t st = vg__malloc_managed_synchronous(&p, bytesize);
+    vg__guard_sync_call(false);
+    if (st == VG_ERR_NOT_SUPPORTED)
+        NEXT(cuMemAllocManaged, dptr, bytesize, flags);
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return vgp_alloc_result(st);
+}
+
+/* The driver changes a managed allocation's stream association as a whole ("length must
+ * be either zero or the entire allocation's size"): for vramguard's, the segment holding
+ * it. Only devices that let the host and kernels touch managed memory at once get such
+ * memory, where the association restricts no access. */
+VG_API CUresult cuStreamAttachMemAsync(CUstream stream, CUdeviceptr dptr, size_t length,
+                                       unsigned int flags) {
+    uint64_t base, size, seg;
+    if (vgp_ready() && vg__live_range(dptr, &base, &size) &&
+        vg__heap_containing_seg(dptr, &seg)) {
+        if (dptr != base || (length != 0 && length != size))
+            return CUDA_ERROR_INVALID_VALUE;
+        dptr = (CUdeviceptr)seg;
+        length = 0;
+    }
+    NEXT(cuStreamAttachMemAsync, stream, dptr, length, flags);
+}
+
+VG_API CUresult cuStreamAttachMemAsync_ptsz(CUstream stream, CUdeviceptr dptr, size_t length,
+                                            unsigned int flags) {
+    return cuStreamAttachMemAsync(VGP_PT(stream), dptr, length, flags);
+}
+
 /* A free: vramguard's memory goes back to its allocator (which reports bad frees);
  * anything else goes to the driver, and an error from it is reported as a bad free. A
  * synchronous cuMemFree first waits for the context, as the driver's does: programs count

@@ -435,6 +435,33 @@ interposer_pools)
     run 0 "$VG" run --sim -- "$BUILD/tests/conformance/conformance" pool_max_size_bounds_it
     grep -q "48.00 MiB from memory pool .* past its maxSize of 64.00 MiB (48.00 MiB of it in use)" \
         "$TMP/err" || { cat "$TMP/err" >&2; fail "the maxSize refusal is not explained"; } ;;
+interposer_managed)
+    # Managed memory (cudaMallocManaged) in guard mode is vramguard's: an overrun by a
+    # kernel or by the host, and a kernel's write after cuMemFree, are reported as for
+    # device memory, the allocation marked managed; the host still reads the kernel's
+    # values through the pointer. Correct versions that attach, prefetch and advise, or
+    # start attached to the host, give the same output in both modes. On a device where
+    # the host may not touch managed memory while kernels run, the memory stays the
+    # driver's: the program runs as without vramguard (its overrun unseen).
+    command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
+    for how in "":out_of_bounds_after --host:out_of_bounds_after --uaf:use_after_free; do
+        run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
+            "$BUILD/tests/preload/managed_overrun" ${how%%:*}
+        grep -q "managed_overrun: done, sum 1000" "$TMP/out" || fail "${how%%:*}: the program did not finish"
+        first=4000; [ "${how%%:*}" = --uaf ] && first=0
+        python3 "$HERE/check_report.py" "$TMP/r.json" 1 all "kind=${how#*:}" allocation.size=4000 \
+            allocation.managed=True damage.first_offset=$first \
+            "allocation.allocated_at~managed_overrun.c:" ||
+            { cat "$TMP/err" >&2; fail "report (${how%%:*})"; }
+    done
+    grep -q "on device 0 (managed memory)" "$TMP/err" || fail "the report does not say the memory is managed"
+    for how in --attach --host-attached; do
+        same_under_vramguard "$BUILD/tests/preload/managed_overrun" $how
+    done
+    VGSIM_CONCURRENT_MANAGED=0 run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
+        "$BUILD/tests/preload/managed_overrun"
+    python3 "$HERE/check_report.py" "$TMP/r.json" 0 all ||
+        { cat "$TMP/err" >&2; fail "managed memory served without concurrent managed access"; } ;;
 interposer_launch_ex)
     # S1 with its kernel launched through cuLaunchKernelEx (cudaLaunchKernelEx, cluster
     # launches): the report names the kernel and the guard work precedes it.
