@@ -7,7 +7,8 @@
  * with --graph it is captured into a CUDA graph, which is launched twice; with --stream
  * it runs on a non-blocking stream; with --blocking the buffer comes from
  * cuMemAllocAsync on the legacy stream and the kernel runs on a blocking stream, which
- * waits for the legacy stream's work.
+ * waits for the legacy stream's work; with --managed the buffer is managed memory
+ * (cuMemAllocManaged, cudaMallocManaged), which guard mode checks the same way.
  */
 #include "common.h"
 
@@ -20,6 +21,8 @@ int main(int argc, char **argv) {
     CUdeviceptr t;
     if (blocking)
         CK(cuMemAllocAsync(&t, rows * cols * sizeof(float), NULL));
+    else if (argc > 1 && strcmp(argv[1], "--managed") == 0)
+        CK(cuMemAllocManaged(&t, rows * cols * sizeof(float), CU_MEM_ATTACH_GLOBAL));
     else
         CK(cuMemAlloc(&t, rows * cols * sizeof(float)));
     /* the bug: one column too many */

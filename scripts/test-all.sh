@@ -16,6 +16,7 @@ command -v python3 >/dev/null || need_pkgs+=(python3)
   ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 ||
   need_pkgs+=(libclang-rt-14-dev)
 command -v chromium >/dev/null || need_pkgs+=(chromium)
+command -v llvm-addr2line >/dev/null || need_pkgs+=(llvm) # (reports' file:line)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "test-all: installing ${need_pkgs[*]}"
   SUDO=""

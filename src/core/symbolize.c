@@ -1,8 +1,12 @@
 /* symbolize.c — return addresses to "function (file:line)", only when a report is printed.
  *
  * dladdr() names the module (and exported symbols); file and line come from running
- * `addr2line -a -i -f -C -e MODULE ADDR...` once per module for a batch of addresses, as
- * AddressSanitizer runs its symbolizer. A frame in inlined code names the functions it was
+ * `llvm-addr2line -a -i -f -C -e MODULE ADDR...` (or GNU addr2line where LLVM's is not
+ * installed) once per module for a batch of addresses, as AddressSanitizer runs its
+ * symbolizer. LLVM's comes first because GNU addr2line (binutils 2.40, with gcc 12's DWARF
+ * 5) names the wrong file for an out-of-line copy of a function defined in a header
+ * ("ex_fill (s1_overrun.c:126)" for common.h:126). GCC's clone suffixes (".constprop.0",
+ * ".isra.0", ".part.0", ".cold") are dropped from function names. A frame in inlined code names the functions it was
  * inlined into: "ex_fill (common.h:122) inlined into main (app.c:40)" — the caller's line
  * is what a report needs when the allocating or launching call is a small inline wrapper
  * (the CUDA runtime's templates, a project's helpers). Without addr2line or debug
@@ -40,7 +44,9 @@ typedef struct sym_entry {
 #define SYM_BUCKETS 4096
 static sym_entry_t *g_cache[SYM_BUCKETS];
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static int g_have_addr2line = -1;
+/* The symbolizers, in the order tried; g_tool: the one that ran (or the next to try). */
+static const char *const k_tools[] = {"llvm-addr2line", "addr2line"};
+static int g_tool;
 
 static size_t bucket(uintptr_t a) { return (size_t)((a * 0x9E3779B97F4A7C15ull) >> 52) % SYM_BUCKETS; }
 
@@ -87,6 +93,16 @@ static char *frame_text(char *func, char *loc) {
     char *disc = strstr(loc, " (discriminator");
     if (disc)
         *disc = '\0';
+    size_t len = strlen(loc); /* "file:0" or "file:?": no line known */
+    if (len > 2 && loc[len - 2] == ':' && (loc[len - 1] == '0' || loc[len - 1] == '?'))
+        loc[len - 2] = '\0';
+    static const char *const clones[] = {".constprop.", ".isra.", ".part.", ".cold",
+                                         ".lto_priv.", " [clone "};
+    for (size_t c = 0; c < VG_ARRAY_LEN(clones); c++) {
+        char *at = strstr(func, clones[c]);
+        if (at && at != func)
+            *at = '\0';
+    }
     if (!known_func && !known_loc)
         return NULL;
     vg_buf_t t = {0};
@@ -127,7 +143,7 @@ static char *inline_text(char **lines, int nlines) {
 static void run_addr2line(const char *module, const uintptr_t *offs, int n, char **out) {
     for (int i = 0; i < n; i++)
         out[i] = NULL;
-    if (g_have_addr2line == 0)
+    if (g_tool >= (int)VG_ARRAY_LEN(k_tools))
         return;
     char **argv = calloc((size_t)n + 8, sizeof *argv);
     char (*hex)[24] = calloc((size_t)n, sizeof *hex);
@@ -138,7 +154,7 @@ static void run_addr2line(const char *module, const uintptr_t *offs, int n, char
         return;
     }
     int k = 0;
-    argv[k++] = "addr2line";
+    argv[k++] = NULL; /* (the tool's name, below) */
     argv[k++] = "-a"; /* (each answer starts with its address: -i makes it several lines) */
     argv[k++] = "-i";
     argv[k++] = "-f";
@@ -166,18 +182,22 @@ static void run_addr2line(const char *module, const uintptr_t *offs, int n, char
             strncmp(environ[i], "CUDA_INJECTION64_PATH=", 22) != 0)
             env[e++] = environ[i];
     pid_t pid;
-    int rc = posix_spawnp(&pid, "addr2line", &fa, NULL, argv, env ? env : environ);
+    int rc = -1;
+    while (g_tool < (int)VG_ARRAY_LEN(k_tools)) { /* (one not installed: the next) */
+        argv[0] = (char *)k_tools[g_tool];
+        if ((rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, env ? env : environ)) == 0)
+            break;
+        g_tool++;
+    }
     posix_spawn_file_actions_destroy(&fa);
     close(pipefd[1]);
     free(env);
     if (rc != 0) {
-        g_have_addr2line = 0;
         close(pipefd[0]);
         free(argv);
         free(hex);
         return;
     }
-    g_have_addr2line = 1;
     vg_buf_t b = {0};
     char chunk[4096];
     ssize_t r;
