@@ -2,9 +2,10 @@
  * interposer_random_clean): under vramguard it must compute exactly what it computes
  * without it, and guard mode must report nothing.
  *
- * Buffers are allocated with cuMemAlloc, cuMemAllocPitch, cuMemAllocAsync or
- * cuMemAllocFromPoolAsync (from a pool the thread made, or its device's default pool,
- * which the thread names: cuMemAllocAsync is then counted in its figures), filled,
+ * Buffers are allocated with cuMemAlloc, cuMemAllocManaged, cuMemAllocPitch,
+ * cuMemAllocAsync or cuMemAllocFromPoolAsync (from a pool the thread made, or its
+ * device's default pool, which the thread names: cuMemAllocAsync is then counted in its
+ * figures), filled,
  * refilled, handed from stream to stream through events or flags in device memory
  * (cuStreamWriteValue32 and cuStreamWaitValue32), read back, and freed with
  * cuMemFree (any of them) or cuMemFreeAsync (the stream-ordered ones), on legacy,
@@ -526,6 +527,8 @@ static void *run(void *arg) {
             b->bytes = b->n * sizeof(float);
             if (b->sync && rnd(w, 4) == 0) /* one row */
                 CK(cuMemAllocPitch(&b->p, &b->bytes, b->n * sizeof(float), 1, sizeof(float)));
+            else if (b->sync && b->n % 4 == 3) /* (managed memory: as cuMemAlloc's here) */
+                CK(cuMemAllocManaged(&b->p, b->n * sizeof(float), CU_MEM_ATTACH_GLOBAL));
             else if (b->sync)
                 CK(cuMemAlloc(&b->p, b->n * sizeof(float))); /* any stream may use it */
             else if (b->n % 3 == 1) /* (drawn from n: the seeds' draws stay the same) */
