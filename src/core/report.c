@@ -345,6 +345,25 @@ static int launches_touching(uint64_t since, uint64_t lo, uint64_t hi, int max, 
 
 enum { TOUCHING = 4 };
 
+/* ", launched at FRAME" for a launch list's one line. When the frame is a function defined
+ * in a header and not inlined (a launch wrapper), its caller follows: ", launched at
+ * ex_fill (common.h:126), called from main (app.c:50)". (An inlined one already names the
+ * function it was inlined into.) */
+static void launch_site_text(vg_buf_t *b, uint32_t site) {
+    vg_site_t *s = vg__site(site);
+    if (!s || !s->nframes)
+        return;
+    vg__symbolize_batch(s->frames, s->nframes > 1 ? 2 : 1);
+    const char *first = vg__symbolize(s->frames[0]);
+    vg__buf_printf(b, ", launched at %s", first);
+    const char *loc = strrchr(first, '(');
+    const char *dot = loc ? strrchr(loc, '.') : NULL;
+    bool header = dot && (strncmp(dot, ".h:", 3) == 0 || strncmp(dot, ".hpp:", 5) == 0 ||
+                          strncmp(dot, ".cuh:", 5) == 0);
+    if (header && !strstr(first, " inlined into ") && s->nframes > 1)
+        vg__buf_printf(b, ", called from %s", vg__symbolize(s->frames[1]));
+}
+
 static void launches_touching_describe(vg_buf_t *b, uint64_t since, uint64_t user,
                                        uint64_t size, const char *indent) {
     if (vg__launch_seq() - since <= 1)
@@ -365,11 +384,7 @@ static void launches_touching_describe(vg_buf_t *b, uint64_t since, uint64_t use
         vg__buf_printf(b, "%s  %s on %s, %s = the allocation + %llu", indent, ls[i].name, st,
                        arg_text(at, &ls[i], arg[i]),
                        (unsigned long long)(ls[i].ptrs[arg[i]] - user));
-        vg_site_t *s = vg__site(ls[i].site);
-        if (s && s->nframes) {
-            vg__symbolize_batch(s->frames, 1);
-            vg__buf_printf(b, ", launched at %s", vg__symbolize(s->frames[0]));
-        }
+        launch_site_text(b, ls[i].site);
         vg__buf_putc(b, '\n');
     }
 }
@@ -412,11 +427,7 @@ void vg__launches_describe(vg_buf_t *b, uint64_t since, int max, const char *ind
         char st[48];
         stream_text(st, ls[i].stream);
         vg__buf_printf(b, "%s%s on %s", indent, ls[i].name, st);
-        vg_site_t *s = vg__site(ls[i].site);
-        if (s && s->nframes) {
-            vg__symbolize_batch(s->frames, 1);
-            vg__buf_printf(b, ", launched at %s", vg__symbolize(s->frames[0]));
-        }
+        launch_site_text(b, ls[i].site);
         vg__buf_putc(b, '\n');
     }
     free(ls);

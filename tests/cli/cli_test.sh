@@ -460,9 +460,10 @@ interposer_managed)
         allocation.managed=True damage.first_offset=4000 damage.bytes=16 \
         kernels_since_last_clean_check~ex_fill || { cat "$TMP/err" >&2; fail "S1 in managed memory"; }
     # (The launch is in an out-of-line copy of a header's function: with LLVM's symbolizer
-    # its file is the header, where GNU addr2line 2.40 names the including file.)
+    # its file is the header, where GNU addr2line 2.40 names the including file; the
+    # report adds the wrapper's caller.)
     if command -v llvm-addr2line >/dev/null; then
-        grep -q "launched at ex_fill (.*examples/common.h:[0-9]" "$TMP/err" ||
+        grep -q "launched at ex_fill (.*examples/common.h:[0-9]*), called from main (.*s1_overrun.c:" "$TMP/err" ||
             { cat "$TMP/err" >&2; fail "the header function's frame names the wrong file"; }
     fi
     for how in --attach --host-attached; do
