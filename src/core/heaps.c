@@ -16,7 +16,7 @@
 #include "options.h"
 #include "sites.h"
 
-#define VG_MAX_HEAPS 64
+#define VG_MAX_HEAPS 128 /* live contexts, and in guard mode their managed memory (G9) */
 
 static vg_heap_t *g_heaps[VG_MAX_HEAPS];
 static _Atomic int g_nheaps;
