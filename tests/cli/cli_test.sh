@@ -528,7 +528,8 @@ interposer_pointer_queries)
     done ;;
 interposer_contexts)
     # 70 contexts created and destroyed in turn, each with 4 MiB allocated (half of it
-    # left to cuCtxDestroy to free): every round works, and nothing outlives its context
+    # left to cuCtxDestroy to free) and 4 KiB of managed memory (in guard mode, a heap of
+    # its own each time): every round works, and nothing outlives its context
     # (vramguard's pages come from cuMemCreate, which cuCtxDestroy does not free; before,
     # they were kept, and the 65th context's first allocation failed).
     # In guard mode, what a context's destruction freed is reported as leaked, once, when

@@ -2,7 +2,8 @@
  * hosts do (tests/cli interposer_contexts): each of ROUNDS rounds (default 70, more than
  * vramguard keeps heaps for at once) creates a context, allocates, fills and reads back
  * 4 MiB, frees it in odd rounds only (cuCtxDestroy frees the rest, as with cuMemAlloc),
- * and destroys the context. Device memory free in a new context must be what it was
+ * sets and reads 4 KiB of managed memory through its pointer and frees it (guard mode
+ * keeps a second heap per context for that memory), and destroys the context. Device memory free in a new context must be what it was
  * before the first round (within 32 MiB, for a real driver): nothing outlives its context.
  *
  * usage: contexts [ROUNDS]. Exit status 0 when every round worked and nothing leaked.
@@ -38,6 +39,13 @@ int main(int argc, char **argv) {
             wrong += host[i] != (unsigned)round;
         if (round % 2)
             CK(cuMemFree(p));
+        CUdeviceptr m;
+        CK(cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_GLOBAL));
+        CK(cuMemsetD32(m, (unsigned)round + 1, 1024));
+        CK(cuCtxSynchronize());
+        for (int i = 0; i < 1024; i++)
+            wrong += ((unsigned *)(uintptr_t)m)[i] != (unsigned)round + 1;
+        CK(cuMemFree(m));
         CK(cuCtxDestroy(ctx));
     }
     size_t after = free_now(dev);
