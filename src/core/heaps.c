@@ -208,7 +208,8 @@ void vg__heaps_describe_exit(void) {
         vg__log("device %d%s at exit: peak allocated %s, peak reserved %s (reserved / "
                 "allocated %.4f); "
                 "%llu allocations, %llu driver allocations or mappings, %llu out of memory",
-                h->device, h->managed ? " (managed memory)" : "", vg__fmt_bytes(a, alloc), vg__fmt_bytes(b, res),
+                h->device, h->managed ? " (managed memory)" : "", vg__fmt_bytes(a, alloc),
+                vg__fmt_bytes(b, res),
                 alloc ? (double)res / (double)alloc : 0.0,
                 (unsigned long long)st->allocation[VG_POOL_ALL].allocated,
                 (unsigned long long)st->num_device_alloc, (unsigned long long)st->num_ooms);

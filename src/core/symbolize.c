@@ -6,12 +6,12 @@
  * symbolizer. LLVM's comes first because GNU addr2line (binutils 2.40, with gcc 12's DWARF
  * 5) names the wrong file for an out-of-line copy of a function defined in a header
  * ("ex_fill (s1_overrun.c:126)" for common.h:126). GCC's clone suffixes (".constprop.0",
- * ".isra.0", ".part.0", ".cold") are dropped from function names. A frame in inlined code names the functions it was
- * inlined into: "ex_fill (common.h:122) inlined into main (app.c:40)" — the caller's line
- * is what a report needs when the allocating or launching call is a small inline wrapper
- * (the CUDA runtime's templates, a project's helpers). Without addr2line or debug
- * information a frame reads "symbol+0xoff (module)" or "module+0xoff". Results are cached
- * by address.
+ * ".isra.0", ".part.0", ".cold") are dropped from function names. A frame in inlined code
+ * names the functions it was inlined into: "ex_fill (common.h:122) inlined into main
+ * (app.c:40)" — the caller's line is what a report needs when the allocating or launching
+ * call is a small inline wrapper (the CUDA runtime's templates, a project's helpers).
+ * Without a symbolizer or debug information a frame reads "symbol+0xoff (module)" or
+ * "module+0xoff". Results are cached by address.
  *
  * Never called from a signal handler or a hot path: it allocates and spawns a process.
  */
