@@ -346,7 +346,7 @@ next | next-guard | next-twins | next-memcheck | next-stream)
                  batch_3d_refuses_bad_ops pool_default_and_current pool_counts_its_allocations \
                  pool_max_size_bounds_it pool_attributes_round_trip \
                  managed_memory_is_shared_by_host_and_kernels managed_pointer_attributes \
-                 managed_attach_prefetch_and_advise; do
+                 managed_attach_prefetch_and_advise managed_pool_allocations_are_managed; do
             step "conformance $c" 60 "$B/tests/conformance/conformance" "$c"
             step "conformance $c guard" 60 "$B/vramguard" run --mode=guard -- \
                 "$B/tests/conformance/conformance" "$c"

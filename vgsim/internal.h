@@ -281,6 +281,8 @@ CUresult sim_mem_alloc_pool(sim_device_t *d, struct sim_pool *pool, CUdeviceptr 
  * mem_alloc_pool refuses one past the pool's maxSize with CUDA_ERROR_OUT_OF_MEMORY. */
 bool sim_pool_take(struct sim_pool *p, uint64_t bytes);
 void sim_pool_give(struct sim_pool *p, uint64_t bytes);
+/* Whether the pool's allocations are managed memory. */
+bool sim_pool_managed(const struct sim_pool *p);
 /* cuCtxDestroy: free the memory c owns. */
 void sim_free_ctx_memory(sim_ctx_t *c);
 

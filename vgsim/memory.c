@@ -301,7 +301,8 @@ static CUresult mem_alloc(sim_device_t *d, size_t size, sim_ctx_t *owner, struct
     }
     if (res == CUDA_SUCCESS) {
         *r = (sim_region_t){.base = va, .size = bytes, .kind = REGION_ALLOC, .dev = d,
-                            .user_size = size, .phys_off = off, .owner = owner, .pool = pool};
+                            .user_size = size, .phys_off = off, .owner = owner, .pool = pool,
+                            .managed = pool && sim_pool_managed(pool)};
         if (!region_insert(r)) {
             unmap_to_reserved(va, bytes);
             extent_give(d, va, bytes);

@@ -9,7 +9,10 @@
  * maxSize (an allocation past it fails with CUDA_ERROR_OUT_OF_MEMORY), the attributes
  * and their high watermarks, access from other devices, and
  * CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE. Pools live on devices only (no host or NUMA
- * pools), and no pool can be shared with another process.
+ * pools), and no pool can be shared with another process. A pool the program makes may
+ * hold managed memory (CUDA 13: allocType CU_MEM_ALLOCATION_TYPE_MANAGED, with a device
+ * as its preferred location), whose allocations are managed memory (managed.c); the
+ * default and current managed pools are not modelled.
  *
  * A pool's handle is its address; handles are checked against the list of live pools,
  * and a destroyed pool's struct is kept (memory from it may still be out, and a racing
@@ -165,7 +168,9 @@ VGSIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pro
     CUresult r = sim_check_init();
     if (r != CUDA_SUCCESS)
         return r;
-    if (!pool || !props || props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+    if (!pool || !props ||
+        (props->allocType != CU_MEM_ALLOCATION_TYPE_PINNED &&
+         props->allocType != CU_MEM_ALLOCATION_TYPE_MANAGED) ||
         props->win32SecurityAttributes ||
         (props->handleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
         return CUDA_ERROR_INVALID_VALUE;
@@ -183,6 +188,10 @@ VGSIM_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pro
     pthread_mutex_unlock(&g_sim.lock);
     *pool = (CUmemoryPool)p;
     return p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+bool sim_pool_managed(const sim_pool_t *p) {
+    return p->props.allocType == CU_MEM_ALLOCATION_TYPE_MANAGED;
 }
 
 /* Memory still out stays valid; the device's current pool falls back to its default. */

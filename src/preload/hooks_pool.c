@@ -2,8 +2,9 @@
  * (cuMemAllocFromPoolAsync and the calls that name, make, query and trim pools).
  *
  * vramguard stands in for a pool when what the program can do with the pool's memory is
- * what it can do with vramguard's: a device pool with no handle types (the device's
- * default pool is one) and no special usage. Its allocations come from vramguard's
+ * what it can do with vramguard's: a device pool of device memory (not managed memory,
+ * which the host reaches too) with no handle types (the device's default pool is one)
+ * and no special usage. Its allocations come from vramguard's
  * allocator (guarded in guard mode) and its figures (used and reserved bytes, their high
  * watermarks) count them; a pool's maxSize still bounds it. Any other pool — made for
  * sharing with other processes, a host or NUMA pool, one made before vramguard could
@@ -300,7 +301,8 @@ VG_API CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
     CALL_NEXT(r, cuMemPoolCreate, pool, props);
     if (r != CUDA_SUCCESS || !pool || !props || !vgp_ready())
         return r;
-    bool ours = props->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+    bool ours = props->allocType == CU_MEM_ALLOCATION_TYPE_PINNED && /* (not managed) */
+                props->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
                 props->handleTypes == CU_MEM_HANDLE_TYPE_NONE && props->usage == 0;
     pthread_mutex_lock(&g_lock);
     pool_add(*pool, location_device(&props->location), ours, props->maxSize);

@@ -96,3 +96,38 @@ VG_TEST(managed_attach_prefetch_and_advise) {
     CHECK_CU(cuMemFree(m));
     CHECK_CU(cuStreamDestroy(s));
 }
+
+/* A pool of managed memory (CUDA 13: allocType CU_MEM_ALLOCATION_TYPE_MANAGED, the device
+ * its preferred location) gives managed memory: the pointer says so, and the host reads
+ * what a kernel wrote through it. (Skipped where the driver has no managed pools.) */
+VG_TEST(managed_pool_allocations_are_managed) {
+    setup();
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = CU_MEM_ALLOCATION_TYPE_MANAGED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    CUmemoryPool pool = NULL;
+    CUresult r = cuMemPoolCreate(&pool, &props);
+    if (r != CUDA_SUCCESS && !g_on_vgsim)
+        vgt_skip("cuMemPoolCreate of a managed pool: error %d (no managed pools)", (int)r);
+    CHECK_CU(r);
+    CUstream s;
+    CHECK_CU(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CUdeviceptr m;
+    CHECK_CU(cuMemAllocFromPoolAsync(&m, N * 4, pool, s));
+    CHECK_CU(cuStreamSynchronize(s));
+    unsigned managed = 0;
+    CHECK_CU(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m));
+    CHECK(managed == 1);
+    unsigned *h = (unsigned *)(uintptr_t)m;
+    for (unsigned i = 0; i < N; i++)
+        h[i] = i;
+    CHECK_CU(launch_add(s, m, 3, N));
+    CHECK_CU(cuStreamSynchronize(s));
+    CHECK(h[0] == 3 && h[N - 1] == N + 2);
+    CHECK_CU(cuMemFreeAsync(m, s));
+    CHECK_CU(cuStreamSynchronize(s));
+    CHECK_CU(cuMemPoolDestroy(pool));
+    CHECK_CU(cuStreamDestroy(s));
+}
