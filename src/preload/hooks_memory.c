@@ -71,12 +71,13 @@ VG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
 
 /* Managed memory (docs/decisions.md G9): in guard mode it comes from a heap of
  * cuMemAllocManaged segments, so that overruns and uses after free are caught as they are
- * in device memory; the host reaches it as before. Fast mode, memory attached to the host
- * at first, and devices where the host may not touch managed memory while kernels run
- * (vramguard's checks would run beside the program's host code) keep the driver's. */
+ * in device memory; the host reaches it as before. Only devices where the host and
+ * kernels may touch managed memory at once are served (vramguard's checks run beside the
+ * program's host code), and there an allocation first attached to the host is reached
+ * as one attached globally. Fast mode, and other devices, keep the driver's. */
 VG_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
-    if (!vgp_ready() || !vg__guard_on() || flags != CU_MEM_ATTACH_GLOBAL || !dptr ||
-        bytesize == 0)
+    if (!vgp_ready() || !vg__guard_on() ||
+        (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) || !dptr || bytesize == 0)
         NEXT(cuMemAllocManaged, dptr, bytesize, flags);
     if (vgp_sticky())
         return vgp_sticky();

@@ -438,13 +438,15 @@ interposer_pools)
 interposer_managed)
     # Managed memory (cudaMallocManaged) in guard mode is vramguard's: an overrun by a
     # kernel or by the host, and a kernel's write after cuMemFree, are reported as for
-    # device memory, the allocation marked managed; the host still reads the kernel's
-    # values through the pointer. Correct versions that attach, prefetch and advise, or
-    # start attached to the host, give the same output in both modes. On a device where
+    # device memory, the allocation marked managed, also when it was first attached to
+    # the host; the host still reads the kernel's values through the pointer. The correct
+    # version, which attaches, prefetches and advises, gives the same output in both
+    # modes. On a device where
     # the host may not touch managed memory while kernels run, the memory stays the
     # driver's: the program runs as without vramguard (its overrun unseen).
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
-    for how in "":out_of_bounds_after --host:out_of_bounds_after --uaf:use_after_free; do
+    for how in "":out_of_bounds_after --host:out_of_bounds_after --uaf:use_after_free \
+               --host-attached:out_of_bounds_after; do
         run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
             "$BUILD/tests/preload/managed_overrun" ${how%%:*}
         grep -q "managed_overrun: done, sum 1000" "$TMP/out" || fail "${how%%:*}: the program did not finish"
@@ -466,9 +468,7 @@ interposer_managed)
         grep -q "launched at ex_fill (.*examples/common.h:[0-9]*), called from main (.*s1_overrun.c:" "$TMP/err" ||
             { cat "$TMP/err" >&2; fail "the header function's frame names the wrong file"; }
     fi
-    for how in --attach --host-attached; do
-        same_under_vramguard "$BUILD/tests/preload/managed_overrun" $how
-    done
+    same_under_vramguard "$BUILD/tests/preload/managed_overrun" --attach
     VGSIM_CONCURRENT_MANAGED=0 run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
         "$BUILD/tests/preload/managed_overrun"
     python3 "$HERE/check_report.py" "$TMP/r.json" 0 all ||

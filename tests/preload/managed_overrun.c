@@ -6,15 +6,16 @@
  * the same pointer, as Unified Memory programs do. The bugs:
  *   (no flag)   the kernel writes 1001 floats (4 bytes past the end);
  *   --host      the host writes one float past the end (the kernel writes 1000);
- *   --uaf       after cuMemFree, a kernel writes the buffer again.
- * Correct versions:
- *   --attach    no bug; the buffer is attached to the stream (length 0, then its size),
- *               prefetched to the device and advised read-mostly, and its pointer's
- *               attributes are checked (managed; its range is the allocation);
- *   --host-attached  no bug; the buffer starts attached to the host (CU_MEM_ATTACH_HOST),
- *               then to the stream.
+ *   --uaf       after cuMemFree, a kernel writes the buffer again;
+ *   --host-attached  the first bug, the buffer allocated attached to the host
+ *               (CU_MEM_ATTACH_HOST) and then attached to the stream (length 0, then its
+ *               size: CU_MEM_ATTACH_SINGLE, then GLOBAL).
+ * The correct version:
+ *   --attach    no bug; the buffer is attached to the stream as above, prefetched to the
+ *               device and advised read-mostly, and its pointer's attributes are checked
+ *               (managed; its range is the allocation).
  * Guard mode must report each bug as it does for cuMemAlloc's memory, and keep the correct
- * versions' output.
+ * version's output.
  *
  * usage: managed_overrun [--host | --uaf | --attach | --host-attached]. Exit status 0 when
  * done, 1 when a call fails or the host reads a wrong value.
@@ -70,7 +71,7 @@ int main(int argc, char **argv) {
         CK(cuMemAdvise(m, N * sizeof(float), CU_MEM_ADVISE_SET_READ_MOSTLY, loc));
         CK(cuMemPrefetchAsync(m, N * sizeof(float), loc, 0, s));
     }
-    bool over = how[0] == '\0';
+    bool over = how[0] == '\0' || host_attached;
     CK(ex_fill(&e, m, 1.0f, over ? N + 1 : N, s)); /* (the first bug: one float too many) */
     CK(cuStreamSynchronize(s));
     double sum = 0;
