@@ -155,8 +155,11 @@ int rp_write_text(FILE *out, rp_file_t *files, int n) {
                     (long long)stat_of(d, "num_ooms"), (long long)stat_of(d, "num_device_alloc"));
             top_sites(out, f, d);
             if (d->nevents == 0) {
-                fprintf(out, "    timeline: no allocator events were recorded (they are with "
-                             "snapshot=PATH, or snapshot_events=N)\n");
+                if (stat_of(d, "allocation.all.allocated") == 0 && d->events_dropped == 0)
+                    fprintf(out, "    timeline: nothing was allocated here\n");
+                else
+                    fprintf(out, "    timeline: no allocator events were recorded (they are "
+                                 "with snapshot=PATH, or snapshot_events=N)\n");
                 continue;
             }
             fprintf(out, "    timeline: %zu events kept", d->nevents);

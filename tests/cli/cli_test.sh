@@ -469,6 +469,14 @@ interposer_managed)
             { cat "$TMP/err" >&2; fail "the header function's frame names the wrong file"; }
     fi
     same_under_vramguard "$BUILD/tests/preload/managed_overrun" --attach
+    # A snapshot shows the managed memory as an entry of its own, which the report names.
+    run 0 "$VG" run --sim --mode=guard --snapshot="$TMP/m.json" -- \
+        "$BUILD/tests/preload/managed_overrun" --attach
+    run 0 "$VG" report "$TMP/m.json"
+    grep -q "device 0 (.*, managed memory, 80.00 GiB)" "$TMP/out" &&
+        grep -q "timeline: nothing was allocated here" "$TMP/out" &&
+        grep -q "timeline: 3 events kept, peak live 3.91 KiB" "$TMP/out" ||
+        { cat "$TMP/out" >&2; fail "the report of a snapshot with managed memory"; }
     VGSIM_CONCURRENT_MANAGED=0 run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
         "$BUILD/tests/preload/managed_overrun"
     python3 "$HERE/check_report.py" "$TMP/r.json" 0 all ||
