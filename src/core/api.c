@@ -107,20 +107,13 @@ VG_API vg_status_t vg_malloc(void **ptr, size_t size, void *stream) {
     return alloc_in(h, ptr, size, (CUstream)stream);
 }
 
-__attribute__((noinline)) vg_status_t vg__malloc_synchronous(void **ptr, size_t size) {
+__attribute__((noinline)) vg_status_t vg__malloc_synchronous(void **ptr, size_t size,
+                                                           bool managed) {
     *ptr = NULL;
     vg_status_t st = vg__ensure_init();
     vg_heap_t *h;
-    if (st != VG_OK || (st = vg__heap_current(&h)) != VG_OK)
-        return st;
-    return alloc_in(h, ptr, size, VG_STREAM_SYNC);
-}
-
-__attribute__((noinline)) vg_status_t vg__malloc_managed_synchronous(void **ptr, size_t size) {
-    *ptr = NULL;
-    vg_status_t st = vg__ensure_init();
-    vg_heap_t *h;
-    if (st != VG_OK || (st = vg__heap_managed_current(&h)) != VG_OK)
+    if (st != VG_OK ||
+        (st = managed ? vg__heap_managed_current(&h) : vg__heap_current(&h)) != VG_OK)
         return st;
     return alloc_in(h, ptr, size, VG_STREAM_SYNC);
 }

@@ -175,9 +175,7 @@ static vg_status_t heap_create(CUcontext ctx, int device, bool managed, vg_heap_
     h->limit = managed ? 0 : bytes_for(vg__opt.limit, total); /* (managed memory may
                                                                   oversubscribe the device) */
     bool pushed = vg__heap_ctx_enter(h);
-    vg_status_t st = managed ? VG_OK : vg__heap_init_segments(h);
-    if (managed)
-        h->page = 2ull << 20;
+    vg_status_t st = vg__heap_init_segments(h);
     if (st == VG_OK && (st = vg__guard_heap_init(h)) != VG_OK)
         vg__segment_release_all(h);
     vg__heap_ctx_leave(pushed);
@@ -374,6 +372,8 @@ vg_status_t vg__heap_managed_current(vg_heap_t **out) {
     vg_status_t st = vg__heap_current(&dh); /* (the context current, and its device) */
     if (st != VG_OK)
         return st;
+    if ((*out = find_heap(dh->ctx, true)))
+        return VG_OK;
     int concurrent = 0;
     if (!vg__drv_has(cuMemAllocManaged) ||
         vg__cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS,

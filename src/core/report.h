@@ -133,11 +133,10 @@ typedef struct vg_sync {
 } vg_sync_t;
 void vg__sync_begin(vg_sync_t *t, bool all, CUcontext ctx, CUstream stream);
 void vg__sync_end(vg_sync_t *t, bool ok);
-/* The program's cuMemAlloc: memory every stream may use at once (VG_STREAM_SYNC). */
-vg_status_t vg__malloc_synchronous(void **ptr, size_t size);
-/* The program's cuMemAllocManaged in guard mode: the same, from the current context's
- * managed heap (VG_ERR_NOT_SUPPORTED: the driver's managed memory must serve it). */
-vg_status_t vg__malloc_managed_synchronous(void **ptr, size_t size);
+/* The program's cuMemAlloc: memory every stream may use at once (VG_STREAM_SYNC); with
+ * `managed`, its cuMemAllocManaged in guard mode, from the current context's managed heap
+ * (VG_ERR_NOT_SUPPORTED: the driver's managed memory must serve it). */
+vg_status_t vg__malloc_synchronous(void **ptr, size_t size, bool managed);
 /* The program's cuMemFree of vramguard memory: the allocation's context is synchronised,
  * as the driver's cuMemFree does (not during a capture), then the memory is freed, any
  * stream's at once; `waited` is what the synchronisation returned. */

@@ -41,7 +41,7 @@ VG_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
         return CUDA_ERROR_INVALID_VALUE;
     void *p = NULL;
     vg__guard_sync_call(true);
-    vg_status_t st = vg__malloc_synchronous(&p, bytesize);
+    vg_status_t st = vg__malloc_synchronous(&p, bytesize, false);
     vg__guard_sync_call(false);
     *dptr = (CUdeviceptr)(uintptr_t)p;
     return vgp_alloc_result(st);
@@ -61,7 +61,7 @@ VG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
         return CUDA_ERROR_INVALID_VALUE;
     void *ptr = NULL;
     vg__guard_sync_call(true);
-    vg_status_t st = vg__malloc_synchronous(&ptr, p * height);
+    vg_status_t st = vg__malloc_synchronous(&ptr, p * height, false);
     vg__guard_sync_call(false);
     *dptr = (CUdeviceptr)(uintptr_t)ptr;
     if (st == VG_OK)
@@ -83,7 +83,7 @@ VG_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned i
         return vgp_sticky();
     void *p = NULL;
     vg__guard_sync_call(true);
-    vg_status_t st = vg__malloc_managed_synchronous(&p, bytesize);
+    vg_status_t st = vg__malloc_synchronous(&p, bytesize, true);
     vg__guard_sync_call(false);
     if (st == VG_ERR_NOT_SUPPORTED)
         NEXT(cuMemAllocManaged, dptr, bytesize, flags);
