@@ -77,6 +77,10 @@
       "mode)")                                                                               \
     X(host_race_action, ENUM, "wait", "wait|abort",                                         \
       "what a host access to a buffer in flight does: wait for the copy, or abort")          \
+    X(host_race_wait_ms, INT, "10000", "1..3600000",                                        \
+      "how long such an access waits for the copy (milliseconds); a copy that has not "      \
+      "completed by then (a stream waiting for the very thread that waits) stops being "     \
+      "guarded and the access goes on")                                                      \
     X(free_order, ENUM, "auto", "auto|on|off",                                              \
       "guard: report a free while a kernel or copy on another stream that was given the "   \
       "memory is not ordered before it (a missing record_stream or event wait; auto: under " \

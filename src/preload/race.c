@@ -50,7 +50,6 @@
 #define RECS 256
 #define PINNED 4096
 #define FRAMES 16
-#define WAIT_LIMIT_NS (10ull * 1000 * 1000 * 1000)
 
 /* FREE -> (claimed: DONE) -> ACTIVE (protected) -> LIFTING (its protection being
  * removed) -> DONE (kept until its fault is reported) -> FREE */
@@ -242,7 +241,7 @@ static void on_segv(int sig, siginfo_t *si, void *ucv) {
         nanosleep(&ts, NULL);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         if ((uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000ull + (uint64_t)t1.tv_nsec -
-                (uint64_t)t0.tv_nsec > WAIT_LIMIT_NS) {
+                (uint64_t)t0.tv_nsec > (uint64_t)vg__opt.host_race_wait_ms * 1000000ull) {
             /* The copy does not complete (a stream waiting on this very thread?): stop
              * guarding this page rather than hang the program. */
             uintptr_t size = (uintptr_t)atomic_load_explicit(&g_page, memory_order_relaxed);
@@ -371,9 +370,14 @@ static void report_race(rec_t *r) {
         for (uint32_t i = 0; i < shown && i < 8; i++)
             vg__buf_printf(&d, "  #%u %s\n", i, vg__symbolize(s->frames[i]));
     }
+    int64_t ms = vg__opt.host_race_wait_ms;
+    if (r->waited_out && ms % 1000 == 0)
+        vg__buf_printf(&d, "vramguard waited %lld s for the copy", (long long)(ms / 1000));
+    else if (r->waited_out)
+        vg__buf_printf(&d, "vramguard waited %lld ms for the copy", (long long)ms);
     vg__buf_printf(&d, "%s", r->waited_out
-                                 ? "vramguard waited 10 s for the copy, then stopped guarding "
-                                   "the page; synchronise the stream before touching the buffer"
+                                 ? " (host_race_wait_ms), then stopped guarding the page; "
+                                   "synchronise the stream before touching the buffer"
                                  : "vramguard made the access wait for the copy to complete; "
                                    "synchronise the stream (or an event recorded after the "
                                    "copy) before touching the buffer");
