@@ -749,6 +749,9 @@ passthrough_when_inactive)
 fork_children)
     # A threaded CUDA program that forks 50 children (which exit through atexit) and runs
     # a command: no child hangs or reports the parent's state; one summary, the parent's.
+    # (Not with LeakSanitizer, whose check at exit hangs in a forked child of a threaded
+    # process: ASan's own limitation, not vramguard's.)
+    export ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}"
     for m in fast guard; do
         run 0 "$VG" run --sim --mode=$m -- "$BUILD/tests/preload/fork_child"
         grep -q "50 children exited cleanly" "$TMP/out" || fail "$(cat "$TMP/out")"
