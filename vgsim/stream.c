@@ -110,26 +110,18 @@ static void run_copy(void *arg) {
                   op->u.copy.n);
 }
 
-/* A memset of 2- or 4-byte elements: the first element, then copies of what is written,
- * doubling, so the bytes go through memcpy (which a sanitizer checks per call, not per
- * element: a 32 MB fill under TSan took seconds element by element). */
 static void run_memset(void *arg) {
     sim_op_t *op = ((run_arg_t *)arg)->op;
     if (op->u.set.elem == 1) {
         memset(op->u.set.dst, (int)op->u.set.value, op->u.set.count);
-        return;
-    }
-    unsigned char *p = op->u.set.dst;
-    size_t n = op->u.set.count * op->u.set.elem, done = op->u.set.elem;
-    uint16_t v16 = (uint16_t)op->u.set.value;
-    uint32_t v32 = op->u.set.value;
-    if (n == 0)
-        return;
-    memcpy(p, op->u.set.elem == 2 ? (const void *)&v16 : (const void *)&v32, done);
-    while (done < n) {
-        size_t k = done < n - done ? done : n - done;
-        memcpy(p + done, p, k);
-        done += k;
+    } else if (op->u.set.elem == 2) {
+        uint16_t *p = op->u.set.dst, v = (uint16_t)op->u.set.value;
+        for (size_t i = 0; i < op->u.set.count; i++)
+            p[i] = v;
+    } else {
+        uint32_t *p = op->u.set.dst, v = op->u.set.value;
+        for (size_t i = 0; i < op->u.set.count; i++)
+            p[i] = v;
     }
 }
 
