@@ -200,6 +200,7 @@ struct sim_stream {
     _Atomic int waiters;
     _Atomic uint64_t wake_at;  /* the lowest sequence number a waiter waits for */
     _Atomic int unwoken;       /* ops queued since the worker fell asleep */
+    int spin;                  /* the worker's: how long it spins before it sleeps */
     /* Stream capture (graph.c), under g_capture_lock: the capture this stream takes part
      * in, the ops it captured, and whether the capture's origin has waited for the last. */
     _Atomic(struct sim_capture *) capture;
