@@ -173,49 +173,54 @@ void vg__heap_forget_stream(vg_heap_t *h, CUstream handle) {
         t_stream_key = ~(uintptr_t)0;
 }
 
-/* Learn which frees have completed. Without `wait`: query outstanding events and record
- * one on every stream with pending frees. With `wait`: wait for all of them. Returns
- * whether some epoch completed. */
-static bool refresh_streams(vg_heap_t *h, bool wait) {
+/* Learn whether s's frees have completed. Without `wait`: query its outstanding event,
+ * and record one if frees remain unconfirmed (then query it: an idle stream's completes
+ * at once). With `wait`: wait for them. Returns whether some epoch completed. */
+static bool refresh_stream(vg_stream_t *s, bool wait) {
     bool progressed = false;
-    for (vg_stream_t *s = h->streams; s; s = s->next) {
-        if (s->forgotten)
-            continue;
-        if (s->event_pending) {
-            CUresult r = wait ? vg__cuEventSynchronize(s->event) : vg__cuEventQuery(s->event);
-            if (r == CUDA_SUCCESS) {
-                if (s->event_epoch > s->done)
-                    s->done = s->event_epoch;
-                s->event_pending = false;
-                progressed = true;
-            } else if (r != CUDA_ERROR_NOT_READY) {
-                s->event_pending = false; /* the context is failing: nothing completes */
-            }
-        }
-        if (s->last_free_epoch <= s->done || s->event_pending)
-            continue;
-        if (s->handle == CU_STREAM_PER_THREAD && s->key != stream_key(CU_STREAM_PER_THREAD))
-            continue; /* another thread's per-thread stream: only its thread may record */
-        if (vg__stream_capturing(s->handle))
-            continue; /* its frees complete after the capture (an event now would be the
-                         graph's, and could not be queried) */
-        if (!s->event && vg__cuEventCreate(&s->event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-            s->event = NULL;
-            continue;
-        }
-        s->event_epoch = s->epoch;
-        if (vg__cuEventRecord(s->event, s->handle) != CUDA_SUCCESS)
-            continue;
-        s->epoch++;
-        s->event_pending = true;
-        /* Waiting, or an idle stream (its event completes at once): done now. */
-        if (wait ? vg__cuEventSynchronize(s->event) == CUDA_SUCCESS
-                 : vg__cuEventQuery(s->event) == CUDA_SUCCESS) {
-            s->done = s->event_epoch;
+    if (s->forgotten)
+        return false;
+    if (s->event_pending) {
+        CUresult r = wait ? vg__cuEventSynchronize(s->event) : vg__cuEventQuery(s->event);
+        if (r == CUDA_SUCCESS) {
+            if (s->event_epoch > s->done)
+                s->done = s->event_epoch;
             s->event_pending = false;
             progressed = true;
+        } else if (r != CUDA_ERROR_NOT_READY) {
+            s->event_pending = false; /* the context is failing: nothing completes */
         }
     }
+    if (s->last_free_epoch <= s->done || s->event_pending)
+        return progressed;
+    if (s->handle == CU_STREAM_PER_THREAD && s->key != stream_key(CU_STREAM_PER_THREAD))
+        return progressed; /* another thread's per-thread stream: only its thread records */
+    if (vg__stream_capturing(s->handle))
+        return progressed; /* its frees complete after the capture (an event now would be
+                              the graph's, and could not be queried) */
+    if (!s->event && vg__cuEventCreate(&s->event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+        s->event = NULL;
+        return progressed;
+    }
+    s->event_epoch = s->epoch;
+    if (vg__cuEventRecord(s->event, s->handle) != CUDA_SUCCESS)
+        return progressed;
+    s->epoch++;
+    s->event_pending = true;
+    if (wait ? vg__cuEventSynchronize(s->event) == CUDA_SUCCESS
+             : vg__cuEventQuery(s->event) == CUDA_SUCCESS) {
+        s->done = s->event_epoch;
+        s->event_pending = false;
+        progressed = true;
+    }
+    return progressed;
+}
+
+/* The same for every stream. */
+static bool refresh_streams(vg_heap_t *h, bool wait) {
+    bool progressed = false;
+    for (vg_stream_t *s = h->streams; s; s = s->next)
+        progressed |= refresh_stream(s, wait);
     if (wait)
         h->stats.num_sync_all_streams++;
     if (progressed)
@@ -758,6 +763,22 @@ vg_block_t *vg__heap_unpool(vg_heap_t *h, vg_block_t *b) {
     return f;
 }
 
+/* A block other streams used (record_stream) is freed: record an event on each of them
+ * now, as PyTorch does, if none is outstanding (or the outstanding one has completed).
+ * Left to the next allocation that needs memory, the event would be recorded and
+ * queried a moment apart, and not yet have completed even on an idle stream (on a GPU,
+ * or on vgsim once its idle workers sleep): a prefetch loop (record_stream, free, then
+ * a synchronisation vramguard does not see) mapped a new buffer every few iterations. */
+static void mark_uses(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
+    bool pushed = vg__heap_ctx_enter(h), progressed = false;
+    for (int i = 0; i < b->nuses; i++)
+        if (b->uses[i] != s)
+            progressed |= refresh_stream(b->uses[i], false);
+    vg__heap_ctx_leave(pushed);
+    if (progressed)
+        h->completion_gen++;
+}
+
 void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream, bool synced) {
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.allocation, pool, -1);
@@ -792,6 +813,8 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream, bool synced) {
                 b->uses[i]->last_free_epoch = b->use_epochs[i];
         }
     }
+    if (wait_uses) /* (before the quarantine: its blocks wait on the same epochs) */
+        mark_uses(h, b, s);
     if (vg__guard_quarantine(h, b, stream)) /* guard mode keeps it poisoned for a while */
         return; /* (it stays in the live map, as QUARANTINED, until it leaves) */
     vg__ptrmap_del(&h->live, b->user);
