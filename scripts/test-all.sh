@@ -28,13 +28,14 @@ fi
 
 total_pass=0; total_fail=0; broken=()
 run_suite() { # name build-dir cmake-args ctest-args
-  local name=$1 dir=$2 cargs=$3 targs=$4
+  local name=$1 dir=$2 cargs=$3 targs=$4 t0=$SECONDS
   echo "=== $name: configure and build ($dir)"
   cmake -S . -B "$dir" $cargs >"$dir.configure.log" 2>&1 ||
     { cat "$dir.configure.log"; broken+=("$name (configure)"); return 1; }
   cmake --build "$dir" -j "$JOBS" >"$dir.build.log" 2>&1 ||
     { tail -50 "$dir.build.log"; broken+=("$name (build)"); return 1; }
-  echo "=== $name: tests"
+  local t1=$SECONDS
+  echo "=== $name: tests (built in $((t1 - t0)) s)"
   local log="$dir.ctest.log" rc=0
   ctest --test-dir "$dir" -j "$JOBS" --output-on-failure $targs 2>&1 | tee "$log" | grep -vE "^ *(Start|[0-9]+/[0-9]+ Test) " || true
   grep -q "tests passed" "$log" || rc=1
@@ -43,6 +44,7 @@ run_suite() { # name build-dir cmake-args ctest-args
   local all; all=$(echo "$line" | sed -E 's/.*out of ([0-9]+).*/\1/')
   total_fail=$((total_fail + ${failed:-1})); total_pass=$((total_pass + ${all:-0} - ${failed:-0}))
   [ "${failed:-1}" = 0 ] || rc=1
+  echo "=== $name: tests took $((SECONDS - t1)) s"
   return $rc
 }
 
@@ -53,6 +55,6 @@ if [ "${VG_TEST_QUICK:-0}" != 1 ]; then
   run_suite "tsan" build-tsan "-DCMAKE_BUILD_TYPE=RelWithDebInfo -DVG_SANITIZE=thread -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++" "-L threads" || status=1
 fi
 echo
-echo "all suites: $total_pass passed, $total_fail failed"
+echo "all suites: $total_pass passed, $total_fail failed ($((SECONDS / 60)) min $((SECONDS % 60)) s)"
 [ ${#broken[@]} -eq 0 ] || echo "suites that did not build: ${broken[*]}"
 exit $status
