@@ -112,6 +112,17 @@ class _AutoStep:
 _auto_step = _AutoStep(lambda: _lib.lib().vg_step())
 
 
+def _optimizer_module():
+    """torch.optim.optimizer, or None. Through the import system: PyTorch's torch.optim
+    deletes the name `optimizer` after importing from it, so getattr(torch.optim,
+    "optimizer") finds nothing (the hook was never registered on a GPU, 2026-11-24)."""
+    import importlib
+    try:
+        return importlib.import_module("torch.optim.optimizer")
+    except ImportError:
+        return None
+
+
 def _truthy(v):
     return str(v).strip().lower() not in ("0", "off", "false", "no", "")
 
@@ -155,8 +166,7 @@ def enable(mode=None, auto_step=None, **options):
         raise VramguardError("PyTorch refused the allocator (%s): call vramguard.enable() "
                              "before any CUDA work" % e)
     _wire_hooks(torch, l)
-    hook = getattr(getattr(torch.optim, "optimizer", None), "register_optimizer_step_post_hook",
-                   None)
+    hook = getattr(_optimizer_module(), "register_optimizer_step_post_hook", None)
     if auto_step is None:
         auto_step = effective == "guard"
     if _truthy(auto_step) and hook is not None:

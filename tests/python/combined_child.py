@@ -5,7 +5,9 @@ of a 4000-byte tensor (scenario S1). With one vramguard serving both, the report
 the Python lines of the allocation and of the launch, and the kernel. argv: the
 repository's examples/kernels.ptx, then optionally "record_stream" (S2 as PyTorch's
 missing_record_stream.py: a tensor used by a kernel on a side stream is freed on the main
-stream; docs/decisions.md G7) or "record_stream_fixed" (with vg_record_stream first)."""
+stream; docs/decisions.md G7), "record_stream_fixed" (with vg_record_stream first), or
+"leak" / "leak_fixed" (S5 as leak_in_loop.py: a small tensor kept at every optimizer step,
+or not; the script never calls vramguard.step())."""
 import ctypes
 import sys
 
@@ -64,7 +66,19 @@ def fill_rows(t, n, stream=None):
 
 
 mode = sys.argv[2] if len(sys.argv) > 2 else "overrun"
-if mode == "overrun":
+if mode.startswith("leak"):
+    import torch  # (tests/python/fake_torch: its optimizer calls the step post-hooks)
+    opt, kept = torch.optim.Optimizer(), []
+    for step in range(8):
+        activation, loss = tensor(1 << 16), tensor(4)  # LEAK
+        lib.vg_free(activation, None)
+        opt.step()
+        if mode == "leak":
+            kept.append(loss)  # history.append(loss): the bug
+        else:
+            lib.vg_free(loss, None)
+    print("steps", step + 1)
+elif mode == "overrun":
     t = tensor(4 * 250 * 4)  # a 4x250 float tensor
     fill_rows(t, 4 * 251)    # the bug: as if it had 251 columns  # BUG
     check(cu.cuCtxSynchronize(), "cuCtxSynchronize")

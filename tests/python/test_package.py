@@ -540,6 +540,16 @@ class Interposed(unittest.TestCase):
         _, r, reports = self.run_child("record_stream_fixed")
         self.assertEqual(reports, [], r.stderr)
 
+    def test_memory_kept_at_every_optimizer_step_is_reported(self):
+        # No vramguard.step() in the script: each optimizer step marks one (auto_step),
+        # found through torch.optim.optimizer, a name PyTorch's torch.optim deletes.
+        child, r, reports = self.run_child("leak", options=("--mode=guard", "--growth_steps=5"))
+        self.assertIn("steps 8", r.stdout)
+        self.assertEqual([x["kind"] for x in reports], ["growth"], r.stderr)
+        self.assertEqual(reports[0]["steps"], 5, r.stderr)
+        _, r, reports = self.run_child("leak_fixed", options=("--mode=guard", "--growth_steps=5"))
+        self.assertEqual(reports, [], r.stderr)
+
     def test_the_interpreters_flags_reach_the_script(self):
         import subprocess
         with tempfile.TemporaryDirectory() as tmp:

@@ -30,4 +30,5 @@ cuda = types.SimpleNamespace(
     OutOfMemoryError=OutOfMemoryError, memory=memory, is_initialized=lambda: False,
     memory_allocated=lambda device=None: 0, current_device=lambda: 0,
     empty_cache=lambda: None, set_per_process_memory_fraction=lambda f, device=None: None)
-optim = types.SimpleNamespace()
+
+from torch import optim  # noqa: E402 (a package, as PyTorch's is)
