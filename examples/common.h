@@ -110,6 +110,17 @@ static inline ex_t ex_init_device(int ordinal) {
 
 static inline ex_t ex_init(void) { return ex_init_device(0); }
 
+/* Kernel `name` of the same PTX loaded as a library (cuLibraryLoadData, CUDA 12.0), its
+ * CUkernel cast to CUfunction: what the CUDA runtime (12+) gives cuLaunchKernel for a
+ * cudaLaunchKernel or a <<<...>>> launch, PyTorch's kernels included. */
+static inline CUfunction ex_library_kernel(const char *name) {
+    CUlibrary lib;
+    CUkernel k;
+    CK(cuLibraryLoadData(&lib, ex_kernels_ptx, NULL, NULL, 0, NULL, NULL, 0));
+    CK(cuLibraryGetKernel(&k, lib, name));
+    return (CUfunction)(void *)k; /* (the library stays loaded until the process ends) */
+}
+
 /* The same as ex_fill, the pointer inside a struct argument (as in PyTorch's kernels). */
 static inline CUresult ex_fill_span(const ex_t *e, CUdeviceptr x, float v, unsigned long long n,
                                     CUstream s) {

@@ -8,8 +8,9 @@
  * the freed block, with the allocation, the free and the kernel.
  *
  * With --struct the side stream's kernel gets the pointer inside a struct argument, as
- * PyTorch's elementwise kernels do; with --copy the side stream's use is an asynchronous
- * memset instead of a kernel; the report is the same.
+ * PyTorch's elementwise kernels do; --library launches that kernel as the CUDA runtime
+ * launches PyTorch's, a library's CUkernel given to cuLaunchKernel; with --copy the side
+ * stream's use is an asynchronous memset instead of a kernel; the report is the same.
  *
  * The correct versions, which must give no report:
  *   --event    the main stream waits for an event recorded on the side stream
@@ -50,14 +51,20 @@ int main(int argc, char **argv) {
     CK(cuStreamWaitEvent(side, filled, 0));
     /* ... and is busy for a while ... (with the bug, until the main stream has
      * moved on past the free, below: the late write then happens on every run) */
-    bool bug = !*fix || strcmp(fix, "--struct") == 0 || strcmp(fix, "--copy") == 0;
+    bool library = strcmp(fix, "--library") == 0;
+    bool bug = !*fix || strcmp(fix, "--struct") == 0 || strcmp(fix, "--copy") == 0 || library;
     ex_hold_stream(side, bug ? 10000 : 200);
-    if (strcmp(fix, "--struct") == 0) /* ... and then uses x */
+    if (library) { /* ... and then uses x */
+        ex_t lib = e;
+        lib.fill_span = ex_library_kernel("ex_fill_span");
+        CK(ex_fill_span(&lib, x, 2.0f, n, side));
+    } else if (strcmp(fix, "--struct") == 0) {
         CK(ex_fill_span(&e, x, 2.0f, n, side));
-    else if (strcmp(fix, "--copy") == 0)
+    } else if (strcmp(fix, "--copy") == 0) {
         CK(cuMemsetD32Async(x, 0x40000000u, n, side));
-    else
+    } else {
         CK(ex_fill(&e, x, 2.0f, n, side));
+    }
     CUevent done;
     CK(cuEventCreate(&done, CU_EVENT_DISABLE_TIMING));
     CK(cuEventRecord(done, side));

@@ -5,6 +5,12 @@
  * arguments at launch time as the real driver does (the caller may reuse them at once).
  * The host implementation is looked up by name at launch: registered by the program
  * (vgsim_register_kernel) or built in (vramguard's checker kernel).
+ *
+ * cuLibraryLoadData loads the same PTX as a library, whose kernels (CUkernel) are
+ * launched as the CUDA runtime launches its own, cast to CUfunction. The cuFunc*
+ * queries refuse such a handle (CUDA_ERROR_INVALID_HANDLE, as the driver's
+ * cuFuncGetAttribute does) and the cuKernel* ones answer; cuKernelGetFunction gives the
+ * kernel's function, which the cuFunc* queries take.
  */
 #include "internal.h"
 
@@ -27,7 +33,11 @@ static kernel_reg_t g_kernels[MAX_KERNELS];
 static int g_nkernels;
 static pthread_mutex_t g_kernels_lock = PTHREAD_MUTEX_INITIALIZER;
 
+enum { SIM_FUNCTION = 0x46554e43, SIM_KERNEL = 0x4b45524e }; /* a handle's kind */
+
 typedef struct sim_func {
+    uint32_t kind; /* SIM_FUNCTION or SIM_KERNEL */
+    struct sim_func *function; /* a kernel's function (cuKernelGetFunction) */
     char name[MAX_NAME];
     vgsim_kernel_fn impl; /* cached at the first launch */
     int nparams;
@@ -38,7 +48,20 @@ typedef struct sim_func {
 typedef struct sim_module {
     int nfuncs;
     sim_func_t *funcs;
+    sim_func_t *kernels; /* a library's: the same entries as SIM_KERNEL handles */
 } sim_module_t;
+
+/* The function or kernel behind a launchable handle, or NULL. */
+static sim_func_t *launchable(CUfunction f) {
+    sim_func_t *fn = (sim_func_t *)f;
+    return fn && (fn->kind == SIM_FUNCTION || fn->kind == SIM_KERNEL) ? fn : NULL;
+}
+
+/* A CUfunction the cuFunc* queries take (not a kernel cast to one), or NULL. */
+static sim_func_t *function(CUfunction f) {
+    sim_func_t *fn = (sim_func_t *)f;
+    return fn && fn->kind == SIM_FUNCTION ? fn : NULL;
+}
 
 VGSIM_API int vgsim_register_kernel(const char *name, vgsim_kernel_fn fn) {
     if (!name || !fn || strlen(name) >= MAX_NAME)
@@ -136,13 +159,8 @@ static const char *parse_params(const char *p, sim_func_t *f) {
     return p;
 }
 
-VGSIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
-    sim_ctx_t *c;
-    CUresult r = sim_ctx_check(&c);
-    if (r != CUDA_SUCCESS)
-        return r;
-    if (!module || !image)
-        return CUDA_ERROR_INVALID_VALUE;
+/* The entries of PTX text `image` as a module of SIM_FUNCTION handles. */
+static CUresult load_ptx(const void *image, sim_module_t **out) {
     const char *text = image;
     if ((unsigned char)text[0] == 0x7f && text[1] == 'E')
         return CUDA_ERROR_INVALID_IMAGE; /* cubin: vgsim runs PTX-named kernels only */
@@ -155,6 +173,7 @@ VGSIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
             p++;
         sim_func_t f;
         memset(&f, 0, sizeof f);
+        f.kind = SIM_FUNCTION;
         size_t n = 0;
         while ((isalnum((unsigned char)*p) || *p == '_' || *p == '$') && n < MAX_NAME - 1)
             f.name[n++] = *p++;
@@ -184,7 +203,88 @@ VGSIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
         free(m);
         return CUDA_ERROR_INVALID_IMAGE;
     }
-    *module = (CUmodule)m;
+    *out = m;
+    return CUDA_SUCCESS;
+}
+
+VGSIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!module || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    return load_ptx(image, (sim_module_t **)module);
+}
+
+/* Context-independent loading (CUDA 12.0). JIT and library options change nothing here. */
+VGSIM_API CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
+                                     CUjit_option *jit_options, void **jit_values,
+                                     unsigned int njit, CUlibraryOption *library_options,
+                                     void **library_values, unsigned int nlibrary) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!library || !code || (njit && (!jit_options || !jit_values)) ||
+        (nlibrary && (!library_options || !library_values)))
+        return CUDA_ERROR_INVALID_VALUE;
+    sim_module_t *m;
+    if ((r = load_ptx(code, &m)) != CUDA_SUCCESS)
+        return r;
+    m->kernels = malloc((size_t)m->nfuncs * sizeof *m->kernels);
+    if (!m->kernels) {
+        free(m->funcs);
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (int i = 0; i < m->nfuncs; i++) {
+        m->kernels[i] = m->funcs[i];
+        m->kernels[i].kind = SIM_KERNEL;
+        m->kernels[i].function = &m->funcs[i];
+    }
+    *library = (CUlibrary)m;
+    return CUDA_SUCCESS;
+}
+
+VGSIM_API CUresult cuLibraryUnload(CUlibrary library) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_module_t *m = (sim_module_t *)library;
+    /* (Kernels may still be queued on a stream: the memory is kept, as for modules.) */
+    return m && m->kernels ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+VGSIM_API CUresult cuLibraryGetKernel(CUkernel *kernel, CUlibrary library, const char *name) {
+    CUresult r = sim_check_init();
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_module_t *m = (sim_module_t *)library;
+    if (!kernel || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!m || !m->kernels)
+        return CUDA_ERROR_INVALID_HANDLE;
+    for (int i = 0; i < m->nfuncs; i++) {
+        if (strcmp(m->kernels[i].name, name) == 0) {
+            *kernel = (CUkernel)&m->kernels[i];
+            return CUDA_SUCCESS;
+        }
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+/* The kernel's function in the current context: vgsim has one copy of each. */
+VGSIM_API CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
+    sim_ctx_t *c;
+    CUresult r = sim_ctx_check(&c);
+    if (r != CUDA_SUCCESS)
+        return r;
+    sim_func_t *k = (sim_func_t *)kernel;
+    if (!func)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!k || k->kind != SIM_KERNEL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *func = (CUfunction)k->function;
     return CUDA_SUCCESS;
 }
 
@@ -218,7 +318,19 @@ VGSIM_API CUresult cuModuleGetFunction(CUfunction *func, CUmodule module, const 
 VGSIM_API CUresult cuFuncGetName(const char **name, CUfunction func) {
     if (!name || !func)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!function(func))
+        return CUDA_ERROR_INVALID_HANDLE;
     *name = ((sim_func_t *)func)->name;
+    return CUDA_SUCCESS;
+}
+
+VGSIM_API CUresult cuKernelGetName(const char **name, CUkernel kernel) {
+    sim_func_t *k = (sim_func_t *)kernel;
+    if (!name || !k)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (k->kind != SIM_KERNEL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *name = k->name;
     return CUDA_SUCCESS;
 }
 
@@ -226,10 +338,8 @@ static size_t align_to(size_t x, size_t a) { return a ? (x + a - 1) / a * a : x;
 
 /* CUDA 12.4's cuFuncGetParamInfo: where parameter `index` lies in the parameter buffer.
  * An index past the last parameter is CUDA_ERROR_INVALID_VALUE, as on the driver. */
-VGSIM_API CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset,
-                                      size_t *size) {
-    sim_func_t *f = (sim_func_t *)func;
-    if (!f || !offset || !size || index >= (size_t)f->nparams)
+static CUresult param_info(const sim_func_t *f, size_t index, size_t *offset, size_t *size) {
+    if (!offset || !size || index >= (size_t)f->nparams)
         return CUDA_ERROR_INVALID_VALUE;
     size_t off = 0;
     for (size_t i = 0; i < index; i++)
@@ -237,6 +347,24 @@ VGSIM_API CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *off
     *offset = align_to(off, f->aligns[index]);
     *size = f->sizes[index];
     return CUDA_SUCCESS;
+}
+
+VGSIM_API CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *offset,
+                                      size_t *size) {
+    if (!func)
+        return CUDA_ERROR_INVALID_VALUE;
+    return function(func) ? param_info(function(func), index, offset, size)
+                          : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* CUDA 12.4's cuKernelGetParamInfo: the same for a library's kernel. */
+VGSIM_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *offset,
+                                        size_t *size) {
+    const sim_func_t *k = (const sim_func_t *)kernel;
+    if (!k)
+        return CUDA_ERROR_INVALID_VALUE;
+    return k->kind == SIM_KERNEL ? param_info(k, index, offset, size)
+                                 : CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -252,7 +380,7 @@ VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
     CUresult r = sim_ctx_check(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    sim_func_t *fn = (sim_func_t *)f;
+    sim_func_t *fn = launchable(f);
     if (!fn)
         return CUDA_ERROR_INVALID_HANDLE;
     if (!gx || !gy || !gz || !bx || !by || !bz || (uint64_t)bx * by * bz > 1024)
@@ -337,7 +465,7 @@ VGSIM_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsi
                                              unsigned int gz, unsigned int bx, unsigned int by,
                                              unsigned int bz, unsigned int shmem,
                                              CUstream stream, void **params) {
-    sim_func_t *fn = (sim_func_t *)f;
+    sim_func_t *fn = launchable(f);
     if (fn && fn->nparams > 0 && !params)
         return CUDA_ERROR_INVALID_VALUE;
     return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, stream, params, NULL);

@@ -88,6 +88,10 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
+typedef struct CUlib_st *CUlibrary;  /* (context-independent loading, CUDA 12.0) */
+typedef struct CUkern_st *CUkernel;  /* a library's kernel: launchable as a CUfunction */
+typedef int CUjit_option;            /* (enums in cuda.h: only passed through here) */
+typedef int CUlibraryOption;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef void (*CUhostFn)(void *userData);

@@ -273,6 +273,24 @@
     X(cuFuncGetParamInfo, cuFuncGetParamInfo, OPT,                                          \
       (CUfunction func, size_t index, size_t *offset, size_t *size),                        \
       (func, index, offset, size))                                                          \
+    /* The CUDA runtime (12+) loads its kernels as libraries and launches a CUkernel cast \
+     * to CUfunction: the cuFunc* queries refuse such a handle, the cuKernel* ones answer. */ \
+    X(cuLibraryLoadData, cuLibraryLoadData, OPT,                                            \
+      (CUlibrary *library, const void *code, CUjit_option *jit_options,                     \
+       void **jit_values, unsigned int njit, CUlibraryOption *library_options,              \
+       void **library_values, unsigned int nlibrary),                                       \
+      (library, code, jit_options, jit_values, njit, library_options, library_values,       \
+       nlibrary))                                                                           \
+    X(cuLibraryUnload, cuLibraryUnload, OPT, (CUlibrary library), (library))                \
+    X(cuLibraryGetKernel, cuLibraryGetKernel, OPT,                                          \
+      (CUkernel *kernel, CUlibrary library, const char *name), (kernel, library, name))     \
+    X(cuKernelGetFunction, cuKernelGetFunction, OPT, (CUfunction *func, CUkernel kernel),   \
+      (func, kernel))                                                                       \
+    X(cuKernelGetName, cuKernelGetName, OPT, (const char **name, CUkernel kernel),          \
+      (name, kernel))                                                                       \
+    X(cuKernelGetParamInfo, cuKernelGetParamInfo, OPT,                                      \
+      (CUkernel kernel, size_t index, size_t *offset, size_t *size),                        \
+      (kernel, index, offset, size))                                                        \
     X(cuLaunchKernel, cuLaunchKernel, OPT,                                                  \
       (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,    \
        unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,               \

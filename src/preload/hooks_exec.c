@@ -33,6 +33,9 @@
  * kernels get their tensors' data pointers in a struct, at::detail::Array<char *, N>),
  * up to VG_LAUNCH_PTRS in all. A small open-addressing cache keyed by CUfunction
  * (functions live as long as their module, and the set a program launches is small).
+ * The CUDA runtime (12+) launches a library's CUkernel cast to CUfunction, which the
+ * cuFunc* queries refuse (PyTorch's kernels were "(unnamed kernel)" with no pointer
+ * arguments on the H100, 2026-11-24): then the cuKernel* queries are asked.
  * ------------------------------------------------------------------------------------- */
 
 #define FUNCS 1024
@@ -54,21 +57,35 @@ static void add_word(func_info_t *out, size_t index, size_t byte) {
     out->nptr++;
 }
 
+/* Parameter `index`'s size, from the cuFunc* or the cuKernel* query; false past the last. */
+static bool param_size(CUfunction f, bool kernel, size_t index, size_t *size) {
+    size_t off;
+    if (kernel)
+        return vg__drv_has(cuKernelGetParamInfo) &&
+               vg__cuKernelGetParamInfo((CUkernel)(void *)f, index, &off, size) == CUDA_SUCCESS;
+    return vg__drv_has(cuFuncGetParamInfo) &&
+           vg__cuFuncGetParamInfo(f, index, &off, size) == CUDA_SUCCESS;
+}
+
 static void describe_func(CUfunction f, func_info_t *out) {
     out->f = f;
     out->name = "(unnamed kernel)";
-    const char *n = NULL;
-    if (vg__drv_has(cuFuncGetName) && vg__cuFuncGetName(&n, f) == CUDA_SUCCESS && n)
-        out->name = n; /* owned by the driver, valid while the module is loaded */
     out->nptr = 0;
-    if (!vg__drv_has(cuFuncGetParamInfo))
-        return;
-    size_t sizes[256], np = 0;
-    for (; np < 256; np++) {
-        size_t off;
-        if (vg__cuFuncGetParamInfo(f, np, &off, &sizes[np]) != CUDA_SUCCESS)
-            break;
+    const char *n = NULL;
+    bool kernel = false; /* a CUkernel cast to CUfunction */
+    if (vg__drv_has(cuFuncGetName) && vg__cuFuncGetName(&n, f) == CUDA_SUCCESS && n) {
+        out->name = n; /* owned by the driver, valid while the module is loaded */
+    } else if (vg__drv_has(cuKernelGetName) &&
+               vg__cuKernelGetName(&n, (CUkernel)(void *)f) == CUDA_SUCCESS && n) {
+        out->name = n; /* (valid while the library is loaded) */
+        kernel = true;
+    } else {
+        size_t size; /* no name (a driver before 12.3): which query knows the parameters? */
+        kernel = !param_size(f, false, 0, &size) && param_size(f, true, 0, &size);
     }
+    size_t sizes[256], np = 0;
+    while (np < 256 && param_size(f, kernel, np, &sizes[np]))
+        np++;
     for (size_t i = 0; i < np && out->nptr < VG_LAUNCH_PTRS; i++)
         if (sizes[i] == 8)
             add_word(out, i, 0);

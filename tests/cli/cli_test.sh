@@ -341,6 +341,12 @@ s2_variants)
     python3 "$HERE/check_report.py" "$TMP/r.json" 1 unordered_free kernel.name=ex_fill_span \
         kernel.argument=1 kernel.argument_byte=8 kernel.offset=0 "summary~argument 1 (bytes 8-15)" ||
         { cat "$TMP/err" >&2; fail "--struct: no unordered_free naming the struct argument"; }
+    # The same kernel as the CUDA runtime launches PyTorch's (a library's CUkernel cast to
+    # CUfunction, which the cuFunc* queries refuse): named, its struct argument read.
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s2_use_after_free" --library
+    python3 "$HERE/check_report.py" "$TMP/r.json" 1 unordered_free kernel.name=ex_fill_span \
+        kernel.argument=1 kernel.argument_byte=8 kernel.offset=0 ||
+        { cat "$TMP/err" >&2; fail "--library: no unordered_free naming the library's kernel"; }
     # The side stream's use an asynchronous memset instead of a kernel: the same report.
     run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s2_use_after_free" --copy
     python3 "$HERE/check_report.py" "$TMP/r.json" 1 unordered_free \
