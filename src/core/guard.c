@@ -132,8 +132,14 @@ vg_status_t vg__guard_heap_init(vg_heap_t *h) {
     if (r == CUDA_SUCCESS)
         r = vg__cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS)
+        r = vg__cuStreamCreate(&g->fill_stream, CU_STREAM_NON_BLOCKING);
+    if (r == CUDA_SUCCESS)
         r = vg__cuEventCreate(&g->event, CU_EVENT_DISABLE_TIMING);
     if (r != CUDA_SUCCESS) {
+        if (g->stream)
+            vg__cuStreamDestroy(g->stream);
+        if (g->fill_stream)
+            vg__cuStreamDestroy(g->fill_stream);
         if (log)
             vg__cuMemFreeHost(log);
         vg__cuModuleUnload(g->module);
@@ -512,13 +518,22 @@ vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) 
     batch.d[1] = desc(end, b->addr + b->size - end, b, VG_PATTERN_CANARY, VG_GUARD_FILL,
                       VG_RANGE_RIGHT);
     vg_stream_t *s = vg__heap_stream(h, stream);
-    if (s)
+    /* The program's cuMemAlloc (A9): its memory is complete, so the fill may run on a
+     * stream of vramguard's and be waited for alone. Behind the program's work on the
+     * legacy stream, and a context synchronisation, the call waited for every kernel
+     * queued (a PyTorch cudaMalloc behind a long kernel took 54 ms instead of 17 on the
+     * H100, and the copy race after it never happened). The legacy stream's pending
+     * work stays on that stream: it must follow the program's kernels there. */
+    bool own = t_sync_call && g->fill_stream && !vg__heap_capturing(h);
+    if (s && !own)
         take_pending(s, &batch, VG_GUARD_BATCH - 2);
     bool pushed;
     stream_ctx(h, &pushed);
-    CUresult r = vg__guard_launch_ranges(h, &batch, stream);
+    CUresult r = vg__guard_launch_ranges(h, &batch, own ? g->fill_stream : stream);
+    if (own && r == CUDA_SUCCESS)
+        r = vg__cuStreamSynchronize(g->fill_stream);
     vg__heap_ctx_leave(pushed);
-    if (r == CUDA_SUCCESS)
+    if (r == CUDA_SUCCESS && !own)
         sync_call_done(h, s);
     return r == CUDA_SUCCESS ? VG_OK : cu_fail(r, "filling the redzones");
 }
@@ -804,6 +819,10 @@ void vg__guard_heap_release(vg_heap_t *h) {
     if (g->stream) { /* (its last check has run: heap shutdown waited for it) */
         vg__cuStreamSynchronize(g->stream);
         vg__cuStreamDestroy(g->stream);
+    }
+    if (g->fill_stream) { /* (its fills were waited for by their allocations) */
+        vg__cuStreamDestroy(g->fill_stream);
+        g->fill_stream = NULL;
     }
     if (g->event)
         vg__cuEventDestroy(g->event);

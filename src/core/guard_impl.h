@@ -37,6 +37,8 @@ typedef struct vg_guard {
     uint32_t log_read;          /* records consumed */
     desc_buf_t check_buf;       /* descriptors of check points */
     CUstream stream;            /* where check points run */
+    CUstream fill_stream;       /* synchronous allocations' redzone fills (A9), waited for
+                                 * alone: not behind the program's work */
     CUevent event;
     vg_block_t **q;             /* the quarantine: a ring, oldest at q_head */
     size_t q_cap, q_head;       /* (q_cap: a power of two) */

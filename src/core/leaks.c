@@ -76,6 +76,25 @@ static uint32_t merge_same_stacks(leak_site_t *per, uint32_t n) {
     return out;
 }
 
+/* The caching allocator a site allocated for, if its stack goes through one: memory such
+ * an allocator holds at exit is its cache (PyTorch never gives its cache back), not a
+ * leak of the program's. Only leaks=auto leaves them out. */
+static const char *caching_allocator(uint32_t site) {
+    static const struct { const char *frame, *name; } known[] = {
+        {"CUDACachingAllocator", "PyTorch's CUDA caching allocator"},
+        {"BFCAllocator", "XLA's BFC allocator"},
+        {"SingleDeviceMemoryPool", "CuPy's memory pool"},
+    };
+    const vg_site_t *s = vg__site(site);
+    for (uint32_t i = 0; s && i < s->nframes; i++) {
+        const char *f = vg__symbolize(s->frames[i]);
+        for (size_t k = 0; f && k < sizeof known / sizeof known[0]; k++)
+            if (strstr(f, known[k].frame))
+                return known[k].name;
+    }
+    return NULL;
+}
+
 bool vg__leaks_wanted(void) {
     return vg__opt.leaks == VG_LEAKS_ON || (vg__opt.leaks == VG_LEAKS_AUTO && vg__guard_on());
 }
@@ -118,12 +137,20 @@ void vg__leak_report(vg_heap_t *only, const char *found) {
     live = merged + (live > MERGE_SITES ? live - MERGE_SITES : 0);
     nsites = live;
     qsort(per, nsites, sizeof *per, by_bytes_desc);
-    uint64_t total = 0, count = 0, sites = 0;
+    uint64_t total = 0, count = 0, sites = 0, cached = 0, ncached = 0;
+    const char *cache = NULL;
     for (uint32_t i = 0; i < nsites && per[i].count; i++) {
+        const char *c = vg__opt.leaks == VG_LEAKS_AUTO ? caching_allocator(per[i].site) : NULL;
+        if (c) {
+            cache = c;
+            cached += per[i].bytes;
+            ncached += per[i].count;
+            continue;
+        }
         total += per[i].bytes;
         count += per[i].count;
         sites++;
-        if (i >= MAX_LEAK_REPORTS)
+        if (sites > MAX_LEAK_REPORTS)
             continue;
         vg_report_t r = {.kind = VG_REPORT_LEAK, .device = per[i].device, .alloc_site = per[i].site,
                          .bytes = per[i].bytes, .count = per[i].count, .clean_seq = UINT64_MAX,
@@ -132,6 +159,11 @@ void vg__leak_report(vg_heap_t *only, const char *found) {
                  (unsigned long long)per[i].example_user, (unsigned long long)per[i].example_size,
                  (unsigned long long)per[i].example_id);
         vg__report(&r);
+    }
+    if (cached) {
+        char b[32];
+        vg__log("%s in %llu allocations %s belongs to %s: its cache, not a leak (leaks=on "
+                "reports it)", vg__fmt_bytes(b, cached), (unsigned long long)ncached, found, cache);
     }
     if (sites > MAX_LEAK_REPORTS) {
         char b[32];
