@@ -145,8 +145,10 @@ gen = torch.Generator(device=dev)
 gen.manual_seed(1234)
 losses = torch.empty(args.steps, device=dev)
 marks = []
+host_ms = []  # the host's time to queue each step (≈ the step time when the host is the bound)
 torch.cuda.synchronize()
 for step in range(args.steps):
+    h0 = time.perf_counter()
     if step >= args.warmup and (step - args.warmup) % 10 == 0:
         torch.cuda.synchronize()
         marks.append(time.perf_counter())
@@ -157,6 +159,8 @@ for step in range(args.steps):
     loss.backward()
     opt.step()
     losses[step] = loss.detach()
+    if step >= args.warmup:
+        host_ms.append((time.perf_counter() - h0) * 1e3)
     if args.reserved_per_step:
         reserved_steps.append(reserved_now())
 torch.cuda.synchronize()
@@ -185,6 +189,7 @@ out = {
     "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
     "step_ms_median": statistics.median(per10) * 1e3 if per10 else None,
     "step_ms_all": [round(t * 1e3, 3) for t in per10],
+    "host_ms_median": statistics.median(host_ms) if host_ms else None,
     "peak_allocated": peak_alloc, "peak_reserved": peak_res,
     "device_used_at_end": total - free, "errors": errors, "counts": counts,
     "reserved_per_step": reserved_steps,

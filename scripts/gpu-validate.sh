@@ -440,7 +440,7 @@ peak)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     build
     J=$O/peak.jsonl
-    for round in 1 2; do
+    for round in ${ROUNDS:-1 2}; do # (ROUNDS=1, then ROUNDS=2: one round a call)
         for a in default expandable vramguard; do
             train_run "$J" "gpt2 $a round $round" 300 --alloc $a --model gpt2 --steps 300 \
                 --reserved-per-step
