@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common.h"
@@ -70,30 +71,51 @@ int vg__open_output_file(const char *pattern) {
     return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
 }
 
-/* Write a whole file (reports, snapshots): written to a temporary file beside it and
- * renamed into place, so a reader never sees half a file and a crash leaves the old one.
- * Returns VG_OK or VG_ERR_IO with the reason in vg_last_error(). */
-vg_status_t vg__write_file(const char *pattern, const char *data, size_t len) {
-    char path[4096], tmp[4200];
-    if (!vg__expand_path(pattern, path, sizeof path))
-        return vg__error(VG_ERR_IO, "path '%s' is too long", pattern);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0)
-        return vg__error(VG_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+/* Write all of data to fd; 0, or the errno of the failure. */
+static int write_all(int fd, const char *data, size_t len) {
     size_t done = 0;
     while (done < len) {
         ssize_t w = write(fd, data + done, len - done);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return vg__error(VG_ERR_IO, "cannot write '%s': %s", path,
-                             strerror(w < 0 ? e : ENOSPC));
-        }
+        if (w <= 0)
+            return w < 0 ? errno : ENOSPC;
         done += (size_t)w;
+    }
+    return 0;
+}
+
+/* Write a whole file (reports, snapshots): written to a temporary file beside it and
+ * renamed into place, so a reader never sees half a file and a crash leaves the old one.
+ * A destination that exists and is not a regular file (/dev/null, /dev/stdout, a FIFO)
+ * is written as it is: renamed over, /dev/null became a regular file for the whole
+ * machine when a report_json=/dev/null run had the rights (2026-11-24).
+ * Returns VG_OK or VG_ERR_IO with the reason in vg_last_error(). */
+vg_status_t vg__write_file(const char *pattern, const char *data, size_t len) {
+    char path[4096], tmp[4200];
+    if (!vg__expand_path(pattern, path, sizeof path))
+        return vg__error(VG_ERR_IO, "path '%s' is too long", pattern);
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode))
+            return vg__error(VG_ERR_IO, "cannot write '%s': it is a directory", path);
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+            return vg__error(VG_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+        int e = write_all(fd, data, len);
+        if (close(fd) != 0 && !e)
+            e = errno;
+        return e ? vg__error(VG_ERR_IO, "cannot write '%s': %s", path, strerror(e)) : VG_OK;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return vg__error(VG_ERR_IO, "cannot create '%s': %s", tmp, strerror(errno));
+    int e = write_all(fd, data, len);
+    if (e) {
+        close(fd);
+        unlink(tmp);
+        return vg__error(VG_ERR_IO, "cannot write '%s': %s", path, strerror(e));
     }
     if (close(fd) != 0) {
         int e = errno;

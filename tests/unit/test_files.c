@@ -91,6 +91,29 @@ VG_TEST(a_full_disk_loses_nothing) {
     CHECK_EQ(entries(g_dir), 1);                /* and the partial one is gone */
 }
 
+/* A report sent to a FIFO (or /dev/null, /dev/stdout) is written into it: renamed over
+ * it, /dev/null became a regular file for every process on the machine. */
+VG_TEST(a_report_to_a_special_file_goes_into_it) {
+    setup_dir();
+    char fifo[256];
+    snprintf(fifo, sizeof fifo, "%s/pipe", g_dir);
+    CHECK(mkfifo(fifo, 0600) == 0);
+    int reader = open(fifo, O_RDONLY | O_NONBLOCK); /* (so that the writer's open returns) */
+    CHECK(reader >= 0);
+    CHECK_VG(vg__write_file(fifo, "{\"errors\":[]}", 13));
+    char buf[64] = {0};
+    CHECK_EQ(read(reader, buf, sizeof buf - 1), 13);
+    CHECK_STREQ(buf, "{\"errors\":[]}");
+    close(reader);
+    struct stat st;
+    CHECK(stat(fifo, &st) == 0 && S_ISFIFO(st.st_mode)); /* still the FIFO */
+    CHECK_EQ(entries(g_dir), 1);                           /* and no temporary file */
+    CHECK_VG(vg__write_file("/dev/null", "x", 1));
+    CHECK(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode));
+    CHECK_EQ(vg__write_file(g_dir, "x", 1), VG_ERR_IO); /* a directory: refused, kept */
+    CHECK_CONTAINS(vg_last_error(), "is a directory");
+}
+
 VG_TEST(an_unwritable_report_does_not_change_the_program) {
     fflush(NULL);
     pid_t pid = fork();
