@@ -71,7 +71,7 @@ static const char *headline(const vg_report_t *r) {
 
 typedef struct launch {
     uint64_t seq;
-    char name[96];     /* a kernel's; a copy's is made from the four below when copied out */
+    char name[160];    /* a kernel's; a copy's is made from the four below when copied out */
     const char *call;  /* a copy: the call that made it (a string that lives forever) */
     unsigned index, count; /* copy `index` of a batch of `count` (1: not a batch) */
     uint64_t bytes;

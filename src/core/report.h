@@ -63,7 +63,7 @@ typedef struct vg_report {
     int kernel_arg;           /* its argument pointing into the allocation, */
     CUstream free_stream;     /* and the stream of the free */
     const char *found;        /* what found it: "when the allocation was freed", ... */
-    char lead[320];           /* a line right under the headline, or "" */
+    char lead[400];           /* a line right under the headline, or "" */
     char detail[4096];        /* extra lines, already formatted (indented, no prefix) */
 } vg_report_t;
 

@@ -104,6 +104,10 @@ static inline void vg__site_account(uint32_t id, int64_t bytes, int64_t count) {
 const char *vg__symbolize(uintptr_t addr);
 /* Symbolize a batch up front (one addr2line run per module). */
 void vg__symbolize_batch(const uintptr_t *addrs, int n);
+/* A kernel's name as a user reads it: a mangled C++ name demangled (when the process has
+ * the C++ runtime) without return type and parameters; any other name as it is. The
+ * result lives as long as the process. */
+const char *vg__kernel_name(const char *name);
 /* Symbolize site s's frames and return how many a stack shows: those above the C
  * library's program start (__libc_start_call_main, __libc_start_main, _start), which
  * name nothing the program wrote. */

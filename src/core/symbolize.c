@@ -351,3 +351,76 @@ const char *vg__symbolize(uintptr_t addr) {
     pthread_mutex_unlock(&g_lock);
     return t ? t : "??";
 }
+
+/* ---------------------------------------------------------------------------------------
+ * Kernel names: the driver gives a C++ kernel's mangled name
+ * (_ZN2at6native29vectorized_elementwise_kernelILi4E...). Demangled with the C++
+ * runtime's __cxa_demangle when the process has one (every C++ program, PyTorch too; a
+ * C program's kernels are rarely C++), then shortened to what a user reads as its name:
+ * no return type, no parameter list. The texts live as long as the process (a list,
+ * reachable for leak checkers), one per kernel a program launches.
+ * ------------------------------------------------------------------------------------- */
+
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+typedef struct kernel_name {
+    struct kernel_name *next;
+    const char *shown; /* (into text, after the mangled name) */
+    char text[];       /* the mangled name, then the shown one */
+} kernel_name_t;
+
+static kernel_name_t *g_kernel_names;
+static pthread_mutex_t g_kernel_names_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Shorten a demangled function name in place: "void f<T>(int, T)" -> "f<T>". */
+static void shorten(char *d) {
+    size_t n = strlen(d);
+    if (n && d[n - 1] == ')') { /* the parameter list: back to its '(' */
+        int depth = 0;
+        for (size_t i = n; i-- > 0;) {
+            depth += d[i] == ')' ? 1 : d[i] == '(' ? -1 : 0;
+            if (depth == 0) {
+                d[i] = '\0';
+                break;
+            }
+        }
+    }
+    if (strncmp(d, "void ", 5) == 0) /* (a template's return type: kernels return void) */
+        memmove(d, d + 5, strlen(d + 5) + 1);
+}
+
+const char *vg__kernel_name(const char *name) {
+    if (!name || strncmp(name, "_Z", 2) != 0)
+        return name;
+    pthread_mutex_lock(&g_kernel_names_lock);
+    for (const kernel_name_t *k = g_kernel_names; k; k = k->next) {
+        if (strcmp(k->text, name) == 0) {
+            pthread_mutex_unlock(&g_kernel_names_lock);
+            return k->shown;
+        }
+    }
+    pthread_mutex_unlock(&g_kernel_names_lock);
+    demangle_fn demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    int status = -1;
+    char *d = demangle ? demangle(name, NULL, NULL, &status) : NULL;
+    if (status != 0 || !d || !*d) {
+        free(d);
+        return name;
+    }
+    shorten(d);
+    size_t m = strlen(name), n = strlen(d);
+    kernel_name_t *k = n ? malloc(sizeof *k + m + n + 2) : NULL;
+    if (!k) {
+        free(d);
+        return name;
+    }
+    memcpy(k->text, name, m + 1);
+    memcpy(k->text + m + 1, d, n + 1);
+    k->shown = k->text + m + 1;
+    free(d);
+    pthread_mutex_lock(&g_kernel_names_lock); /* (two threads may add one name twice) */
+    k->next = g_kernel_names;
+    g_kernel_names = k;
+    pthread_mutex_unlock(&g_kernel_names_lock);
+    return k->shown;
+}

@@ -74,10 +74,10 @@ static void describe_func(CUfunction f, func_info_t *out) {
     const char *n = NULL;
     bool kernel = false; /* a CUkernel cast to CUfunction */
     if (vg__drv_has(cuFuncGetName) && vg__cuFuncGetName(&n, f) == CUDA_SUCCESS && n) {
-        out->name = n; /* owned by the driver, valid while the module is loaded */
+        out->name = vg__kernel_name(n); /* (the driver's text lives while the module does) */
     } else if (vg__drv_has(cuKernelGetName) &&
                vg__cuKernelGetName(&n, (CUkernel)(void *)f) == CUDA_SUCCESS && n) {
-        out->name = n; /* (valid while the library is loaded) */
+        out->name = vg__kernel_name(n); /* (the driver's: while the library is loaded) */
         kernel = true;
     } else {
         size_t size; /* no name (a driver before 12.3): which query knows the parameters? */
@@ -132,7 +132,7 @@ __attribute__((noinline)) static void before_launch(CUfunction f, CUstream strea
         memcpy(&ptrs[n], (const char *)params[info.index[i]] + info.byte[i], sizeof ptrs[0]);
         where[n++] = VG_ARG_WHERE(info.index[i], info.byte[i]);
     }
-    char captured_name[96];
+    char captured_name[200];
     const char *name = info.name;
     bool captured = vg__stream_capturing(stream);
     if (captured) { /* it runs at each launch of the graph (A7) */

@@ -6,9 +6,11 @@
  * cache is emptied the driver has every byte back. Stop at the first N the sequence
  * finishes without reaching.
  */
+#include <dlfcn.h>
 #include <string.h>
 
 #include "vgtest.h"
+#include "core/sites.h" /* vg__kernel_name */
 
 static int sequence(CUstream s) {
     void *a = NULL, *b = NULL, *c = NULL;
@@ -102,4 +104,22 @@ VG_TEST(every_driver_call_may_run_out_of_memory_in_guard_mode_under_a_limit) {
 VG_TEST(every_driver_call_may_fail_in_guard_mode_deferred) {
     vgt_init("mode=guard,guard_defer=on");
     fault_loop(CUDA_ERROR_UNKNOWN);
+}
+
+/* The driver names a C++ kernel by its mangled name; reports show what a user reads as its
+ * name (PyTorch's kernels read _ZN2at6native29vectorized_elementwise_kernel... on the
+ * H100). Without the C++ runtime in the process, or for a C name, the name is kept. */
+VG_TEST(kernel_names_are_demangled_and_shortened) {
+    const char *mangled = "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_10MulFunctorIfEE"
+                          "St5arrayIPcLm2EEEEviT0_T1_";
+    CHECK_STREQ(vg__kernel_name("ex_fill"), "ex_fill");
+    CHECK(vg__kernel_name(NULL) == NULL);
+    if (!dlsym(RTLD_DEFAULT, "__cxa_demangle")) /* (a C program: no C++ runtime loaded) */
+        CHECK(vg__kernel_name(mangled) == mangled);
+    CHECK(dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL) != NULL);
+    const char *shown = vg__kernel_name(mangled);
+    CHECK_STREQ(shown, "at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>, "
+                       "std::array<char*, 2ul> >");
+    CHECK(vg__kernel_name(mangled) == shown); /* (one text per kernel) */
+    CHECK(vg__kernel_name("_Znot a name") != NULL);
 }
