@@ -289,6 +289,17 @@ static void *watchdog_main(void *arg) {
     return NULL;
 }
 
+/* Stop the watchdog started as thread t; did it fire (the test waited 5 s)? */
+static int watchdog_stop(watchdog_t *w, pthread_t t) {
+    pthread_mutex_lock(&w->m);
+    w->done = 1;
+    int fired = w->fired;
+    pthread_cond_signal(&w->c);
+    pthread_mutex_unlock(&w->m);
+    pthread_join(t, NULL);
+    return fired;
+}
+
 VG_TEST(a_stream_synchronisation_checks_without_waiting_for_a_held_stream) {
     /* CUDA returns a stream's synchronisation once that stream's work is done, whatever
      * other streams wait for. Guard mode's check there must not wait for them: a stream the
@@ -311,13 +322,7 @@ VG_TEST(a_stream_synchronisation_checks_without_waiting_for_a_held_stream) {
     pthread_t t;
     CHECK(pthread_create(&t, NULL, watchdog_main, &w) == 0);
     vg_status_t st = vg_stream_synchronized(a);
-    pthread_mutex_lock(&w.m);
-    w.done = 1;
-    int fired = w.fired;
-    pthread_cond_signal(&w.c);
-    pthread_mutex_unlock(&w.m);
-    pthread_join(t, NULL);
-    CHECK_MSG(!fired, "the synchronisation of a waited for the held stream");
+    CHECK_MSG(!watchdog_stop(&w, t), "the synchronisation of a waited for the held stream");
     CHECK_EQ(st, VG_ERR_MEMORY_ERRORS); /* p's overrun: a has completed */
     CHECK_EQ(vg_error_count(), 1);
     CHECK_CU(vg__cuCtxSynchronize());
@@ -343,13 +348,7 @@ VG_TEST(a_synchronous_allocation_waits_for_its_fill_alone) {
     vg__guard_sync_call(true); /* (what the interposer's cuMemAlloc does) */
     vg_status_t st = vg__malloc_synchronous(&p, 4000, false);
     vg__guard_sync_call(false);
-    pthread_mutex_lock(&w.m);
-    w.done = 1;
-    int fired = w.fired;
-    pthread_cond_signal(&w.c);
-    pthread_mutex_unlock(&w.m);
-    pthread_join(t, NULL);
-    CHECK_MSG(!fired, "cuMemAlloc waited for the program's held stream");
+    CHECK_MSG(!watchdog_stop(&w, t), "cuMemAlloc waited for the program's held stream");
     CHECK_VG(st);
     CHECK_CU(vg__cuCtxSynchronize());
     poke((char *)p + 4000, 8, 0x55); /* the fill had completed: the overrun is seen */
