@@ -704,8 +704,9 @@ VG_TEST(growth_over_steps_is_reported_once) {
  * are several sites, as in any memory checker). */
 __attribute__((noinline)) static void alloc_2mib(void **p) { vg_malloc(p, 2 << 20, NULL); }
 
-/* Leaks are reported at exit: run the program in a child and read its JSON report. */
-VG_TEST(leaks_at_exit_grouped_by_site_largest_first) {
+/* Leaks are reported at exit: run `body` in a child with guard mode and `options`, and
+ * read its JSON reports into buf. */
+static void reports_of_child(const char *options, void (*body)(void), char *buf, size_t size) {
     char path[] = "/tmp/vg-leaks-XXXXXX";
     int fd = mkstemp(path);
     CHECK(fd >= 0);
@@ -713,12 +714,9 @@ VG_TEST(leaks_at_exit_grouped_by_site_largest_first) {
     pid_t pid = fork();
     if (pid == 0) {
         char opts[256];
-        snprintf(opts, sizeof opts, "report_json=%s", path);
+        snprintf(opts, sizeof opts, "report_json=%s%s%s", path, *options ? "," : "", options);
         guard_init(opts);
-        void *a, *b[3];
-        vg_malloc(&a, 1000, NULL);                 /* site 1: 1000 bytes */
-        for (int i = 0; i < 3; i++)
-            alloc_2mib(&b[i]);                     /* site 2: 6 MiB */
+        body();
         exit(0);
     }
     int status;
@@ -726,11 +724,22 @@ VG_TEST(leaks_at_exit_grouped_by_site_largest_first) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     FILE *f = fopen(path, "r");
     CHECK(f != NULL);
-    char buf[1 << 15];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    size_t n = fread(buf, 1, size - 1, f);
     fclose(f);
     unlink(path);
     buf[n] = '\0';
+}
+
+static void leak_from_two_sites(void) {
+    void *a, *b[3];
+    vg_malloc(&a, 1000, NULL); /* site 1: 1000 bytes */
+    for (int i = 0; i < 3; i++)
+        alloc_2mib(&b[i]);     /* site 2: 6 MiB */
+}
+
+VG_TEST(leaks_at_exit_grouped_by_site_largest_first) {
+    static char buf[1 << 15];
+    reports_of_child("", leak_from_two_sites, buf, sizeof buf);
     const char *first = strstr(buf, "\"kind\":\"leak\"");
     CHECK(first != NULL);
     CHECK_CONTAINS(first, "\"bytes\":6291456,\"count\":3");
@@ -745,32 +754,11 @@ __attribute__((noinline)) void vgt_CUDACachingAllocator_malloc(void **p) {
     __asm__ volatile(""); /* (not a tail call: this frame stays on the stack) */
 }
 
-/* The JSON reports of a child that leaks 1000 bytes of its own and 2 MiB through a
- * caching allocator, with `leaks` as given. */
-static void leaks_of_child(const char *leaks, char *buf, size_t size) {
-    char path[] = "/tmp/vg-leaks-XXXXXX";
-    int fd = mkstemp(path);
-    CHECK(fd >= 0);
-    close(fd);
-    pid_t pid = fork();
-    if (pid == 0) {
-        char opts[256];
-        snprintf(opts, sizeof opts, "report_json=%s,leaks=%s", path, leaks);
-        guard_init(opts);
-        void *a, *cached;
-        vg_malloc(&a, 1000, NULL);
-        vgt_CUDACachingAllocator_malloc(&cached);
-        exit(0);
-    }
-    int status;
-    waitpid(pid, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    size_t n = fread(buf, 1, size - 1, f);
-    fclose(f);
-    unlink(path);
-    buf[n] = '\0';
+/* 1000 bytes of the program's own, and 2 MiB through a caching allocator. */
+static void leak_own_and_cached(void) {
+    void *a, *cached;
+    vg_malloc(&a, 1000, NULL);
+    vgt_CUDACachingAllocator_malloc(&cached);
 }
 
 VG_TEST(memory_a_caching_allocator_holds_at_exit_is_not_a_leak) {
@@ -778,12 +766,12 @@ VG_TEST(memory_a_caching_allocator_holds_at_exit_is_not_a_leak) {
      * cudaMalloc'd segments are live at exit, and listing them as leaks buries the real
      * ones (the H100 run of 2026-11-24). leaks=on lists them too. */
     static char buf[1 << 15];
-    leaks_of_child("auto", buf, sizeof buf);
+    reports_of_child("leaks=auto", leak_own_and_cached, buf, sizeof buf);
     const char *first = strstr(buf, "\"kind\":\"leak\"");
     CHECK(first != NULL);
     CHECK_CONTAINS(first, "\"bytes\":1000,\"count\":1");
     CHECK(strstr(first + 1, "\"kind\":\"leak\"") == NULL);
-    leaks_of_child("on", buf, sizeof buf);
+    reports_of_child("leaks=on", leak_own_and_cached, buf, sizeof buf);
     CHECK_CONTAINS(buf, "\"bytes\":2097152,\"count\":1");
     CHECK_CONTAINS(buf, "\"bytes\":1000,\"count\":1");
 }
