@@ -63,6 +63,12 @@ static sim_func_t *function(CUfunction f) {
     return fn && fn->kind == SIM_FUNCTION ? fn : NULL;
 }
 
+/* A library's kernel, which the cuKernel* calls take, or NULL. */
+static sim_func_t *kernel_of(CUkernel k) {
+    sim_func_t *fn = (sim_func_t *)k;
+    return fn && fn->kind == SIM_KERNEL ? fn : NULL;
+}
+
 VGSIM_API int vgsim_register_kernel(const char *name, vgsim_kernel_fn fn) {
     if (!name || !fn || strlen(name) >= MAX_NAME)
         return -1;
@@ -279,10 +285,10 @@ VGSIM_API CUresult cuKernelGetFunction(CUfunction *func, CUkernel kernel) {
     CUresult r = sim_ctx_check(&c);
     if (r != CUDA_SUCCESS)
         return r;
-    sim_func_t *k = (sim_func_t *)kernel;
+    sim_func_t *k = kernel_of(kernel);
     if (!func)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!k || k->kind != SIM_KERNEL)
+    if (!k)
         return CUDA_ERROR_INVALID_HANDLE;
     *func = (CUfunction)k->function;
     return CUDA_SUCCESS;
@@ -318,17 +324,18 @@ VGSIM_API CUresult cuModuleGetFunction(CUfunction *func, CUmodule module, const 
 VGSIM_API CUresult cuFuncGetName(const char **name, CUfunction func) {
     if (!name || !func)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!function(func))
+    const sim_func_t *f = function(func);
+    if (!f)
         return CUDA_ERROR_INVALID_HANDLE;
-    *name = ((sim_func_t *)func)->name;
+    *name = f->name;
     return CUDA_SUCCESS;
 }
 
 VGSIM_API CUresult cuKernelGetName(const char **name, CUkernel kernel) {
-    sim_func_t *k = (sim_func_t *)kernel;
-    if (!name || !k)
+    if (!name || !kernel)
         return CUDA_ERROR_INVALID_VALUE;
-    if (k->kind != SIM_KERNEL)
+    const sim_func_t *k = kernel_of(kernel);
+    if (!k)
         return CUDA_ERROR_INVALID_HANDLE;
     *name = k->name;
     return CUDA_SUCCESS;
@@ -353,18 +360,17 @@ VGSIM_API CUresult cuFuncGetParamInfo(CUfunction func, size_t index, size_t *off
                                       size_t *size) {
     if (!func)
         return CUDA_ERROR_INVALID_VALUE;
-    return function(func) ? param_info(function(func), index, offset, size)
-                          : CUDA_ERROR_INVALID_HANDLE;
+    const sim_func_t *f = function(func);
+    return f ? param_info(f, index, offset, size) : CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* CUDA 12.4's cuKernelGetParamInfo: the same for a library's kernel. */
 VGSIM_API CUresult cuKernelGetParamInfo(CUkernel kernel, size_t index, size_t *offset,
                                         size_t *size) {
-    const sim_func_t *k = (const sim_func_t *)kernel;
-    if (!k)
+    if (!kernel)
         return CUDA_ERROR_INVALID_VALUE;
-    return k->kind == SIM_KERNEL ? param_info(k, index, offset, size)
-                                 : CUDA_ERROR_INVALID_HANDLE;
+    const sim_func_t *k = kernel_of(kernel);
+    return k ? param_info(k, index, offset, size) : CUDA_ERROR_INVALID_HANDLE;
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -145,9 +145,7 @@ static pyframe_t *line_entry(uint32_t id) {
     return (pyframe_t *)atomic_load_explicit(&g_lines.slot[id - 1], memory_order_acquire);
 }
 
-static void *lookup(const char *name) {
-    return vg__real_dlsym ? vg__real_dlsym(RTLD_DEFAULT, name) : dlsym(RTLD_DEFAULT, name);
-}
+static void *lookup(const char *name) { return vg__dlsym(RTLD_DEFAULT, name); }
 
 void vg__pyframes_init(void) {
 #define PY(field, name) *(void **)&py.field = lookup(name)

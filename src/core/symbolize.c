@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../driver/driver.h"
 #include "common.h"
 #include "pyframes.h"
 #include "sites.h"
@@ -365,9 +366,10 @@ typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
 typedef struct kernel_name {
     struct kernel_name *next;
-    const char *shown; /* (into text, after the mangled name) */
-    char text[];       /* the mangled name, then the shown one */
+    char text[]; /* the mangled name, then the shown one */
 } kernel_name_t;
+
+static const char *shown(const kernel_name_t *k) { return k->text + strlen(k->text) + 1; }
 
 static kernel_name_t *g_kernel_names;
 static pthread_mutex_t g_kernel_names_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -396,11 +398,11 @@ const char *vg__kernel_name(const char *name) {
     for (const kernel_name_t *k = g_kernel_names; k; k = k->next) {
         if (strcmp(k->text, name) == 0) {
             pthread_mutex_unlock(&g_kernel_names_lock);
-            return k->shown;
+            return shown(k);
         }
     }
     pthread_mutex_unlock(&g_kernel_names_lock);
-    demangle_fn demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    demangle_fn demangle = (demangle_fn)vg__dlsym(RTLD_DEFAULT, "__cxa_demangle");
     int status = -1;
     char *d = demangle ? demangle(name, NULL, NULL, &status) : NULL;
     if (status != 0 || !d || !*d) {
@@ -416,11 +418,10 @@ const char *vg__kernel_name(const char *name) {
     }
     memcpy(k->text, name, m + 1);
     memcpy(k->text + m + 1, d, n + 1);
-    k->shown = k->text + m + 1;
     free(d);
     pthread_mutex_lock(&g_kernel_names_lock); /* (two threads may add one name twice) */
     k->next = g_kernel_names;
     g_kernel_names = k;
     pthread_mutex_unlock(&g_kernel_names_lock);
-    return k->shown;
+    return shown(k);
 }

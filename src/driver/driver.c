@@ -86,7 +86,7 @@ CUresult vg__fault_fire(void) {
  * Loading
  * ------------------------------------------------------------------------------------- */
 
-static void *sym(void *h, const char *name) {
+void *vg__dlsym(void *h, const char *name) {
     return vg__real_dlsym ? vg__real_dlsym(h, name) : dlsym(h, name);
 }
 
@@ -111,7 +111,7 @@ static vg_status_t load_locked(const char *path) {
 #define VG_OPT 0
 #define VG_X(api, symbol, need, params, args)                                               \
     {                                                                                       \
-        void *fn = sym(h, #symbol);                                                         \
+        void *fn = vg__dlsym(h, #symbol);                                                         \
         *(void **)&d.api = fn;                                                              \
         if (!fn && VG_##need && !missing)                                                   \
             missing = #symbol;                                                              \
@@ -131,7 +131,7 @@ static vg_status_t load_locked(const char *path) {
     }
     d.handle = h;
     snprintf(d.path, sizeof d.path, "%s", path);
-    d.is_vgsim = sym(h, "vgsim_version") != NULL;
+    d.is_vgsim = vg__dlsym(h, "vgsim_version") != NULL;
     CUresult r = d.cuInit(0);
     if (r != CUDA_SUCCESS) {
         snprintf(g_load_error, sizeof g_load_error,

@@ -46,6 +46,9 @@ vg_status_t vg__driver_load(const char *path);
  * then uses (so it always sees the real driver's functions). */
 extern void *(*vg__real_dlsym)(void *, const char *);
 
+/* dlsym, past the interposer's own (every lookup vramguard makes for itself). */
+void *vg__dlsym(void *handle, const char *name);
+
 /* True once the driver is loaded. */
 bool vg__driver_loaded(void);
 

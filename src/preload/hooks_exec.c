@@ -74,10 +74,10 @@ static void describe_func(CUfunction f, func_info_t *out) {
     const char *n = NULL;
     bool kernel = false; /* a CUkernel cast to CUfunction */
     if (vg__drv_has(cuFuncGetName) && vg__cuFuncGetName(&n, f) == CUDA_SUCCESS && n) {
-        out->name = vg__kernel_name(n); /* (the driver's text lives while the module does) */
+        out->name = vg__kernel_name(n); /* (the driver's text, or vramguard's copy) */
     } else if (vg__drv_has(cuKernelGetName) &&
                vg__cuKernelGetName(&n, (CUkernel)(void *)f) == CUDA_SUCCESS && n) {
-        out->name = vg__kernel_name(n); /* (the driver's: while the library is loaded) */
+        out->name = vg__kernel_name(n);
         kernel = true;
     } else {
         size_t size; /* no name (a driver before 12.3): which query knows the parameters? */
