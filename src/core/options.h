@@ -102,7 +102,8 @@
       "JSON and the summary are written, then abort() (a debugger or core dump shows the "   \
       "host there), or exit with error_exitcode when it is set")                            \
     X(leaks, ENUM, "auto", "auto|on|off",                                                   \
-      "report allocations still live at exit (auto: in guard mode)")                        \
+      "report allocations still live at exit (auto: in guard mode, less what a caching "    \
+      "allocator such as PyTorch's holds: one line says how much)")                         \
     X(growth_steps, INT, "5", "0..1000000",                                                 \
       "report a site whose live bytes grew at each of this many vg_step() calls (0: off)")
 
