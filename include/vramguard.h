@@ -85,6 +85,14 @@ VG_API const char *vg_last_error(void);
  * VG_ERR_INVALID_OPTION with vg_last_error() naming the key. */
 VG_API vg_status_t vg_init(const char *options);
 
+/* Check an options string in the same syntax without applying it and without
+ * initialising vramguard: every key and value, the suppressions file it names (read and
+ * parsed), and that each file it names for output (log, report, report_json, snapshot,
+ * trace) can be created. VG_OK (also for NULL), or VG_ERR_INVALID_OPTION with
+ * vg_last_error() naming the key and the value. `vramguard run` checks each source of
+ * options this way before it starts a program. */
+VG_API vg_status_t vg_options_check(const char *options);
+
 /* Write every option with its value and where the value came from (default,
  * VRAMGUARD_OPTIONS, vg_init) to the log. verbose=1 does this at initialisation. */
 VG_API void vg_print_options(void);

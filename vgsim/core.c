@@ -546,6 +546,31 @@ VGSIM_API CUresult cuGetErrorString(CUresult error, const char **str) {
     }
 }
 
+/* The CUDA runtime (libcudart, linked statically by default or shared) reaches the
+ * driver's private interfaces through cuGetExportTable at its first call. Their contents
+ * are undocumented, so vgsim cannot provide them, and a runtime refused them reports
+ * "API call is not supported in the installed CUDA driver" from every call while the
+ * program goes on as if it had run. Better to stop at once and say why: with a message
+ * and exit status 125 (as `git bisect run` means "cannot be tested here"), the program's
+ * own output so far flushed, and no exit handlers (nothing ran worth summarising). */
+#define VGSIM_EXIT_UNSUPPORTED 125
+
+VGSIM_API CUresult cuGetExportTable(const void **table, const void *id /* a CUuuid */) {
+    (void)table;
+    (void)id;
+    fflush(NULL);
+    char exe[512];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    const char *base = strrchr(exe, '/');
+    dprintf(2, "vgsim: %s uses the CUDA runtime (cudaMalloc, <<<...>>>: libcudart), which vgsim "
+               "cannot run: vgsim implements the CUDA driver API (cuMemAlloc, cuLaunchKernel) "
+               "only. Run it on a machine with an NVIDIA GPU, without --sim; examples/ shows "
+               "driver-API programs that run on both (exit status %d)\n",
+            base ? base + 1 : (n > 0 ? exe : "this program"), VGSIM_EXIT_UNSUPPORTED);
+    _exit(VGSIM_EXIT_UNSUPPORTED);
+}
+
 typedef struct proc_entry {
     const char *api;
     void *fn;
@@ -594,6 +619,8 @@ VGSIM_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaV
         *pfn = (void *)cuCtxGetDevice_v2;
     } else if (cudaVersion >= 13000 && strcmp(symbol, "cuCtxSynchronize") == 0) {
         *pfn = (void *)cuCtxSynchronize_v2;
+    } else if (strcmp(symbol, "cuGetExportTable") == 0) {
+        *pfn = (void *)cuGetExportTable;
     } else {
         for (size_t i = 0; i < sizeof g_procs / sizeof g_procs[0]; i++) {
             if (strcmp(g_procs[i].api, symbol) == 0) {

@@ -79,6 +79,27 @@ def _interpreter_flags():
         return []
 
 
+def _options_problem(opts, mode, environ=os.environ):
+    """Why the options from the environment or the command line would stop vramguard, or
+    None: every source is checked before the script starts, so that a misspelt option
+    never lets it run unguarded."""
+    env = environ.get("VRAMGUARD_OPTIONS", "")
+    try:
+        if env.strip():
+            problem = _lib.options_problem(env)
+            if problem:
+                return problem + " (in VRAMGUARD_OPTIONS)"
+        library = {k: v for k, v in opts.items() if k != "auto_step"}  # (enable()'s own)
+        try:
+            given = vramguard.options_string(mode, **library)
+        except ValueError as e:
+            return "%s (on the command line)" % e
+        problem = _lib.options_problem(given) if given else None
+        return problem + " (on the command line)" if problem else None
+    except vramguard.VramguardError as e:  # (no library: enable() would fail the same way)
+        return str(e)
+
+
 def main(argv):
     if argv[:1] in (["help"], ["--help"], ["-h"]):
         sys.stdout.write(__doc__.strip() + "\n")
@@ -89,7 +110,11 @@ def main(argv):
             return 0
         from vramguard import _convert
         return _convert.main(argv[1:], sys.stdout, sys.stderr)
-    if len(argv) < 2 or argv[0] != "run":
+    if argv and argv[0] != "run":
+        sys.stderr.write("vramguard: unknown command '%s' (python -m vramguard help lists "
+                         "them)\n" % argv[0])
+        return 2
+    if len(argv) < 2:
         sys.stderr.write(__doc__.strip() + "\n")
         return 2
     opts, rest = _parse(argv[1:])
@@ -105,10 +130,15 @@ def main(argv):
         return 2
     follow = vramguard._truthy(opts.pop("follow_children", "0"))
     mode = opts.pop("mode", None)  # (None: VRAMGUARD_OPTIONS's, else fast)
+    interpose = opts.pop("interpose", None)
+    problem = _options_problem(opts, mode)
+    if problem:
+        sys.stderr.write("vramguard: %s; the script was not started\n" % problem)
+        return 2
     try:
         cmd, note = _interposer_command(
             argv, opts, mode or vramguard._env_options().get("mode") or "fast",
-            interpose=opts.pop("interpose", None), follow=follow)
+            interpose=interpose, follow=follow)
     except ValueError as e:
         sys.stderr.write("vramguard: %s\n" % e)
         return 2

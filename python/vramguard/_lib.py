@@ -98,6 +98,7 @@ def lib():
     if _lib is None:
         l = ctypes.CDLL(path(), mode=ctypes.RTLD_GLOBAL)
         l.vg_init.argtypes = [ctypes.c_char_p]
+        l.vg_options_check.argtypes = [ctypes.c_char_p]
         l.vg_strerror.restype = ctypes.c_char_p
         l.vg_strerror.argtypes = [ctypes.c_int]
         l.vg_last_error.restype = ctypes.c_char_p
@@ -124,6 +125,14 @@ def lib():
 def check(status, what):
     if status != 0:
         raise VramguardError("%s: %s" % (what, lib().vg_last_error().decode(errors="replace")))
+
+
+def options_problem(option_string):
+    """Why this options string would stop vramguard (a bad key or value, a bad
+    suppressions file, an output file that cannot be created), or None."""
+    if lib().vg_options_check(option_string.encode()) == 0:
+        return None
+    return lib().vg_last_error().decode(errors="replace")
 
 
 def take_string(ptr):

@@ -3,9 +3,17 @@
  * libvramguard_preload.so), on the GPU or, with --sim, on vgsim. The options go to the
  * program through VRAMGUARD_OPTIONS (over any already set there). The exit status is the
  * program's (or error_exitcode when errors were found, which the injected library sets);
- * a program killed by a signal gives 128 + the signal, as a shell does. */
+ * a program killed by a signal gives 128 + the signal, as a shell does.
+ *
+ * A run the user asked to be checked is never run unchecked: every option from every
+ * source (VRAMGUARD_OPTIONS, the command line) is validated before the program starts,
+ * and so is the driver (without --sim); any problem stops the run with exit status 2
+ * before the program starts. VRAMGUARD_REQUIRED=1 tells the injected library the same:
+ * should it still fail to start inside the program, it stops the program there rather
+ * than let it run unguarded (resolve.c). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "../core/options.h"
 
 static volatile pid_t g_child;
 
@@ -64,6 +73,28 @@ static void prepend_env(const char *name, const char *value) {
     free(v);
 }
 
+/* Without --sim: can the driver the options name be loaded at all? (Loaded and closed,
+ * not initialised: the program's vramguard initialises it.) */
+static bool driver_present(const char *opts) {
+    vg_options_t o;
+    if (vg__options_parse(opts, &o) != VG_OK)
+        return true; /* (validated before: cannot happen) */
+    const char *path = o.driver[0] ? o.driver : "libcuda.so.1";
+    dlerror();
+    void *h = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+    if (h) {
+        dlclose(h);
+        return true;
+    }
+    const char *why = dlerror();
+    cli_error("no CUDA driver found: cannot load %s (%s). This machine has no NVIDIA driver, "
+              "or it is not on the library path; 'vramguard run --sim -- PROGRAM' runs a "
+              "program that calls the CUDA driver API on vgsim, vramguard's CPU simulation "
+              "of a GPU. The program was not started",
+              path, why ? why : "unknown reason");
+    return false;
+}
+
 int cmd_run(int argc, char **argv) {
     cli_args_t a;
     int exit_code;
@@ -86,6 +117,10 @@ int cmd_run(int argc, char **argv) {
     /* Options: the environment's, then the command line's (later keys win). */
     char opts[sizeof a.options + PATH_MAX + 64] = "";
     const char *env = getenv("VRAMGUARD_OPTIONS");
+    if (env && *env && vg__options_validate(env) != VG_OK) {
+        cli_error("%s (in VRAMGUARD_OPTIONS); the program was not started", vg_last_error());
+        return CLI_USAGE;
+    }
     size_t used = 0;
     if (env && *env)
         used += (size_t)snprintf(opts + used, sizeof opts - used, "%s", env);
@@ -101,7 +136,10 @@ int cmd_run(int argc, char **argv) {
     }
     if (a.options[0])
         snprintf(opts + used, sizeof opts - used, "%s%s", used ? "," : "", a.options);
+    if (!sim && !driver_present(opts))
+        return CLI_USAGE;
     setenv("VRAMGUARD_OPTIONS", opts, 1);
+    setenv("VRAMGUARD_REQUIRED", "1", 1);
     prepend_env("LD_PRELOAD", preload);
     if (follow)
         setenv("VRAMGUARD_FOLLOW_CHILDREN", "1", 1);

@@ -131,7 +131,8 @@ bool cli_parse(int argc, char **argv, const cli_verb_t *verb, cli_args_t *out, i
         return false;
     }
     if (olen && vg__options_validate(out->options) != VG_OK) {
-        cli_error("%s", vg_last_error());
+        cli_error("%s (on the command line)%s", vg_last_error(),
+                  strcmp(verb->name, "run") == 0 ? "; the program was not started" : "");
         return false;
     }
     return true;

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "../util/parse_size.h"
@@ -21,7 +23,7 @@
 vg_options_t vg__opt;
 static vg_opt_source_t g_source[64];
 
-enum { VG_T_STR, VG_T_BOOL, VG_T_SIZE, VG_T_INT, VG_T_ENUM, VG_T_LIMIT };
+enum { VG_T_STR, VG_T_PATH, VG_T_BOOL, VG_T_SIZE, VG_T_INT, VG_T_ENUM, VG_T_LIMIT };
 
 typedef struct opt_desc {
     const char *key, *type_name, *def, *allowed, *help;
@@ -137,6 +139,7 @@ static bool parse_value(const opt_desc_t *d, const char *val, vg_options_t *o) {
     void *field = (char *)o + d->offset;
     switch (d->type) {
     case VG_T_STR:
+    case VG_T_PATH:
         if (strlen(val) >= VG_OPT_STR_MAX)
             return false;
         strcpy((char *)field, val);
@@ -218,12 +221,17 @@ static vg_status_t parse_into(const char *str, vg_opt_source_t tag, vg_options_t
     return VG_OK;
 }
 
-static void set_defaults(void) {
+static void set_defaults_into(vg_options_t *o) {
     for (int i = 0; i < N_OPTS; i++) {
-        bool ok = parse_value(&g_desc[i], g_desc[i].def, &vg__opt);
+        bool ok = parse_value(&g_desc[i], g_desc[i].def, o);
         (void)ok; /* defaults are compile-time constants, checked by the options test */
-        g_source[i] = VG_SRC_DEFAULT;
     }
+}
+
+static void set_defaults(void) {
+    set_defaults_into(&vg__opt);
+    for (int i = 0; i < N_OPTS; i++)
+        g_source[i] = VG_SRC_DEFAULT;
 }
 
 vg_status_t vg__options_load_env(void) {
@@ -251,13 +259,61 @@ vg_status_t vg__options_apply(const char *str, vg_opt_source_t tag) {
     return VG_OK;
 }
 
-vg_status_t vg__options_validate(const char *str) {
-    vg_options_t tmp = vg__opt;
+/* An output file named by option d can be created: "" (none) or a path whose folder
+ * exists and is writable, and which is not itself a folder. Special files (/dev/null, a
+ * FIFO) are written into as they are (files.c). */
+static vg_status_t check_output_path(const opt_desc_t *d, const char *pattern) {
+    char path[VG_OPT_STR_MAX + 64], dir[VG_OPT_STR_MAX + 64];
+    if (!*pattern)
+        return VG_OK;
+    if (!vg__expand_path(pattern, path, sizeof path))
+        return vg__error(VG_ERR_INVALID_OPTION, "option %s=%s: the path is too long", d->key,
+                         pattern);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return vg__error(VG_ERR_INVALID_OPTION, "option %s=%s: that is a folder, not a file",
+                         d->key, pattern);
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return vg__error(VG_ERR_INVALID_OPTION,
+                         "option %s=%s: cannot create the file: the folder '%s' does not exist",
+                         d->key, pattern, dir);
+    if (access(dir, W_OK | X_OK) != 0 && !(stat(path, &st) == 0 && access(path, W_OK) == 0))
+        return vg__error(VG_ERR_INVALID_OPTION,
+                         "option %s=%s: cannot create the file: the folder '%s' is not writable",
+                         d->key, pattern, dir);
+    return VG_OK;
+}
+
+vg_status_t vg__options_parse(const char *str, vg_options_t *out) {
+    set_defaults_into(out);
     vg_opt_source_t src[64];
+    return str ? parse_into(str, VG_SRC_CLI, out, src) : VG_OK;
+}
+
+vg_status_t vg__options_validate(const char *str) {
+    vg_options_t tmp;
+    set_defaults_into(&tmp);
+    vg_opt_source_t src[64];
+    memset(src, 0, sizeof src);
     vg_status_t st = parse_into(str, VG_SRC_CLI, &tmp, src);
     if (st == VG_OK) /* (a program is not started with a file that would stop vramguard) */
         st = vg__suppressions_check(tmp.suppressions);
+    for (int i = 0; st == VG_OK && i < N_OPTS; i++)
+        if (g_desc[i].type == VG_T_PATH && src[i] == VG_SRC_CLI)
+            st = check_output_path(&g_desc[i], (const char *)&tmp + g_desc[i].offset);
     return st;
+}
+
+VG_API vg_status_t vg_options_check(const char *options) {
+    return options ? vg__options_validate(options) : VG_OK;
 }
 
 int vg__options_count(void) { return N_OPTS; }
@@ -275,7 +331,8 @@ const char *vg__option_value(int i, char *out, size_t n) {
     const opt_desc_t *d = &g_desc[i];
     const void *field = (const char *)&vg__opt + d->offset;
     switch (d->type) {
-    case VG_T_STR: snprintf(out, n, "%s", (const char *)field); break;
+    case VG_T_STR:
+    case VG_T_PATH: snprintf(out, n, "%s", (const char *)field); break;
     case VG_T_BOOL: snprintf(out, n, "%d", *(const bool *)field ? 1 : 0); break;
     case VG_T_SIZE: snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;
     case VG_T_INT: snprintf(out, n, "%ld", *(const long *)field); break;

@@ -6,7 +6,9 @@
  *   SIZE   bytes with an optional binary suffix: 512, 64K, 16M, 15G, 1T (KB/KiB/... too),
  *          within the range in the `allowed` column when there is one ("16..1M")
  *   INT    a decimal integer in [min, max]
- *   STR    free text (a path); "" allowed where the default is ""
+ *   STR    free text (a path to read); "" allowed where the default is ""
+ *   PATH   a file vramguard writes (%p: pid, %r: rank); "" = none. vg__options_validate
+ *          also checks that it can be created (its folder exists and is writable)
  *   ENUM   one of the words in the `allowed` column
  *   LIMIT  a SIZE, or a fraction of the device's memory in (0, 1] such as 0.2; 0 = none
  *
@@ -30,7 +32,7 @@
     X(verbose, BOOL, "0", "",                                                                \
       "print every option and where its value came from, the driver and each device as "   \
       "vramguard sets it up, and each device's peak memory and counts at exit")            \
-    X(log, STR, "", "", "file for vramguard's messages (default: standard error)")           \
+    X(log, PATH, "", "", "file for vramguard's messages (default: standard error)")           \
     X(limit, LIMIT, "0", "",                                                                 \
       "cap on device memory per device: bytes (15G) or a fraction (0.2); 0 = none")          \
     X(vmm, ENUM, "auto", "auto|on|off",                                                      \
@@ -51,8 +53,8 @@
     X(unwind, ENUM, "fp", "fp|full",                                                         \
       "stack capture: fp (frame pointers, ~1 ns a frame) or full (unwind tables: complete "  \
       "stacks through code without frame pointers, ~1 us an allocation)")                   \
-    X(trace, STR, "", "", "record every allocation and free to this file (RMM CSV format)")    \
-    X(snapshot, STR, "", "",                                                                 \
+    X(trace, PATH, "", "", "record every allocation and free to this file (RMM CSV format)")    \
+    X(snapshot, PATH, "", "",                                                                 \
       "write a snapshot (JSON) to this file at exit, at the first OOM and the first error; "    \
       "%p pid, %r rank")                                                                    \
     X(snapshot_events, INT, "-1", "-1..100000000",                                          \
@@ -88,8 +90,8 @@
     X(check_sync, BOOL, "1", "",                                                            \
       "guard: check every allocation at each synchronisation vramguard sees (at a stream " \
       "synchronisation, those of streams whose work has completed)")                        \
-    X(report, STR, "", "", "file for error reports (default: the log); %p pid, %r rank")    \
-    X(report_json, STR, "", "",                                                             \
+    X(report, PATH, "", "", "file for error reports (default: the log); %p pid, %r rank")    \
+    X(report_json, PATH, "", "",                                                             \
       "write the reports as JSON to this file at exit; %p pid, %r rank")                     \
     X(suppressions, STR, "", "",                                                            \
       "file of reports not to show, one KIND:PATTERN per line (leak:libfoo.so, "             \
@@ -124,12 +126,14 @@ typedef struct vg_limit {
 #define VG_OPT_STR_MAX 1024
 
 #define VG_OPT_CTYPE_STR char
+#define VG_OPT_CTYPE_PATH char
 #define VG_OPT_CTYPE_BOOL bool
 #define VG_OPT_CTYPE_SIZE uint64_t
 #define VG_OPT_CTYPE_INT long
 #define VG_OPT_CTYPE_ENUM int
 #define VG_OPT_CTYPE_LIMIT vg_limit_t
 #define VG_OPT_DIM_STR [VG_OPT_STR_MAX]
+#define VG_OPT_DIM_PATH [VG_OPT_STR_MAX]
 #define VG_OPT_DIM_BOOL
 #define VG_OPT_DIM_SIZE
 #define VG_OPT_DIM_INT
@@ -158,8 +162,14 @@ vg_status_t vg__options_load_env(void);
 /* Apply a string over the current values, tagging each key with `src`. On error nothing
  * is applied and vg_last_error() names the key and value. */
 vg_status_t vg__options_apply(const char *str, vg_opt_source_t src);
-/* Check a string without applying it (for the CLI). */
+/* Check a string without applying it, as `vramguard run` does for each source before it
+ * starts a program: every key and value, the suppressions file it names (parsed), and
+ * each PATH it names (its folder exists and is writable, and it is not a folder). On
+ * error vg_last_error() names the key and the value. */
 vg_status_t vg__options_validate(const char *str);
+/* The options a string gives over the defaults (the environment is not read): into *out.
+ * On error *out is unspecified and vg_last_error() names the key and value. */
+vg_status_t vg__options_parse(const char *str, vg_options_t *out);
 /* Parse a size with suffix ("15G"). Returns false on garbage or overflow. */
 bool vg__parse_size(const char *s, uint64_t *out);
 /* The option table for help texts: count, and the i-th key/type/default/allowed/help. */

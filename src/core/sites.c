@@ -80,7 +80,10 @@ int vg__unwind_from(uintptr_t pc, uintptr_t fp_addr, uintptr_t *out, int max) {
     int n = 0;
     if (max <= 0)
         return 0;
-    out[n++] = pc;
+    /* Frames are return addresses, which the symboliser moves back a byte to land in the
+     * call. pc is the faulting instruction itself: stored one byte on, it lands there
+     * (moved back unchanged, it would name the previous instruction's line). */
+    out[n++] = pc + 1;
     if (!t_stack_hi) /* the bounds are unknown on this thread: finding them is not safe here */
         return n;
     uintptr_t *fp = (uintptr_t *)fp_addr;

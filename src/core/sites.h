@@ -44,7 +44,9 @@ int vg__capture_stack(uintptr_t *frames, int max, int skip);
 
 /* From a signal handler: the frames of an interrupted context (its pc and frame pointer),
  * with frame pointers, touching only this thread's stack (async-signal-safe; just the pc
- * if the thread's stack bounds are not known yet — vg__stack_bounds_prepare learns them). */
+ * if the thread's stack bounds are not known yet — vg__stack_bounds_prepare learns them).
+ * Frame 0 is stored as pc + 1, so that the symboliser, which moves every frame back a
+ * byte from a return address into its call, lands on the instruction at pc itself. */
 int vg__unwind_from(uintptr_t pc, uintptr_t fp, uintptr_t *out, int max);
 void vg__stack_bounds_prepare(void);
 

@@ -281,6 +281,12 @@ static void at_exit(void) {
     vgp_race_release();
 }
 
+/* Set by `vramguard run` (cmd_run.c): the user asked for this program to be checked. */
+static bool required(void) {
+    const char *v = getenv("VRAMGUARD_REQUIRED");
+    return v && strcmp(v, "1") == 0;
+}
+
 bool vgp_ready(void) {
     int s = atomic_load_explicit(&g_state, memory_order_acquire);
     if (s)
@@ -288,9 +294,18 @@ bool vgp_ready(void) {
     pthread_mutex_lock(&g_start_lock);
     if (!(s = atomic_load(&g_state))) {
         bool ok = vg__ensure_init() == VG_OK && table_consistent();
+        if (!ok && required()) {
+            /* `vramguard run` was asked for a check: never run the program without one. */
+            fprintf(stderr, "vramguard: cannot check this program, so it is stopped here, at "
+                            "its first CUDA call (vramguard run never runs a program "
+                            "unchecked): %s\n",
+                    vg_last_error());
+            fflush(NULL);
+            _exit(2);
+        }
         if (!ok)
-            fprintf(stderr, "vramguard: not active in this process (the program runs without "
-                            "it): %s\n",
+            fprintf(stderr, "vramguard: not active in this process: the program runs "
+                            "unguarded, with no checks and no reports: %s\n",
                     vg_last_error());
         s = ok ? 1 : -1;
         stop_following();

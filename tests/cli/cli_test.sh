@@ -743,6 +743,72 @@ rtld_next_relative)
     grep -q "second library: 3" "$TMP/out" || fail "without vramguard: $(cat "$TMP/out")"
     LD_LIBRARY_PATH="$d" run 0 "$VG" run --sim -- "$d/next_user"
     grep -q "second library: 3" "$TMP/out" || fail "under vramguard run: $(cat "$TMP/out")" ;;
+run_validates_every_source)
+    # Under `vramguard run` every option from every source is checked before the program
+    # starts: a bad one stops the run (exit 2) naming the source, the key and the value,
+    # and the program is not started. A good flag does not save a bad environment.
+    chk() { # PATTERN: one line, the program not started
+        one_line_error "$1"
+        grep -q "the program was not started" "$TMP/err" || fail "does not say it did not start"
+        [ ! -s "$TMP/out" ] || fail "the program ran: $(cat "$TMP/out")"
+    }
+    VRAMGUARD_OPTIONS=mode=gaurd,error_exitcode=9 run 2 "$VG" run --sim -- "$EXAMPLES/s1_overrun"
+    chk "bad value 'gaurd' for option 'mode'.*in VRAMGUARD_OPTIONS"
+    VRAMGUARD_OPTIONS=mode=gaurd run 2 "$VG" run --sim --mode=guard -- "$EXAMPLES/s1_overrun"
+    chk "'gaurd'.*in VRAMGUARD_OPTIONS"
+    run 2 "$VG" run --sim --mode=gaurd -- "$EXAMPLES/s1_overrun"
+    chk "'gaurd'.*on the command line"
+    printf 'double_free:x\nbad\n' >"$TMP/bad.supp"
+    VRAMGUARD_OPTIONS=mode=guard,suppressions=$TMP/bad.supp run 2 "$VG" run --sim -- "$EXAMPLES/s1_overrun"
+    chk "suppressions=.*line 2: 'bad'.*in VRAMGUARD_OPTIONS"
+    VRAMGUARD_OPTIONS=report_json=$TMP/none/r.json run 2 "$VG" run --sim -- "$EXAMPLES/s1_overrun"
+    chk "report_json=.*folder '$TMP/none' does not exist.*in VRAMGUARD_OPTIONS"
+    run 2 "$VG" run --sim --log="$TMP" -- "$EXAMPLES/s1_overrun"
+    chk "log=$TMP: that is a folder"
+    # Should vramguard still fail to start inside the program (here: its driver cannot be
+    # loaded), the program is stopped at its first CUDA call, never run unguarded.
+    run 2 "$VG" run --sim --mode=guard --driver="$TMP/none/libcuda.so.1" -- "$EXAMPLES/s1_overrun"
+    grep -q "cannot check this program, so it is stopped" "$TMP/err" || fail "$(cat "$TMP/err")"
+    [ ! -s "$TMP/out" ] || fail "the program ran: $(cat "$TMP/out")"
+    # Where a user asked nothing of `vramguard run` (LD_PRELOAD alone), the program runs
+    # on, and the message says plainly that it runs unguarded.
+    VRAMGUARD_OPTIONS=mode=gaurd LD_PRELOAD="$(dirname "$VG")/libvramguard_preload.so" \
+        LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$EXAMPLES/s1_overrun"
+    one_line_error "not active in this process: the program runs unguarded.*'gaurd'"
+    grep -q "filled" "$TMP/out" || fail "the program did not run" ;;
+run_without_a_driver)
+    # No driver on the machine: say so, and how to run on vgsim; the program not started.
+    LD_LIBRARY_PATH=/nonexistent run 2 "$VG" run --mode=guard -- "$EXAMPLES/s1_overrun"
+    one_line_error "no CUDA driver found: cannot load libcuda.so.1.*vramguard run --sim"
+    grep -q "not started" "$TMP/err" || fail "does not say the program was not started"
+    run 2 "$VG" run --driver="$TMP/libcuda.so.1" -- "$EXAMPLES/s1_overrun"
+    one_line_error "no CUDA driver found: cannot load $TMP/libcuda.so.1" ;;
+runtime_program_on_vgsim)
+    # vgsim runs driver-API programs only: a CUDA runtime program (static or shared
+    # libcudart) is stopped at its first call with one line saying so, and a non-zero
+    # exit status (125); never a clean summary over a program that could not run.
+    d="$BUILD/tests/preload"
+    [ -x "$d/runtime_user_static" ] || { echo "skipped: no CUDA toolkit runtime"; exit 77; }
+    for p in runtime_user_static runtime_user_shared; do
+        LD_LIBRARY_PATH="$VGSIM_DIR:/usr/local/cuda/lib64" run 125 "$d/$p"
+        one_line_error "vgsim: $p uses the CUDA runtime.*driver API.*only"
+        for m in fast guard; do
+            LD_LIBRARY_PATH=/usr/local/cuda/lib64 run 125 "$VG" run --sim --mode=$m -- "$d/$p"
+            one_line_error "vgsim: $p uses the CUDA runtime"
+            grep -q "runtime_user: starting" "$TMP/out" || fail "the program's output was lost"
+        done
+    done ;;
+race_line_at_each_level)
+    # A host race is reported at the line of the faulting access, not the next one (the
+    # faulting pc is the instruction itself, not a return address), at -O0, -O1 and -O2.
+    for ex in s3_h2d_race s4_d2h_race; do
+        line=$(grep -n "the bug" "$HERE/../../examples/$ex.c" | cut -d: -f1)
+        for o in 0 1 2; do
+            run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/${ex}_O$o"
+            python3 "$HERE/check_report.py" "$TMP/r.json" 1 host_race "call_at~$ex.c:$line)" ||
+                { cat "$TMP/err" >&2; fail "$ex at -O$o: not at line $line"; }
+        done
+    done ;;
 passthrough_when_inactive)
     # vramguard cannot start inside the program (here a bad option set behind `vramguard
     # run`'s back): one message, and every hook passes the call through — same output.
@@ -751,7 +817,7 @@ passthrough_when_inactive)
     VRAMGUARD_OPTIONS="mode=sideways" LD_PRELOAD="$pre" LD_LIBRARY_PATH="$VGSIM_DIR" \
         run 0 "$EXAMPLES/clean_program"
     cmp -s "$TMP/plain" "$TMP/out" || fail "the output changed"
-    [ "$(grep -c "not active in this process" "$TMP/err")" = 1 ] || { cat "$TMP/err" >&2; fail "expected one message"; } ;;
+    [ "$(grep -c "not active in this process: the program runs unguarded" "$TMP/err")" = 1 ] || { cat "$TMP/err" >&2; fail "expected one message"; } ;;
 fork_children)
     # A threaded CUDA program that forks 50 children (which exit through atexit) and runs
     # a command: no child hangs or reports the parent's state; one summary, the parent's.

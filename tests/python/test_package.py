@@ -371,6 +371,43 @@ class Command(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("python -m vramguard run", r.stderr)
 
+    def test_an_unknown_command_is_named(self):
+        r = subprocess.run([sys.executable, "-m", "vramguard", "frob"], capture_output=True,
+                           text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("unknown command 'frob'", r.stderr)
+
+    def test_every_option_is_checked_before_the_script_starts(self):
+        # From the environment or the command line, in either mode: a bad one stops the
+        # run (exit 2) naming the source, the key and the value; the script never runs.
+        env = Interposed.env()
+        with tempfile.TemporaryDirectory() as tmp:
+            script = os.path.join(tmp, "s.py")
+            with open(script, "w") as f:
+                f.write("print('the script ran')\n")
+            with open(os.path.join(tmp, "bad.supp"), "w") as f:
+                f.write("bad\n")
+            cases = [
+                ({"VRAMGUARD_OPTIONS": "mode=gaurd"}, [], "'gaurd'.*in VRAMGUARD_OPTIONS"),
+                ({"VRAMGUARD_OPTIONS": "redzone=lots"}, ["--mode=guard"],
+                 "'redzone'.*in VRAMGUARD_OPTIONS"),
+                ({"VRAMGUARD_OPTIONS": "suppressions=%s/bad.supp" % tmp}, ["--mode=fast"],
+                 "suppressions=.*line 1.*in VRAMGUARD_OPTIONS"),
+                ({}, ["--mode=gaurd"], "'gaurd'.*on the command line"),
+                ({}, ["--mode=fast", "--colour=blue"], "'colour'.*on the command line"),
+                ({}, ["--mode=guard", "--report_json=%s/no/r.json" % tmp],
+                 "report_json=.*does not exist.*on the command line"),
+            ]
+            for extra_env, flags, pattern in cases:
+                r = subprocess.run([sys.executable, "-m", "vramguard", "run"] + flags + [script],
+                                   capture_output=True, text=True, timeout=60,
+                                   env=dict(env, **extra_env))
+                what = (extra_env, flags)
+                self.assertEqual(r.returncode, 2, (what, r.stderr))
+                self.assertRegex(r.stderr, pattern, what)
+                self.assertIn("the script was not started", r.stderr, what)
+                self.assertEqual(r.stdout, "", what)
+
     def test_module_needs_a_name(self):
         r = subprocess.run([sys.executable, "-m", "vramguard", "run", "-m"],
                            capture_output=True, text=True)
