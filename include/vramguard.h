@@ -82,7 +82,9 @@ VG_API const char *vg_last_error(void);
  * the environment only. Calling any other function first initialises from the
  * environment. A second call after initialisation returns VG_ERR_INVALID_ARGUMENT
  * unless the options are identical. Unknown keys and bad values return
- * VG_ERR_INVALID_OPTION with vg_last_error() naming the key. */
+ * VG_ERR_INVALID_OPTION with vg_last_error() naming the key; a missing driver,
+ * VG_ERR_NO_DRIVER. A first call that fails also writes vg_last_error() to the log
+ * (standard error unless log= says otherwise), so the reason is never lost. */
 VG_API vg_status_t vg_init(const char *options);
 
 /* Check an options string in the same syntax without applying it and without

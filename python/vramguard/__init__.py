@@ -155,7 +155,7 @@ def enable(mode=None, auto_step=None, **options):
         # program's first driver call, which may come first: the same options again would
         # be refused as "other options".
         wanted = None
-    _lib.check(l.vg_init(wanted.encode() if wanted else None), "vramguard options")
+    _lib.check(l.vg_init(wanted.encode() if wanted else None), "vramguard could not start")
     entry = _lib.torch_entry()
     alloc = torch.cuda.memory.CUDAPluggableAllocator(*entry)
     _wire_graph_hooks(getattr(alloc, "_allocator", None), l, entry[0])

@@ -2,7 +2,6 @@
 #include "readfile.h"
 
 #include <errno.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,11 +30,12 @@ char *cli_read_file(const char *path, size_t *len, char *err, size_t errlen) {
         if (got == 0)
             break;
     }
-    bool bad = ferror(f);
+    int why = ferror(f) ? errno : 0;
     fclose(f);
-    if (bad) {
+    if (why) {
         free(data);
-        snprintf(err, errlen, "cannot read '%s'", path);
+        snprintf(err, errlen, "cannot read '%s': %s", path,
+                 why == EISDIR ? "it is a folder; name a file in it" : strerror(why));
         return NULL;
     }
     *len = n;

@@ -14,6 +14,9 @@
 
 #define RP_MAX_SERIES 9 /* the 8 largest groups, then "everything else" */
 #define RP_MAX_SAMPLES 1000
+/* A timeline whose peak reserved memory is more than this many times its peak live
+ * memory is drawn on live memory's scale, the reserved line marked as above it. */
+#define RP_OFF_SCALE 8
 
 typedef struct rp_series {
     char label[200];   /* "run_once (cmd_replay.c:70) < cmd_replay (...)", or a size class */

@@ -58,7 +58,11 @@ static void panel(FILE *o, const rp_file_t *f, const rp_device_t *d, int y0) {
     xml(o, d->name);
     fprintf(o, "</text>\n<text x=\"%d\" y=\"34\" class=\"axis\">peak live %s, peak reserved %s"
                "</text>\n", LEFT, rp_bytes(b1, d->peak_live), rp_bytes(b2, d->peak_reserved));
-    double top = d->peak_reserved > d->peak_live ? d->peak_reserved : d->peak_live;
+    /* Live memory far below what is reserved (a small program holds one 2 MiB page for a
+     * few KiB) would be a line along the floor: the axis then fits live memory, and the
+     * reserved line runs along the top, marked as off the scale. */
+    bool off_scale = d->peak_live > 0 && d->peak_live * RP_OFF_SCALE < d->peak_reserved;
+    double top = off_scale || d->peak_live > d->peak_reserved ? d->peak_live : d->peak_reserved;
     const char *unit = top >= (1ull << 30) ? "GiB" : top >= (1u << 20) ? "MiB" : "KiB";
     double div = top >= (1ull << 30) ? (double)(1ull << 30) : top >= (1u << 20) ? (double)(1u << 20) : 1024.0;
     double ymax, step;
@@ -99,8 +103,12 @@ static void panel(FILE *o, const rp_file_t *f, const rp_device_t *d, int y0) {
     if (d->nsamples > 0) {
         fprintf(o, "<polyline class=\"reserved\" points=\"");
         for (int i = 0; i < d->nsamples; i++)
-            fprintf(o, "%.1f,%.1f ", XP(i), YP(d->reserved[i]));
+            fprintf(o, "%.1f,%.1f ", XP(i), YP(d->reserved[i] < ymax ? d->reserved[i] : ymax));
         fprintf(o, "\"><title>reserved</title></polyline>\n");
+        if (off_scale)
+            fprintf(o, "<text x=\"%d\" y=\"%d\" class=\"axis\" text-anchor=\"end\">reserved: %s, "
+                       "above this scale (the axis fits live memory)</text>\n",
+                    LEFT + pw - 6, TOP + 14, rp_bytes(b1, d->peak_reserved));
     }
     for (int m = 0; m < d->nmarkers; m++) {
         double x = XP(d->markers[m].sample);

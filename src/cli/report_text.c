@@ -148,9 +148,14 @@ int rp_write_text(FILE *out, rp_file_t *files, int n) {
             fprintf(out, "    allocated: %s now, peak %s;  reserved: %s now, peak %s\n",
                     rp_bytes(b1, (double)stat_of(d, "allocated_bytes.all.current")), rp_bytes(b2, pa),
                     rp_bytes(b3, (double)stat_of(d, "reserved_bytes.all.current")), rp_bytes(b4, pr));
+            /* Memory is mapped in 2 MiB pages: a program that allocates a few KiB holds one
+             * page, a high ratio that says nothing about fragmentation. */
             fprintf(out, "    fragmentation: reserved / allocated at peak = %.4f%s\n",
                     pa > 0 ? pr / pa : 0.0,
-                    pa > 0 && pr / pa > 1.05 ? " (more than 5% of reserved memory is unused)" : "");
+                    !(pa > 0 && pr / pa > 1.05) ? ""
+                    : pr - pa <= 2.0 * 1024 * 1024
+                        ? " (less than one 2 MiB page unused: memory is mapped in 2 MiB pages)"
+                        : " (more than 5% of reserved memory is unused)");
             fprintf(out, "    out-of-memory errors: %lld, device allocations: %lld\n",
                     (long long)stat_of(d, "num_ooms"), (long long)stat_of(d, "num_device_alloc"));
             top_sites(out, f, d);

@@ -64,10 +64,13 @@ static vg_status_t init_locked(const char *options, vg_opt_source_t src) {
     return VG_OK;
 }
 
-static vg_status_t init_once(const char *options, vg_opt_source_t src) {
+/* *attempted (if not NULL): set when this call was the one that tried. */
+static vg_status_t init_once(const char *options, vg_opt_source_t src, bool *attempted) {
     pthread_mutex_lock(&g_init_lock);
     if (!g_tried) {
         g_tried = true;
+        if (attempted)
+            *attempted = true;
         if (options) {
             g_have_init_options = true;
             strncpy(g_init_options, options, sizeof g_init_options - 1);
@@ -92,11 +95,19 @@ static vg_status_t init_once(const char *options, vg_opt_source_t src) {
     return VG_OK;
 }
 
-vg_status_t vg__init_slow(void) { return init_once(NULL, VG_SRC_ENV); }
+vg_status_t vg__init_slow(void) { return init_once(NULL, VG_SRC_ENV, NULL); }
 
-VG_API vg_status_t vg_init(const char *options) { return init_once(options, VG_SRC_INIT); }
+VG_API vg_status_t vg_init(const char *options) {
+    bool first = false;
+    vg_status_t st = init_once(options, VG_SRC_INIT, &first);
+    /* A program that asked for vramguard and cannot have it is told why once, in the log,
+     * beside the status it gets: a C program may not print vg_last_error(). */
+    if (st != VG_OK && first)
+        vg__log("vg_init failed, vramguard is not active: %s", vg_last_error());
+    return st;
+}
 
-vg_status_t vg__init_from_cli(const char *options) { return init_once(options, VG_SRC_CLI); }
+vg_status_t vg__init_from_cli(const char *options) { return init_once(options, VG_SRC_CLI, NULL); }
 
 VG_API void vg_print_options(void) {
     if (vg__ensure_init() == VG_OK || g_tried)

@@ -18,7 +18,9 @@
  * of the same sizes.
  *
  * Reserved memory (stats.reserved_bytes) is every physical byte held: mapped pages, spare
- * pages and cuMemAlloc'd segments. All functions run with the heap's lock held and may
+ * pages and cuMemAlloc'd segments. A page counts in the pool of the range it is mapped
+ * into (the small-request range: the small pool), an unmapped one in the large pool; a
+ * page that moves between the ranges moves between the pools (page_moved). All functions run with the heap's lock held and may
  * call the driver; the heap's context is current (heap.c sees to it).
  */
 #include <stdlib.h>
@@ -290,6 +292,16 @@ static bool spare_push(vg_heap_t *h, CUmemGenericAllocationHandle hd) {
     return true;
 }
 
+/* A page was mapped into seg (mapped) or unmapped from it: a page of the small-request
+ * range counts in the small pool, any other in the large pool. */
+static void page_moved(vg_heap_t *h, const vg_segment_t *seg, bool mapped) {
+    if (!seg->small)
+        return;
+    int64_t d = mapped ? (int64_t)h->page : -(int64_t)h->page;
+    vg__stat_add(&h->stats.reserved_bytes[VG_POOL_LARGE], -d);
+    vg__stat_add(&h->stats.reserved_bytes[VG_POOL_SMALL], d);
+}
+
 /* Release a physical page; if the driver refuses, keep it as a spare (still counted). */
 static void page_release(vg_heap_t *h, CUmemGenericAllocationHandle hd) {
     if (vg__cuMemRelease(hd) == CUDA_SUCCESS)
@@ -334,6 +346,7 @@ static bool steal_from(vg_block_t *b, void *arg) {
         CUmemGenericAllocationHandle hd = seg->pages[i];
         seg->pages[i] = 0;
         seg->nmapped--;
+        page_moved(c->h, seg, false);
         b->mapped = 0;
         b->pat_head = b->pat_tail = 0; /* other physical memory will be mapped here */
         if (c->release)
@@ -363,6 +376,7 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
     size_t got = 0;
     while (got < need && h->nspare > 0) /* 1. spares */
         hs[got++] = h->spare[--h->nspare];
+    size_t new_lo = got; /* hs[new_lo, new_hi): created here, counted in seg's pool */
     vg_status_t st = VG_OK;
     while (got < need) { /* 2. new physical memory, within the limit and the device */
         if (over_limit(h, page)) {
@@ -376,9 +390,11 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
                      : vg__error(vg__cu_status(r), "cuMemCreate failed: %s", vg__cu_error_name(r));
             break;
         }
-        vg__stat_pool(h->stats.reserved_bytes, VG_POOL_LARGE, (int64_t)page);
+        vg__stat_pool(h->stats.reserved_bytes, seg->small ? VG_POOL_SMALL : VG_POOL_LARGE,
+                      (int64_t)page);
         got++;
     }
+    size_t new_hi = got;
     /* 3. under memory pressure, idle pages: free pages whose last use has completed are
      * unmapped and mapped here, so free memory is never stranded by fragmentation. Only
      * worth a scan if some stream completed work since the last scan that found none. */
@@ -394,6 +410,8 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
             st = VG_OK;
     }
     if (st != VG_OK) {
+        for (size_t m = new_lo; m < new_hi; m++) /* (created for seg, now spares) */
+            page_moved(h, seg, false);
         handles_return(h, hs, got);
         if (hs != local)
             free(hs);
@@ -419,6 +437,8 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
             break;
         }
         seg->pages[i] = hs[k];
+        if (k < new_lo || k >= new_hi) /* a spare or an idle page: counted as unmapped */
+            page_moved(h, seg, true);
         idx[k++] = i;
         seg->nmapped++;
         h->stats.num_device_alloc++;
@@ -445,12 +465,15 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
             if (vg__cuMemUnmap(seg->base + i * page, page) == CUDA_SUCCESS) {
                 seg->pages[i] = 0;
                 seg->nmapped--;
+                page_moved(h, seg, false);
                 h->stats.num_device_free++;
                 vg__event(h, VG_EV_UNMAP, seg->base + i * page, page, NULL, 0);
                 if (!spare_push(h, hs[m]))
                     page_release(h, hs[m]);
             }
         }
+        for (size_t m = VG_MAX(k, new_lo); m < new_hi; m++) /* (never mapped: spares) */
+            page_moved(h, seg, false);
         handles_return(h, hs + k, got - k);
     }
     if (idx != local_idx)

@@ -65,6 +65,8 @@ static vg_status_t check_pools(vg_heap_t *h) {
 vg_status_t vg__heap_validate(vg_heap_t *h) {
     uint64_t nfree = 0, free_bytes = 0, nalloc = 0, alloc_bytes = 0, requested = 0;
     uint64_t reserved = h->nspare * h->page, active_extra = 0, nquar = 0;
+    uint64_t reserved_small = 0; /* the small pool's: pages mapped into the small range,
+                                    or 2 MiB cuMemAlloc segments (segment.c) */
     for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
         uint64_t at = seg->base;
         vg_block_t *prev = NULL;
@@ -76,8 +78,10 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
                 FAIL("segment %#llx counts %zu mapped pages but has %zu", h->device,
                      (unsigned long long)seg->base, seg->nmapped, mapped);
             reserved += mapped * h->page;
+            reserved_small += seg->small ? mapped * h->page : 0;
         } else {
             reserved += seg->size;
+            reserved_small += seg->size == (2ull << 20) ? seg->size : 0;
         }
         for (vg_block_t *b = seg->first; b; prev = b, b = b->next) {
             if (b->seg != seg || b->prev != prev)
@@ -190,6 +194,10 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
     if ((uint64_t)s->reserved_bytes[VG_POOL_ALL].current != reserved)
         FAIL("stats say %lld reserved bytes, pages and segments say %llu", h->device,
              (long long)s->reserved_bytes[VG_POOL_ALL].current, (unsigned long long)reserved);
+    if ((uint64_t)s->reserved_bytes[VG_POOL_SMALL].current != reserved_small)
+        FAIL("stats say %lld reserved bytes in the small pool, its pages and segments say %llu",
+             h->device, (long long)s->reserved_bytes[VG_POOL_SMALL].current,
+             (unsigned long long)reserved_small);
     if (h->limit && reserved > VG_MAX(h->limit, h->limit_floor))
         FAIL("reserved %llu bytes, over the limit of %llu", h->device,
              (unsigned long long)reserved, (unsigned long long)h->limit);

@@ -130,7 +130,9 @@ replay_malformed)
     run 2 "$VG" replay "$TMP/garbage.csv"; one_line_error "garbage.csv"
     printf 'Thread,Time,Action,Pointer,Size,Stream\n0,0,allocate,0x1000,512,0\n0,1,allocate,0x10' >"$TMP/trunc.csv"
     run 2 "$VG" replay "$TMP/trunc.csv"; one_line_error "line 3"
-    run 2 "$VG" replay "$TMP/does-not-exist.csv"; one_line_error "does-not-exist.csv" ;;
+    run 2 "$VG" replay "$TMP/does-not-exist.csv"; one_line_error "does-not-exist.csv"
+    run 2 "$VG" replay "$TMP"; one_line_error "cannot read '$TMP': it is a folder"
+    run 2 "$VG" report "$TMP"; one_line_error "cannot read '$TMP': it is a folder" ;;
 bad_options)
     run 2 "$VG" replay --frobnicate=1 "$TRACES/transformer_ctx128_forward_mixed.csv"
     one_line_error "frobnicate"
@@ -324,6 +326,16 @@ browser)
     timeout 120 "$CHROME" "${flags[@]}" --virtual-time-budget=5000 --screenshot="$TMP/shot.png" \
         "file://$TMP/r.html" >/dev/null 2>&1 || fail "chromium could not take a screenshot"
     python3 "$HERE/check_outputs.py" dom "$TMP/dom.html" "$TMP/r.html" || fail "the page did not render as expected"
+    # A small program's page: live memory on its own scale, the reserved line marked as
+    # above it, and the address range with nothing mapped said to hold no memory.
+    run 0 "$VG" run --sim --snapshot="$TMP/small.json" -- "$EXAMPLES/s1_overrun"
+    run 0 "$VG" report "$TMP/small.json" --html "$TMP/small.html"
+    timeout 120 "$CHROME" "${flags[@]}" --virtual-time-budget=5000 --dump-dom \
+        "file://$TMP/small.html" >"$TMP/small-dom.html" 2>/dev/null || fail "chromium failed"
+    grep -q "reserved: 2.00 MiB, above this scale" "$TMP/small-dom.html" || fail "no off-scale note"
+    grep -q ">4 KiB<" "$TMP/small-dom.html" || fail "the axis does not fit live memory"
+    grep -q "of addresses reserved for large requests, nothing mapped: no memory is held" \
+        "$TMP/small-dom.html" || fail "the unmapped range is not explained"
     python3 "$HERE/check_outputs.py" png "$TMP/shot.png" || fail "the screenshot is blank" ;;
 s2_variants)
     # S2's correct versions (an event wait, an event polled, a stream synchronisation, the
@@ -798,6 +810,22 @@ runtime_program_on_vgsim)
             grep -q "runtime_user: starting" "$TMP/out" || fail "the program's output was lost"
         done
     done ;;
+report_small_program)
+    # A program that allocates a few KiB holds one 2 MiB page: the picture fits live
+    # memory and marks the reserved line as above its scale; the text does not call the
+    # page fragmentation.
+    run 0 "$VG" run --sim --snapshot="$TMP/s.json" -- "$EXAMPLES/s1_overrun"
+    run 0 "$VG" report "$TMP/s.json" --svg "$TMP/s.svg"
+    grep -q "reserved: 2.00 MiB, above this scale" "$TMP/s.svg" || fail "no off-scale note in the SVG"
+    grep -q ">4 KiB</text>" "$TMP/s.svg" || fail "the SVG's axis does not fit live memory"
+    grep -q "fragmentation: .*(less than one 2 MiB page unused" "$TMP/out" ||
+        fail "the summary calls one page fragmentation: $(grep fragmentation "$TMP/out")" ;;
+init_failure_is_told)
+    # vg_init that fails (no driver) says why in the log, once, beside its status: a C
+    # program may never print vg_last_error().
+    VRAMGUARD_OPTIONS=driver=$TMP/none/libcuda.so.1 run 0 "$BUILD/tests/preload/print_mode"
+    one_line_error "vg_init failed, vramguard is not active: cannot load the CUDA driver '$TMP/none/libcuda.so.1'"
+    grep -q "init cannot load the CUDA driver" "$TMP/out" || fail "status: $(cat "$TMP/out")" ;;
 race_line_at_each_level)
     # A host race is reported at the line of the faulting access, not the next one (the
     # faulting pc is the instruction itself, not a return address), at -O0, -O1 and -O2.

@@ -627,6 +627,35 @@ VG_TEST(stats_pools_and_peaks) {
     vg_free_string(j);
 }
 
+/* Reserved memory counts in the pool of the range its pages are mapped into: a small
+ * request's page in the small pool (all reserved memory read "large pool" before, beside
+ * a small pool with a segment and blocks), and a page moved between the ranges moves. */
+VG_TEST(reserved_memory_counts_in_the_pool_its_pages_serve) {
+    vgt_init("limit=6M");
+    void *small, *large;
+    CHECK_VG(vg_malloc(&small, 4000, NULL));
+    CHECK_VG(vg_malloc(&large, 3 << 20, NULL));
+    vg_stats_t s = vgt_stats();
+    CHECK_EQ(s.reserved_bytes[VG_POOL_SMALL].current, 2 << 20);
+    CHECK_EQ(s.reserved_bytes[VG_POOL_LARGE].current, 4 << 20);
+    CHECK_EQ(s.reserved_bytes[VG_POOL_LARGE].freed, 0);
+    char *sum = vg_memory_summary(-1);
+    CHECK(sum != NULL);
+    CHECK_CONTAINS(sum, "|       from small pool |   2048 KiB |   2048 KiB |   2048 KiB |      0 B   |");
+    vg_free_string(sum);
+    /* Under the limit, the small page's memory goes to a large request once it is idle. */
+    CHECK_VG(vg_free(small, NULL));
+    CHECK_VG(vg_free(large, NULL));
+    CHECK_CU(vg__cuCtxSynchronize());
+    CHECK_VG(vg_malloc(&large, 5 << 20, NULL));
+    s = vgt_stats();
+    CHECK_EQ(s.reserved_bytes[VG_POOL_ALL].current, 6 << 20);
+    CHECK_EQ(s.reserved_bytes[VG_POOL_SMALL].current, 0);
+    CHECK_EQ(s.reserved_bytes[VG_POOL_LARGE].current, 6 << 20);
+    CHECK_VALID();
+    CHECK_VG(vg_free(large, NULL));
+}
+
 VG_TEST(summary_has_pytorch_layout) {
     vgt_init("");
     void *p;
