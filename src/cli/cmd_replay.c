@@ -441,12 +441,27 @@ int cmd_replay(int argc, char **argv) {
             if (pf.peak_allocated)
                 printf(", %.4f of its peak allocated",
                        (double)pf.peak_reserved / (double)pf.peak_allocated);
-            printf("\n                       (%s: the same events%s)\n", pf.path,
-                   seed ? ", in the trace's own order" : "");
-            printf("  vramguard / PyTorch peak reserved: %.4f\n",
-                   (double)peak_res / (double)pf.peak_reserved);
+            printf("\n                       (%s: the same events%s, on the GPU they were "
+                   "recorded on)\n",
+                   pf.path, seed ? ", in the trace's own order" : "");
+            printf("  vramguard / PyTorch peak reserved: %.4f%s\n",
+                   (double)peak_res / (double)pf.peak_reserved,
+                   ooms_timed ? " (not a comparison: allocations failed here, see below)" : "");
         }
-        printf("  out-of-memory failures: %llu\n", (unsigned long long)ooms_timed);
+        if (ooms_timed == 0)
+            printf("  out-of-memory failures: 0\n");
+        else if (ooms_timed % (uint64_t)repeats == 0)
+            printf("  out-of-memory failures: %llu of the %zu allocations in each repeat (%llu "
+                   "in all): the trace needs more than the simulated %s device, so the peaks "
+                   "above are what fitted in it\n",
+                   (unsigned long long)(ooms_timed / (uint64_t)repeats), t.nslots,
+                   (unsigned long long)ooms_timed, vg__fmt_bytes(b1, device_memory));
+        else
+            printf("  out-of-memory failures: %llu over %ld repeats of %zu allocations: the "
+                   "trace needs more than the simulated %s device, so the peaks above are what "
+                   "fitted in it\n",
+                   (unsigned long long)ooms_timed, repeats, t.nslots,
+                   vg__fmt_bytes(b1, device_memory));
         if (ooms_timed)
             printf("\nthe first failure:\n%s\n", r.first_oom);
     }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common.h"
+#include "options.h"
 #include "oom.h"
 #include "pyframes.h"
 #include "sites.h"
@@ -142,9 +143,15 @@ void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream s
                        vg__fmt_bytes(s3, h->small_max), vg__fmt_bytes(s4, servable));
     else if (cached >= size && servable < size)
         vg__buf_printf(&b, "%s is cached and free, but in pieces: the largest that could be "
-                           "served now is %s (memory is fragmented; vmm=on joins free pages "
-                           "where the driver allows)",
-                       vg__fmt_bytes(s1, cached), vg__fmt_bytes(s2, servable));
+                           "served now is %s (%s)",
+                       vg__fmt_bytes(s1, cached), vg__fmt_bytes(s2, servable),
+                       h->vmm ? "the pieces lie in pages that live allocations also use: only "
+                                "whole idle pages can be moved to where they would join"
+                       : vg__opt.vmm == VG_VMM_OFF
+                           ? "memory is fragmented; vmm=off was given: with virtual memory "
+                             "management (vmm=auto) free pages join wherever they lie"
+                           : "memory is fragmented; the driver or device offers no virtual "
+                             "memory management, with which free pages would join");
     else if (allocated + size > h->device_total)
         vg__buf_printf(&b, "live allocations (%s) plus this request exceed the device",
                        vg__fmt_bytes(s1, allocated));

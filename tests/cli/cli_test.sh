@@ -826,6 +826,20 @@ init_failure_is_told)
     VRAMGUARD_OPTIONS=driver=$TMP/none/libcuda.so.1 run 0 "$BUILD/tests/preload/print_mode"
     one_line_error "vg_init failed, vramguard is not active: cannot load the CUDA driver '$TMP/none/libcuda.so.1'"
     grep -q "init cannot load the CUDA driver" "$TMP/out" || fail "status: $(cat "$TMP/out")" ;;
+replay_oom_explained)
+    # A replay on a device too small for the trace says what its numbers are: failures per
+    # repeat and in all, peaks that are what fitted, no ratio passed off as a comparison;
+    # and the hint fits the heap (no "vmm=on" where virtual memory is already in use).
+    t="$TRACES/transformer_ctx128_forward_mixed.csv"
+    run 1 "$VG" replay --device-memory=20G --repeat=2 "$t"
+    grep -qE "out-of-memory failures: [0-9]+ of the 3027 allocations in each repeat \([0-9]+ in all\): the trace needs more than the simulated 20.00 GiB device" "$TMP/out" ||
+        fail "$(grep out-of-memory "$TMP/out")"
+    grep -q "peak reserved: .*(not a comparison: allocations failed here" "$TMP/out" ||
+        fail "the ratio is given as a comparison"
+    grep -q "why: .*cached and free, but in pieces" "$TMP/out" || fail "no explanation"
+    ! grep -q "vmm=on" "$TMP/out" || fail "vmm=on suggested with virtual memory in use"
+    run 1 "$VG" replay --device-memory=20G --repeat=1 --vmm=off "$t"
+    grep -q "vmm=off was given" "$TMP/out" || fail "$(grep "why:" "$TMP/out")" ;;
 race_line_at_each_level)
     # A host race is reported at the line of the faulting access, not the next one (the
     # faulting pc is the instruction itself, not a return address), at -O0, -O1 and -O2.
