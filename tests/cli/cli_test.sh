@@ -840,6 +840,12 @@ replay_oom_explained)
     ! grep -q "vmm=on" "$TMP/out" || fail "vmm=on suggested with virtual memory in use"
     run 1 "$VG" replay --device-memory=20G --repeat=1 --vmm=off "$t"
     grep -q "vmm=off was given" "$TMP/out" || fail "$(grep "why:" "$TMP/out")" ;;
+readme_excerpts)
+    # Every excerpt and figure the README quotes comes from a command and still matches
+    # what the command prints (addresses, times and absolute paths masked).
+    command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+    python3 "$HERE/check_readme.py" "$HERE/../../README.md" >"$TMP/out" 2>"$TMP/err" ||
+        { cat "$TMP/err" "$TMP/out" >&2; fail "the README no longer matches"; } ;;
 race_line_at_each_level)
     # A host race is reported at the line of the faulting access, not the next one (the
     # faulting pc is the instruction itself, not a return address), at -O0, -O1 and -O2.
