@@ -162,10 +162,14 @@ struct vg_stream {
     vg_stream_t *next;          /* the heap's list of streams */
 };
 
+typedef struct vg_addrindex vg_addrindex_t;
 struct vg_segment {
     uint64_t base, size;
     bool vmm;                   /* pages mapped on demand (else one cuMemAlloc) */
     bool small;                 /* the range of small requests (small_max, A6) */
+    bool index_failed;          /* `index` could not be allocated: lookups say "unknown" */
+    vg_addrindex_t *index;      /* user addresses of its live-map blocks (addrindex.c), or
+                                   NULL until the first */
     CUmemGenericAllocationHandle *pages; /* VMM: handle mapped at each page, or 0 */
     size_t npages, nmapped;
     vg_block_t *first;          /* the lowest block */
@@ -254,6 +258,29 @@ struct vg_heap {
     bool retired;               /* its context was destroyed: it holds nothing, serves
                                    nothing, and its place in the registry may be reused */
 };
+
+/* ---------------------------------------------------------------------------------------
+ * addrindex.c: which live-map block holds an address (heap lock held)
+ * ------------------------------------------------------------------------------------- */
+
+/* Mark / unmark a live-map block's user address in its segment's index. add returns false
+ * when the index could not be allocated (the segment's lookups then say "unknown"). */
+bool vg__addrindex_add(vg_segment_t *seg, uint64_t user);
+void vg__addrindex_del(vg_segment_t *seg, uint64_t user);
+/* The marked user addresses nearest p: the largest <= p in *below, the smallest > p in
+ * *above (0: none). -1 if the segment's index is unknown. */
+int vg__addrindex_near(const vg_segment_t *seg, uint64_t p, uint64_t *below, uint64_t *above);
+/* Release a segment's index (the segment is going). */
+void vg__addrindex_free(vg_segment_t *seg);
+
+/* What holds device address p in heap h (lock held), in O(levels): */
+typedef enum {
+    VG_AT_NOT_OURS = 0, /* outside h's segments */
+    VG_AT_BLOCK,        /* *block: an allocated or quarantined block, redzones included */
+    VG_AT_GAP,          /* h's memory that no live-map block holds (free, deferred) */
+    VG_AT_UNKNOWN,      /* h's memory, but the segment's index is missing (no memory) */
+} vg_at_t;
+vg_at_t vg__heap_block_at(vg_heap_t *h, uint64_t p, vg_block_t **block);
 
 /* ---------------------------------------------------------------------------------------
  * heap.c

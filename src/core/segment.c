@@ -545,6 +545,7 @@ vg_status_t vg__segment_trim(vg_heap_t *h) {
         vg__tlsf_remove(&h->index, b);
         vg__block_put(h, b);
         *pp = seg->next;
+        vg__addrindex_free(seg);
         free(seg);
     }
     return VG_OK;
@@ -565,6 +566,7 @@ void vg__segment_release_all(vg_heap_t *h) {
         } else {
             vg__cuMemFree(seg->base);
         }
+        vg__addrindex_free(seg);
         free(seg);
     }
     while (h->nspare > 0)

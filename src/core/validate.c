@@ -99,6 +99,21 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
                 FAIL("blocks %#llx and %#llx: one lies in a slot, the other not, and no "
                      "boundary separates them",
                      h->device, (unsigned long long)prev->addr, (unsigned long long)b->addr);
+            /* The address index finds each live-map block from any of its bytes, and
+             * nothing from the first byte of any other block. */
+            bool live = b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED;
+            vg_block_t *at_b = NULL;
+            vg_at_t found = vg__heap_block_at(h, live ? b->user : b->addr, &at_b);
+            if (found != VG_AT_UNKNOWN && (live ? found != VG_AT_BLOCK || at_b != b
+                                                : found == VG_AT_BLOCK && at_b->addr <= b->addr))
+                FAIL("the address index finds %s at block %#llx (state %d)", h->device,
+                     found == VG_AT_BLOCK ? "another block" : "nothing",
+                     (unsigned long long)b->addr, b->state);
+            if (live && found == VG_AT_BLOCK &&
+                (vg__heap_block_at(h, b->addr, &at_b) != VG_AT_BLOCK || at_b != b ||
+                 vg__heap_block_at(h, b->addr + b->size - 1, &at_b) != VG_AT_BLOCK || at_b != b))
+                FAIL("the address index does not find block %#llx from its first or last byte",
+                     h->device, (unsigned long long)b->addr);
             bool must_be_mapped = b->state != VG_BLOCK_FREE || b->mapped;
             if (must_be_mapped && !vg__segment_range_mapped(seg, b->addr, b->size))
                 FAIL("block %#llx (state %d) has unmapped pages", h->device,
