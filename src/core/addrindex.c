@@ -17,6 +17,7 @@
  * segment's first mark; a segment whose index could not be allocated answers "unknown"
  * (its checks are skipped, never wrong).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -180,4 +181,32 @@ vg_at_t vg__heap_block_at(vg_heap_t *h, uint64_t p, vg_block_t **block) {
         return VG_AT_BLOCK;
     }
     return VG_AT_GAP;
+}
+
+vg_block_t *vg__heap_block_below(vg_heap_t *h, uint64_t p) {
+    vg_segment_t *seg = h->segments;
+    while (seg && !(p >= seg->base && p - seg->base < seg->size))
+        seg = seg->next;
+    uint64_t below, above;
+    if (!seg || vg__addrindex_near(seg, p, &below, &above) < 0 || !below)
+        return NULL;
+    return vg__ptrmap_get(&h->live, below);
+}
+
+static _Atomic uint64_t g_span_lo = UINT64_MAX, g_span_hi;
+
+void vg__addrindex_span(uint64_t base, uint64_t size) {
+    uint64_t lo = atomic_load(&g_span_lo), hi = atomic_load(&g_span_hi);
+    while (base < lo && !atomic_compare_exchange_weak(&g_span_lo, &lo, base))
+        ;
+    while (base + size > hi && !atomic_compare_exchange_weak(&g_span_hi, &hi, base + size))
+        ;
+}
+
+bool vg__addrindex_maybe_ours(uint64_t p, uint64_t n) {
+    uint64_t last = p + (n ? n - 1 : 0);
+    if (last < p)
+        last = UINT64_MAX;
+    return last >= atomic_load_explicit(&g_span_lo, memory_order_relaxed) &&
+           p < atomic_load_explicit(&g_span_hi, memory_order_relaxed);
 }

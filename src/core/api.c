@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "common.h"
 #include "guard.h"
 #include "heap.h"
@@ -607,8 +608,11 @@ VG_API void vg_kernel_launched_args(const char *name, void *stream, const void *
     int n = nptrs < 0 ? 0 : nptrs > 16 ? 16 : nptrs;
     for (int i = 0; i < n; i++)
         v[i] = (uint64_t)(uintptr_t)ptrs[i];
-    vg__launch_note_args(name, (CUstream)stream, vg__opt.stack_depth ? vg__site_here(1) : 0, v,
-                         NULL, n, -1);
+    uint32_t site = vg__opt.stack_depth ? vg__site_here(1) : 0;
+    vg__launch_note_args(name, (CUstream)stream, site, v, NULL, n, -1);
+    if (vg__guard_on())
+        vg__access_check_args(name && *name ? name : "(unnamed kernel)", (CUstream)stream, site,
+                              v, NULL, n);
 }
 
 VG_API void vg_cuda_error(int result, const char *call) {

@@ -863,6 +863,16 @@ const vg_free_rec_t *vg__heap_history_find(vg_heap_t *h, uint64_t user, uint64_t
     return NULL;
 }
 
+const vg_free_rec_t *vg__heap_history_containing(vg_heap_t *h, uint64_t p) {
+    uint64_t have = VG_MIN(h->nhistory, (uint64_t)VG_FREE_HISTORY);
+    for (uint64_t k = 0; h->history && k < have; k++) {
+        const vg_free_rec_t *r = &h->history[(h->nhistory - 1 - k) % VG_FREE_HISTORY];
+        if (p >= r->user && p - r->user < (r->requested ? r->requested : 1))
+            return r;
+    }
+    return NULL;
+}
+
 vg_status_t vg__heap_record_stream(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     vg_stream_t *s = vg__heap_stream(h, stream);
     if (!s)

@@ -281,6 +281,13 @@ typedef enum {
     VG_AT_UNKNOWN,      /* h's memory, but the segment's index is missing (no memory) */
 } vg_at_t;
 vg_at_t vg__heap_block_at(vg_heap_t *h, uint64_t p, vg_block_t **block);
+/* The live-map block of h with the largest user address <= p, or NULL (lock held). */
+vg_block_t *vg__heap_block_below(vg_heap_t *h, uint64_t p);
+/* Could [p, p + n) touch any heap's segments? A lock-free filter over the lowest and
+ * highest address any segment ever had (false: certainly not vramguard's). */
+bool vg__addrindex_maybe_ours(uint64_t p, uint64_t n);
+/* A segment came to be: widen that span. */
+void vg__addrindex_span(uint64_t base, uint64_t size);
 
 /* ---------------------------------------------------------------------------------------
  * heap.c
@@ -331,6 +338,9 @@ bool vg__heap_ctx_enter(vg_heap_t *h);
 void vg__heap_ctx_leave(bool pushed);
 /* The most recent free of (user, id) in the heap's history, or NULL (heap lock held). */
 const vg_free_rec_t *vg__heap_history_find(vg_heap_t *h, uint64_t user, uint64_t id);
+/* The newest freed allocation of the history whose bytes hold p, or NULL (a scan of the
+ * history: for what is already an error). */
+const vg_free_rec_t *vg__heap_history_containing(vg_heap_t *h, uint64_t p);
 /* Record a free in the history (heap lock held). */
 void vg__heap_history_add(vg_heap_t *h, const vg_block_t *b, uint32_t free_site);
 /* Return an allocated block to the heap, ordered on `stream` (heap lock held); `synced`:

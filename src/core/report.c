@@ -56,6 +56,8 @@ static const char *kind_headline(vg_report_kind_t k) {
 
 /* A leak is found at exit, or when the program destroys the allocations' context. */
 static const char *headline(const vg_report_t *r) {
+    if (r->headline)
+        return r->headline;
     if (r->kind == VG_REPORT_LEAK && r->found && strcmp(r->found, "at exit") != 0)
         return strstr(r->found, "reset") ? "memory still allocated when its context was reset"
                                          : "memory still allocated when its context was destroyed";
@@ -625,6 +627,8 @@ static void json_report(vg_buf_t *j, const vg_report_t *r) {
         vg__buf_printf(j, ",\"found\":");
         vg__buf_json_str(j, r->found);
     }
+    if (r->json[0])
+        vg__buf_append(j, r->json, strlen(r->json));
     if (r->lead[0]) {
         vg__buf_printf(j, ",\"summary\":");
         vg__buf_json_str(j, r->lead);
@@ -663,6 +667,8 @@ static bool suppressed(const vg_report_t *r) {
         texts[n++] = l.name;
         sites[3] = l.site;
     }
+    if (r->kernel)
+        texts[n++] = r->kernel;
     for (int i = 0; i < 4; i++)
         n = site_texts(sites[i], texts, n, VG_ARRAY_LEN(texts));
     return vg__suppressed(r->kind, texts, n);

@@ -31,7 +31,9 @@
     X(UNORDERED_FREE, "unordered_free",                                                     \
       "memory freed while a kernel or copy on another stream may still use it")            \
     X(CUDA_ERROR, "cuda_error", "CUDA error")                                               \
-    X(OUT_OF_MEMORY, "out_of_memory", "out of device memory")
+    X(OUT_OF_MEMORY, "out_of_memory", "out of device memory")                               \
+    X(OOB_COPY, "out_of_bounds_copy", "copy or memset out of the bounds of an allocation")   \
+    X(FREED_ARG, "launch_with_freed_pointer", "kernel launched with a pointer to freed memory")
 
 typedef enum {
 #define VG_X(id, json, headline) VG_REPORT_##id,
@@ -63,6 +65,9 @@ typedef struct vg_report {
     int kernel_arg;           /* its argument pointing into the allocation, */
     CUstream free_stream;     /* and the stream of the free */
     const char *found;        /* what found it: "when the allocation was freed", ... */
+    const char *headline;     /* instead of the kind's ("copy reads freed memory"), or NULL */
+    const char *kernel;       /* a kernel's name, matched by suppressions too, or NULL */
+    char json[512];           /* more JSON members (",\"access\":{...}"), or "" */
     char lead[400];           /* a line right under the headline, or "" */
     char detail[4096];        /* extra lines, already formatted (indented, no prefix) */
 } vg_report_t;

@@ -93,6 +93,7 @@ static vg_segment_t *segment_add(vg_heap_t *h, uint64_t base, uint64_t size, boo
     seg->first = b;
     seg->next = h->segments;
     h->segments = seg;
+    vg__addrindex_span(base, size);
     vg__tlsf_insert(&h->index, b);
     return seg;
 }

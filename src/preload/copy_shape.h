@@ -43,6 +43,33 @@ static inline uint64_t bytes_of(const shape_t *c) {
     return (uint64_t)c->width * c->rows * c->depth;
 }
 
+/* The bytes from the side's first byte to its last (its rows, and the pitch between
+ * them): the span whose ends a range check takes (access.h). */
+static inline uint64_t span_of(const side_t *s, const shape_t *c) {
+    if (!c->width || !c->rows || !c->depth)
+        return 0;
+    uint64_t height = s->height ? s->height : c->rows; /* (a 2D copy: its own rows) */
+    return ((uint64_t)(c->depth - 1) * height + (c->rows - 1)) * s->pitch + c->width;
+}
+
+/* Are the device sides of copy c fine (vgp_range_ok)? Sides in host memory or arrays are
+ * not vramguard's; a unified side is looked up (host memory is not in its heaps). Copy
+ * `index` of a batch of `count` (count 0: no batch). Inlined into the hook. */
+VGP_INLINE bool sides_ok(const shape_t *c, const char *call, unsigned index, unsigned count,
+                         CUstream s) {
+    const side_t *sides[2] = {&c->src, &c->dst};
+    for (int k = 0; k < 2; k++) {
+        const side_t *d = sides[k];
+        if (d->type != CU_MEMORYTYPE_DEVICE && d->type != CU_MEMORYTYPE_UNIFIED)
+            continue;
+        vg_access_t a = {call, k ? "destination" : "source", index, count, k == 1,
+                         first_byte(d), span_of(d, c), s};
+        if (!vgp_range_ok(&a))
+            return false;
+    }
+    return true;
+}
+
 /* The side's bytes as one host range, when they are one (see the header). */
 static inline void *host_span(const side_t *s, const shape_t *c, size_t *n) {
     if (s->type != CU_MEMORYTYPE_HOST && s->type != CU_MEMORYTYPE_UNIFIED)

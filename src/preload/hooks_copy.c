@@ -50,6 +50,8 @@ VGP_INLINE CUresult host_copy(void *f, const char *call, bool to_device, CUstrea
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
         return HOST_COPY(f);
+    if (!VGP_RANGE_OK(call, to_device ? "destination" : "source", to_device, dev, n, s))
+        return CUDA_ERROR_INVALID_VALUE;
     vg__guard_flush_stream(NULL);
     CUresult r = HOST_COPY(f);
     vgp_copied(r, call, s, to_device ? dev : 0, to_device ? 0 : dev, n);
@@ -81,6 +83,15 @@ VG_API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) {
     static void *next;
     return host_copy(vgp_next("cuMemcpyDtoH_v2_ptds", &next), "cuMemcpyDtoH", false,
                      CU_STREAM_PER_THREAD, src, dst, n);
+}
+
+__attribute__((noinline)) bool vgp_range_ok(const vg_access_t *a) {
+    vg_access_fault_t f;
+    if (vg__access_check(a, &f))
+        return true;
+    vg__access_report(&f, vg__opt.stack_depth ? vg__site_here(2) : 0);
+    __asm__ volatile("" ::: "memory"); /* (not a tail call: the frames skipped include this) */
+    return false;
 }
 
 __attribute__((noinline)) uint32_t vgp_call_site(void) {
@@ -121,6 +132,9 @@ VGP_INLINE CUresult dtod(dtod_fn f, const char *call, CUstream s, bool any, CUde
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
         return f(dst, src, n);
+    if (!VGP_RANGE_OK(call, "source", false, src, n, s) ||
+        !VGP_RANGE_OK(call, "destination", true, dst, n, s))
+        return CUDA_ERROR_INVALID_VALUE;
     vg__guard_flush_stream(NULL);
     bool to_dev = !any || vgp_device_memory(dst), from_dev = !any || vgp_device_memory(src);
     CUresult r;
@@ -167,6 +181,9 @@ VG_API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
         return f(dst, src, n, s);
+    if (!VGP_RANGE_OK("cuMemcpyAsync", "source", false, src, n, s) ||
+        !VGP_RANGE_OK("cuMemcpyAsync", "destination", true, dst, n, s))
+        return CUDA_ERROR_INVALID_VALUE;
     vg__guard_flush_stream(s);
     /* With unified addressing either side may be pinned host memory (cudaMemcpyAsync with
      * cudaMemcpyDefault): each side that is gets the race guard. */
@@ -194,6 +211,9 @@ VG_API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n,
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
         return f(dst, src, n, s);
+    if (!VGP_RANGE_OK("cuMemcpyDtoDAsync", "source", false, src, n, s) ||
+        !VGP_RANGE_OK("cuMemcpyDtoDAsync", "destination", true, dst, n, s))
+        return CUDA_ERROR_INVALID_VALUE;
     vg__guard_flush_stream(s);
     CUresult r;
     if (!peer_instead(dst, src, n, true, s, &r))
@@ -219,6 +239,8 @@ VGP_INLINE CUresult host_copy_async(void *f, const char *call, bool to_device,
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
         return HOST_COPY(f);
+    if (!VGP_RANGE_OK(call, to_device ? "destination" : "source", to_device, dev, n, s))
+        return CUDA_ERROR_INVALID_VALUE;
     vg__guard_flush_stream(s);
     uintptr_t token = vgp_race_before(host, n, to_device, s, call);
     CUresult r = HOST_COPY(f);
@@ -254,6 +276,11 @@ VG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, 
  * and the bytes it sets.
  * ------------------------------------------------------------------------------------- */
 
+/* The bytes a 2D memset spans: its rows of `row` bytes, `pitch` apart. */
+static inline uint64_t span_2d(size_t pitch, size_t row, size_t rows) {
+    return row && rows ? (uint64_t)(rows - 1) * pitch + row : 0;
+}
+
 #define MEMSET_HOOKS(api, type, elem)                                                       \
     VGP_INLINE CUresult api##_sync(CUresult (*f)(CUdeviceptr, type, size_t), CUstream s,    \
                                CUdeviceptr dst, type v, size_t n) {                         \
@@ -261,6 +288,8 @@ VG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, 
             return CUDA_ERROR_NOT_INITIALIZED;                                              \
         if (!vgp_ready())                                                                   \
             return f(dst, v, n);                                                            \
+        if (!VGP_RANGE_OK(#api, "destination", true, dst, (uint64_t)n * elem, s))           \
+            return CUDA_ERROR_INVALID_VALUE;                                                \
         vg__guard_flush_stream(NULL);                                                       \
         CUresult r = f(dst, v, n);                                                          \
         vgp_copied(r, #api, s, dst, 0, n * elem);                                           \
@@ -283,6 +312,8 @@ VG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, 
             return CUDA_ERROR_NOT_INITIALIZED;                                              \
         if (!vgp_ready())                                                                   \
             return f(dst, v, n, s);                                                         \
+        if (!VGP_RANGE_OK(#api "Async", "destination", true, dst, (uint64_t)n * elem, s))   \
+            return CUDA_ERROR_INVALID_VALUE;                                                \
         vg__guard_flush_stream(s);                                                          \
         CUresult r = f(dst, v, n, s);                                                       \
         vgp_copied(r, #api "Async", s, dst, 0, n * elem);                                   \
@@ -300,6 +331,8 @@ VG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, 
             return CUDA_ERROR_NOT_INITIALIZED;                                              \
         if (!vgp_ready())                                                                   \
             return f(dst, pitch, v, w, h);                                                  \
+        if (!VGP_RANGE_OK(#api, "destination", true, dst, span_2d(pitch, w * elem, h), s))   \
+            return CUDA_ERROR_INVALID_VALUE;                                                \
         vg__guard_flush_stream(NULL);                                                       \
         CUresult r = f(dst, pitch, v, w, h);                                                \
         vgp_copied(r, #api, s, dst, 0, w * h * elem);                                       \
@@ -324,6 +357,9 @@ VG_API CUresult cuMemcpyDtoHAsync_v2_ptsz(void *dst, CUdeviceptr src, size_t n, 
             return CUDA_ERROR_NOT_INITIALIZED;                                              \
         if (!vgp_ready())                                                                   \
             return f(dst, pitch, v, w, h, s);                                               \
+        if (!VGP_RANGE_OK(#api "Async", "destination", true, dst, span_2d(pitch, w * elem, h), \
+                          s))                                                               \
+            return CUDA_ERROR_INVALID_VALUE;                                                \
         vg__guard_flush_stream(s);                                                          \
         CUresult r = f(dst, pitch, v, w, h, s);                                             \
         vgp_copied(r, #api "Async", s, dst, 0, w * h * elem);                               \

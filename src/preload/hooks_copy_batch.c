@@ -76,6 +76,25 @@ static void note_copy(const shape_t *c, const char *call, size_t i, size_t count
 typedef shape_t (*copy_at_fn)(const void *batch, size_t i, size_t *cursor,
                               CUmemcpySrcAccessOrder *order);
 
+/* Are every copy's device ranges fine (copy_shape.h sides_ok)? Each bad one is reported;
+ * *fail (if not NULL) gets the first one's index, as the driver's failIdx does. */
+VGP_INLINE bool batch_ranges_ok(const void *b, size_t n, copy_at_fn at, const char *call,
+                                CUstream s, size_t *fail) {
+    bool ok = true;
+    size_t cursor = 0;
+    unsigned count = n > UINT_MAX ? UINT_MAX : (unsigned)n;
+    for (size_t i = 0; i < n; i++) {
+        CUmemcpySrcAccessOrder order;
+        shape_t c = at(b, i, &cursor, &order);
+        if (!sides_ok(&c, call, i < count ? (unsigned)i : count - 1, count, s)) {
+            if (ok && fail)
+                *fail = i;
+            ok = false;
+        }
+    }
+    return ok;
+}
+
 /* Before the driver's call: the guard work waiting on s, then the race guard of each
  * copy's pinned host sides (tokens in *k). */
 VGP_INLINE void batch_before(tokens_t *k, const void *b, size_t n, copy_at_fn at,
@@ -218,6 +237,8 @@ VGP_INLINE CUresult linear(void *f, bool fail_arg, const linear_t *b, size_t *fa
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready() || !b->dsts || !b->srcs || !b->sizes || b->count == 0)
         return CALL(b, fail);
+    if (!batch_ranges_ok(b, b->count, linear_copy, call, s, fail))
+        return CUDA_ERROR_INVALID_VALUE;
     tokens_t k;
     batch_before(&k, b, b->count, linear_copy, call, s);
     CUresult r = CUDA_SUCCESS;
@@ -306,6 +327,8 @@ VGP_INLINE CUresult boxes(void *f, bool fail_arg, size_t n, CUDA_MEMCPY3D_BATCH_
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready() || !ops || n == 0)
         return CALL;
+    if (!batch_ranges_ok(ops, n, op_shape, call, s, fail))
+        return CUDA_ERROR_INVALID_VALUE;
     tokens_t k;
     batch_before(&k, ops, n, op_shape, call, s);
     CUresult r = CALL;

@@ -91,6 +91,8 @@ VGP_INLINE CUresult shaped(void *f, const char *call, int kind, const void *p, b
     if (!vgp_ready() || !p)
         return call_driver(f, kind, p, async, s);
     shape_t c = kind == K_2D ? shape_2d(p) : kind == K_3D ? shape_3d(p) : shape_3d_peer(p);
+    if (!sides_ok(&c, call, 0, 0, s))
+        return CUDA_ERROR_INVALID_VALUE;
     uintptr_t token[2];
     before(&c, call, s, async, token);
     CUresult r = call_driver(f, kind, p, async, s);
@@ -136,6 +138,8 @@ VGP_INLINE CUresult peer(void *f, const char *call, CUdeviceptr dst, CUcontext d
     if (!vgp_ready())
         return CALL;
     shape_t c = shape_linear(dst, src, n);
+    if (!sides_ok(&c, call, 0, 0, s))
+        return CUDA_ERROR_INVALID_VALUE;
     uintptr_t token[2];
     before(&c, call, s, async, token);
     CUresult r = CALL;

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/access.h"
 #include "../core/common.h"
+#include "../core/guard.h"
 #include "../core/heap.h"
 #include "../core/options.h"
 #include "../core/order.h"
@@ -140,8 +142,10 @@ __attribute__((noinline)) static void before_launch(CUfunction f, CUstream strea
                  info.name);
         name = captured_name;
     }
-    vg__launch_note_args(name, stream, vg__opt.stack_depth ? vg__site_here(2) : 0, ptrs, where,
-                         n, captured);
+    uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
+    vg__launch_note_args(name, stream, site, ptrs, where, n, captured);
+    if (vg__guard_on()) /* (G11: a pointer to freed memory, reported at the launch) */
+        vg__access_check_args(name, stream, site, ptrs, where, n);
     vg__guard_flush_stream(stream);
 }
 

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../core/access.h"
 #include "../driver/driver.h"
 
 /* Start vramguard if it has not started; false if it could not (then pass through). */
@@ -90,6 +91,15 @@ void vgp_copied(CUresult r, const char *call, CUstream s, CUdeviceptr dst, CUdev
 uint32_t vgp_call_site(void);
 /* Is p device memory (rather than host memory, as unified addressing allows)? */
 bool vgp_device_memory(CUdeviceptr p);
+
+/* Before a copy or memset: is its device range `a` fine (access.h: outside vramguard's
+ * memory, or inside one live allocation)? False when it is not: then it has been reported
+ * with the program's call site (so call it from the hook itself, inlined helpers aside,
+ * as vgp_copied) and the hook returns CUDA_ERROR_INVALID_VALUE, calling nothing. */
+bool vgp_range_ok(const vg_access_t *a);
+/* The same for a linear range of `call` on stream s. */
+#define VGP_RANGE_OK(call, role, write, p, n, s)                                            \
+    vgp_range_ok(&(vg_access_t){(call), (role), 0, 0, (write), (uint64_t)(p), (uint64_t)(n), (s)})
 
 /* --- race.c: the host/async-copy race guard (S3, S4) --- */
 

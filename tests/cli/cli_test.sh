@@ -46,7 +46,8 @@ reported_as_planted() { # PROGRAM SEED STEPS THREADS PLANT
         fail "$what: nothing planted: $(cat "$TMP/out")"
     python3 "$HERE/check_report.py" "$TMP/r.json" 1 "${want[@]:2}" ||
         { cat "$TMP/err" >&2; fail "$what: not reported as planted"; }
-    grep -Eq "ERROR SUMMARY: (1 error: 1 ${want[2]}|2 errors: 1 use_after_free, 1 unordered_free)$" "$TMP/err" ||
+    # (A kernel given a freed buffer is reported at its launch too: launch_with_freed_pointer.)
+    grep -Eq "ERROR SUMMARY: (1 error: 1 ${want[2]}|2 errors: 1 use_after_free, 1 (unordered_free|launch_with_freed_pointer))$" "$TMP/err" ||
         { cat "$TMP/err" >&2; fail "$what: other reports"; }
 }
 
@@ -420,17 +421,23 @@ race_other_copies)
         { cat "$TMP/err" >&2; fail "a source read during the call reported"; } ;;
 interposer_batch_overrun)
     # A batched copy past the end of a buffer allocated just before it on its stream: the
-    # buffer's redzone fill must be launched before the batch, and the report names the
-    # copy of the batch that was given the buffer, launched at the program's line.
+    # whole batch is refused before anything is queued (CUDA_ERROR_INVALID_VALUE), in either
+    # mode, and the report names the copy of the batch, its destination, how far past the
+    # end it runs, and the program's line.
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
     for how in "":cuMemcpyBatchAsync --3d:cuMemcpy3DBatchAsync; do
-        run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
-            "$BUILD/tests/preload/batch_overrun" ${how%%:*}
-        python3 "$HERE/check_report.py" "$TMP/r.json" 1 out_of_bounds_after allocation.size=4000 \
-            damage.first_offset=4000 damage.bytes=16 \
-            "kernels_given_this_allocation~${how#*:} (copy 2 of 3) of 4016 bytes" \
-            "kernels_given_this_allocation~batch_overrun.c:" ||
-            { cat "$TMP/err" >&2; fail "report (${how%%:*})"; }
+        for m in fast guard; do
+            run 0 "$VG" run --sim --mode=$m --report_json="$TMP/r.json" -- \
+                "$BUILD/tests/preload/batch_overrun" ${how%%:*}
+            grep -q "batch: CUDA_ERROR_INVALID_VALUE, its first copy not made" "$TMP/out" ||
+                fail "${how%%:*} $m: $(cat "$TMP/out")"
+            python3 "$HERE/check_report.py" "$TMP/r.json" 1 out_of_bounds_copy allocation.size=4000 \
+                access.call=${how#*:} access.operation=write access.range=destination \
+                access.copy=1 access.copies=3 access.past_end=16 access.offset=0 \
+                "summary~the destination of copy 2 of 3: bytes 0 to 4015 of a 4000-byte allocation, 16 of them past its end" \
+                "call_at~batch_overrun.c:" ||
+                { cat "$TMP/err" >&2; fail "report (${how%%:*} $m)"; }
+        done
     done ;;
 interposer_pools)
     # Memory from a pool (one the program makes, also after 300 others came and went,
@@ -468,11 +475,17 @@ interposer_managed)
         run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- \
             "$BUILD/tests/preload/managed_overrun" ${how%%:*}
         grep -q "managed_overrun: done, sum 1000" "$TMP/out" || fail "${how%%:*}: the program did not finish"
-        first=4000; [ "${how%%:*}" = --uaf ] && first=0
-        python3 "$HERE/check_report.py" "$TMP/r.json" 1 all "kind=${how#*:}" allocation.size=4000 \
+        first=4000 count=1; [ "${how%%:*}" = --uaf ] && first=0 count=2
+        # (--uaf: the kernel given the freed memory is reported at its launch too)
+        python3 "$HERE/check_report.py" "$TMP/r.json" $count all ||
+            { cat "$TMP/err" >&2; fail "report count (${how%%:*})"; }
+        python3 "$HERE/check_report.py" "$TMP/r.json" 1 "${how#*:}" allocation.size=4000 \
             allocation.managed=True damage.first_offset=$first \
             "allocation.allocated_at~managed_overrun.c:" ||
             { cat "$TMP/err" >&2; fail "report (${how%%:*})"; }
+        [ $count = 1 ] || python3 "$HERE/check_report.py" "$TMP/r.json" 1 launch_with_freed_pointer \
+            allocation.size=4000 allocation.managed=True kernel.name=ex_fill kernel.argument=0 \
+            kernel.offset=0 || { cat "$TMP/err" >&2; fail "the launch with the freed managed memory"; }
     done
     grep -q "on device 0 (managed memory)" "$TMP/err" || fail "the report does not say the memory is managed"
     run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s1_overrun" --managed
@@ -622,10 +635,9 @@ interposer_random_threads)
     done ;;
 interposer_random_planted)
     # One bug planted halfway through such a program (random_clean's PLANT: an overrun, an
-    # underrun, a synchronous copy past the end of a buffer just allocated (10 of 10 seeds
-    # unseen before cuMemcpyDtoD and cuMemcpy launched the waiting guard work first; 8 of 8
-    # through cuMemcpyPeer or cuMemcpy3D unseen without their hooks' launch of it), a
-    # write to a buffer just freed, a double free, a free unordered with
+    # underrun, a synchronous copy past the end of a buffer just allocated (refused at the
+    # call, whichever copy call makes it), a kernel's write to a buffer just freed (reported
+    # at the launch and by its damage), a double free, a free unordered with
     # another stream's kernel, the host writing the source of an async copy), with one
     # thread and with four: exactly that report, with what the program printed it must
     # say (the allocation's size, the damage's offset and length, the kernel, the byte).
@@ -647,8 +659,9 @@ interposer_random_ptds)
     # The same programs built for the per-thread default stream (random_clean_ptds: cuda.h
     # maps every call to its _ptsz or _ptds twin, as nvcc --default-stream per-thread
     # builds do): the same reads as without vramguard, no message; and bugs planted there
-    # are reported as planted. Without the _ptds hooks' launch of the waiting guard work,
-    # the synchronous copy past a new buffer's end went unseen in 10 of 10 seeds.
+    # are reported as planted: the synchronous copy past a new buffer's end refused at its
+    # _ptds twin's call, a kernel's write to freed memory at its _ptsz launch and by its
+    # damage, the host's write to a source in flight.
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
     prog="$BUILD/tests/preload/random_clean_ptds"
     [ -x "$prog" ] || { echo "skipped: built without the toolkit's cuda.h"; exit 77; }

@@ -2,13 +2,14 @@
  * it on the same stream (tests/cli interposer_batch_overrun).
  *
  * A 4000-byte buffer comes from cuMemAllocAsync on a stream; one batch of three copies
- * follows on that stream, the second of which copies 4016 bytes into the buffer. Guard
- * mode must launch the buffer's redzone fill before the batch (else the fill lands after
- * the copy and erases the overrun), and name the copy in its report: "cuMemcpyBatchAsync
- * (copy 2 of 3) of 4016 bytes", launched here. With --3d the copies are boxes of
- * cuMemcpy3DBatchAsync (the second 251 rows of 16 bytes).
+ * follows on that stream, the second of which copies 4016 bytes into the buffer. vramguard
+ * refuses the whole batch before anything is queued (CUDA_ERROR_INVALID_VALUE, as the
+ * driver refuses a copy past the end of its own allocations) and names the copy: "copy 2
+ * of 3", its destination 16 bytes past the end, the call made here. With --3d the copies
+ * are boxes of cuMemcpy3DBatchAsync (the second 251 rows of 16 bytes).
  *
- * usage: batch_overrun [--3d]. Exit status 0 once the copies are done.
+ * usage: batch_overrun [--3d]. Prints what the batch returned and whether its first copy
+ * landed; exit status 0 once the program is done.
  */
 #include "common.h"
 
@@ -53,8 +54,14 @@ int main(int argc, char **argv) {
     CUdeviceptr dst[3] = {other, buf, other + SIZE};
     CUdeviceptr src[3] = {from, from, from + SIZE};
     size_t sizes[3] = {1024, SIZE + OVER, 1024}; /* the bug: 16 bytes too many */
-    CK(boxes ? box_batch(dst, src, sizes, s) : linear_batch(dst, src, sizes, s));
+    CK(cuMemsetD8Async(other, 0, 2 * SIZE, s));
+    CUresult r = boxes ? box_batch(dst, src, sizes, s) : linear_batch(dst, src, sizes, s);
+    const char *name = "?";
+    cuGetErrorName(r, &name);
     CK(cuStreamSynchronize(s));
+    unsigned char first;
+    CK(cuMemcpyDtoH(&first, other, 1));
+    printf("batch: %s, its first copy %s\n", name, first == 7 ? "made" : "not made");
     CK(cuMemFreeAsync(buf, s));
     CK(cuStreamSynchronize(s));
     CK(cuMemFree(from));

@@ -37,8 +37,9 @@
  * With PLANT, thread 0 plants one bug halfway (or soon after, once a buffer suits it),
  * for guard mode to find among all this: "overrun" or "underrun" (a kernel fills 1-16
  * floats past a buffer's end, or before its start), "copy_overrun" (a synchronous copy
- * — cuMemcpyDtoD, cuMemcpy, cuMemcpyPeer or cuMemcpy3D — fills a buffer just allocated and
- * 1-16 floats past it), "freed" (a kernel writes 1-16
+ * — cuMemcpyDtoD, cuMemcpy, cuMemcpyPeer, cuMemcpy3D or a batch — fills a buffer just
+ * allocated and 1-16 floats past it: vramguard refuses it at the call, as the driver
+ * refuses one past a cuMemAlloc block), "freed" (a kernel writes 1-16
  * floats at the start of a buffer just freed, in order after the free, every stream idle
  * before it), "double_free" (cuMemFree twice), "unordered" (cuMemFreeAsync on one stream
  * while a kernel on another may still write the buffer; if the write lands after the
@@ -407,21 +408,29 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
         CK(cuMemAllocAsync(&c->p, c->bytes, NULL));
         size_t n_copy = c->bytes + extra * 4;
         unsigned how = rnd(w, 5);
+        /* (The driver may refuse it, as vramguard does: CUDA_ERROR_INVALID_VALUE, nothing
+         * copied; or make it, into the memory after the buffer. Either way the buffer's
+         * contents are the bug's: not checked.) */
+        CUresult r;
         if (how == 0) {
-            CK(cuMemcpyDtoD(c->p, b->p, n_copy));
+            r = cuMemcpyDtoD(c->p, b->p, n_copy);
         } else if (how == 1) {
-            CK(cuMemcpy(c->p, b->p, n_copy));
+            r = cuMemcpy(c->p, b->p, n_copy);
         } else if (how == 2) {
-            CK(cuMemcpyPeer(c->p, w->ex->ctx, b->p, w->ex->ctx, n_copy));
+            r = cuMemcpyPeer(c->p, w->ex->ctx, b->p, w->ex->ctx, n_copy);
         } else if (how == 3) { /* a 3D copy of one slice of one row */
-            CK(copy_rows(c->p, b->p, n_copy, 1, true, true, NULL));
+            r = copy_rows(c->p, b->p, n_copy, 1, true, true, NULL);
         } else { /* a batch of one, on the thread's default stream (not the legacy one) */
-            CK(ex_batch_copy(c->p, b->p, n_copy, CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
-                              CU_STREAM_PER_THREAD));
+            r = ex_batch_copy(c->p, b->p, n_copy, CU_MEMCPY_SRC_ACCESS_ORDER_STREAM,
+                              CU_STREAM_PER_THREAD);
         }
+        if (r != CUDA_SUCCESS && r != CUDA_ERROR_INVALID_VALUE)
+            CK(r);
+        c->value = r == CUDA_SUCCESS ? 3.0f : -1.0f; /* (-1: not known) */
         b->owner = 0; /* (its next fill or free comes after this read of it) */
-        EXPECT("copy_overrun", "out_of_bounds_after",
-               "allocation.size=%zu\tdamage.first_offset=%zu\tdamage.bytes=%u", c->bytes,
+        EXPECT("copy_overrun", "out_of_bounds_copy",
+               "allocation.size=%zu\taccess.operation=write\taccess.range=destination"
+               "\taccess.past_end=%u\taccess.refused=True",
                c->bytes, extra * 4);
         return PLANTED;
     }
