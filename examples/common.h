@@ -79,9 +79,35 @@ static void ex_fill_span_host(const ex_launch_t *l) {
         s.x[i] = v;
 }
 
+static void ex_sum_host(const ex_launch_t *l) {
+    const float *x = *(const float **)l->params[0];
+    unsigned long long first = *(unsigned long long *)l->params[1];
+    unsigned long long n = *(unsigned long long *)l->params[2];
+    float *out = *(float **)l->params[3], s = 0.0f;
+    for (unsigned long long i = first; i < first + n; i++)
+        s += x[i];
+    *out = s;
+}
+
+static void ex_sum_range_host(const ex_launch_t *l) {
+    const float *begin = *(const float **)l->params[0], *end = *(const float **)l->params[1];
+    float *out = *(float **)l->params[2], s = 0.0f;
+    for (const float *p = begin; p < end; p++)
+        s += *p;
+    *out = s;
+}
+
+static void ex_fill_bytes_host(const ex_launch_t *l) {
+    unsigned char *p = *(unsigned char **)l->params[0];
+    unsigned char v = *(unsigned char *)l->params[1];
+    unsigned long long n = *(unsigned long long *)l->params[2];
+    for (unsigned long long i = 0; i < n; i++)
+        p[i] = v;
+}
+
 typedef struct ex {
     CUcontext ctx;
-    CUfunction fill, scatter, fill_span;
+    CUfunction fill, scatter, fill_span, sum, sum_range, fill_bytes;
 } ex_t;
 
 /* Device `ordinal`'s primary context, made current, with the kernels loaded in it. */
@@ -100,11 +126,17 @@ static inline ex_t ex_init_device(int ordinal) {
         reg("ex_fill", ex_fill_host);
         reg("ex_scatter", ex_scatter_host);
         reg("ex_fill_span", ex_fill_span_host);
+        reg("ex_sum", ex_sum_host);
+        reg("ex_sum_range", ex_sum_range_host);
+        reg("ex_fill_bytes", ex_fill_bytes_host);
     }
     CK(cuModuleLoadData(&mod, ex_kernels_ptx));
     CK(cuModuleGetFunction(&e.fill, mod, "ex_fill"));
     CK(cuModuleGetFunction(&e.scatter, mod, "ex_scatter"));
     CK(cuModuleGetFunction(&e.fill_span, mod, "ex_fill_span"));
+    CK(cuModuleGetFunction(&e.sum, mod, "ex_sum"));
+    CK(cuModuleGetFunction(&e.sum_range, mod, "ex_sum_range"));
+    CK(cuModuleGetFunction(&e.fill_bytes, mod, "ex_fill_bytes"));
     return e;
 }
 
@@ -136,6 +168,29 @@ static inline CUresult ex_fill(const ex_t *e, CUdeviceptr x, float v, unsigned l
     void *params[] = {&x, &v, &n};
     return cuLaunchKernel(e->fill, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, s, params,
                           NULL);
+}
+
+/* *out = the sum of x[first], ..., x[first + n - 1] (a kernel that only reads x), on
+ * stream s */
+static inline CUresult ex_sum(const ex_t *e, CUdeviceptr x, unsigned long long first,
+                              unsigned long long n, CUdeviceptr out, CUstream s) {
+    void *params[] = {&x, &first, &n, &out};
+    return cuLaunchKernel(e->sum, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+}
+
+/* *out = the sum of the floats in [begin, end) */
+static inline CUresult ex_sum_range(const ex_t *e, CUdeviceptr begin, CUdeviceptr end,
+                                    CUdeviceptr out, CUstream s) {
+    void *params[] = {&begin, &end, &out};
+    return cuLaunchKernel(e->sum_range, 1, 1, 1, 32, 1, 1, 0, s, params, NULL);
+}
+
+/* n bytes at p set to v */
+static inline CUresult ex_fill_bytes(const ex_t *e, CUdeviceptr p, unsigned char v,
+                                     unsigned long long n, CUstream s) {
+    void *params[] = {&p, &v, &n};
+    return cuLaunchKernel(e->fill_bytes, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, s,
+                          params, NULL);
 }
 
 /* The same kernel by a cooperative launch (cudaLaunchCooperativeKernel), with at most 16

@@ -27,3 +27,32 @@ extern "C" __global__ void ex_fill_span(float v, ex_span s) {
          i += (unsigned long long)gridDim.x * blockDim.x)
         s.x[i] = v;
 }
+
+// *out = the sum of x[i] for first <= i < first + n: reads x, writes nothing of it (one
+// thread: the order of the additions, and so the sum, is the same on any GPU and on vgsim).
+extern "C" __global__ void ex_sum(const float *x, unsigned long long first, unsigned long long n,
+                                  float *out) {
+    if (blockIdx.x != 0 || threadIdx.x != 0)
+        return;
+    float s = 0.0f;
+    for (unsigned long long i = first; i < first + n; i++)
+        s += x[i];
+    *out = s;
+}
+
+// *out = the sum of the floats in [begin, end): a begin/end pair, end one past the last.
+extern "C" __global__ void ex_sum_range(const float *begin, const float *end, float *out) {
+    if (blockIdx.x != 0 || threadIdx.x != 0)
+        return;
+    float s = 0.0f;
+    for (const float *p = begin; p < end; p++)
+        s += *p;
+    *out = s;
+}
+
+// p[i] = v for i < n, bytes: a kernel that touches exactly the last byte of an odd size.
+extern "C" __global__ void ex_fill_bytes(unsigned char *p, unsigned char v, unsigned long long n) {
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        p[i] = v;
+}

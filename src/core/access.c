@@ -19,6 +19,7 @@
 #include "common.h"
 #include "guard.h"
 #include "heap.h"
+#include "options.h"
 #include "report.h"
 #include "sites.h"
 
@@ -176,7 +177,7 @@ void vg__access_report(const vg_access_fault_t *f, uint32_t site) {
     const char *op = memset ? "memset" : "copy", *verb = a->write ? "writes" : "reads";
     vg_report_t r = {.kind = VG_REPORT_OOB_COPY, .clean_seq = UINT64_MAX, .call_site = site};
     fill_block(&r, f);
-    char head[96], role[64], b1[32];
+    char head[96], role[64];
     int64_t lo = (int64_t)(a->first - f->user), hi = lo + (int64_t)a->bytes; /* vs the user */
     int64_t past = hi - (int64_t)f->size, before = -lo;
     role_text(role, a);
@@ -219,9 +220,9 @@ void vg__access_report(const vg_access_fault_t *f, uint32_t site) {
     }
     r.headline = head;
     snprintf(r.detail, sizeof r.detail,
-             "vramguard refused the call with CUDA_ERROR_INVALID_VALUE before anything was "
-             "queued,\nas the driver refuses a %s past the end of its own allocations (%s %s)",
-             op, vg__fmt_bytes(b1, a->bytes), a->write ? "to be written" : "to be read");
+             "vramguard refused the call (CUDA_ERROR_INVALID_VALUE) before anything was queued, "
+             "as the\ndriver refuses a %s outside its own allocations",
+             op);
     snprintf(r.json, sizeof r.json,
              ",\"access\":{\"call\":\"%s\",\"operation\":\"%s\",\"range\":\"%s\",\"copy\":%u,"
              "\"copies\":%u,\"address\":\"0x%llx\",\"bytes\":%llu,\"offset\":%lld,"
@@ -249,6 +250,11 @@ static bool freed_pointer(uint64_t p, vg_access_fault_t *f) {
         vg_block_t *b;
         int c = classify(h, p, f, &b);
         bool freed = c > 0 && f->what == VG_FAULT_FREED && !end_of_live(h, p);
+        if (c == 0 && b && vg__opt.verbose && (p < b->user || p > b->user + b->requested))
+            vg__log("note: a kernel was given a pointer %llu bytes %s allocation #%llu (in its "
+                    "redzone): no error by itself; a report about the allocation will name it",
+                    (unsigned long long)(p < b->user ? b->user - p : p - b->user - b->requested),
+                    p < b->user ? "before" : "past the end of", (unsigned long long)b->id);
         pthread_mutex_unlock(&h->lock);
         if (c >= 0)
             return freed;

@@ -99,8 +99,8 @@ uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site) {
 /* `"argument":2,"offset":OFF,"argument_byte":8,"launched_at":` for word a (the
  * allocation at `user`; argument_byte: where in a struct argument): the site follows. */
 static void arg_json(vg_buf_t *b, const launch_t *l, int a, uint64_t user) {
-    vg__buf_printf(b, "\"argument\":%u,\"offset\":%llu,\"argument_byte\":%u,\"launched_at\":",
-                   (unsigned)(l->where[a] >> 8), (unsigned long long)(l->ptrs[a] - user),
+    vg__buf_printf(b, "\"argument\":%u,\"offset\":%lld,\"argument_byte\":%u,\"launched_at\":",
+                   (unsigned)(l->where[a] >> 8), (long long)(l->ptrs[a] - user),
                    (l->where[a] & 0xffu) * 8u);
 }
 
@@ -366,26 +366,56 @@ static void launch_site_text(vg_buf_t *b, uint32_t site) {
         vg__buf_printf(b, ", called from %s", vg__symbolize(s->frames[1]));
 }
 
+/* The bytes around an allocation whose pointers a launch list names: its own, its end,
+ * and in guard mode its redzones (a pointer there is no error by itself, docs/decisions.md
+ * G11, but a kernel given one is a likely culprit of damage to the allocation). */
+static void touching_range(uint64_t user, uint64_t size, uint64_t *lo, uint64_t *hi) {
+    bool guard = vg__opt.mode == VG_MODE_GUARD; /* (guard.c's layout: the left redzone is
+                                                  * `redzone` rounded up to 512 bytes, the
+                                                  * right one at least `redzone`) */
+    uint64_t l = guard ? vg__align_up(vg__opt.redzone, 512) : 0, r = guard ? vg__opt.redzone : 0;
+    *lo = user >= l ? user - l : 0;
+    *hi = user + size + r;
+}
+
+/* Where pointer p lies relative to the allocation: "the allocation + 16", "16 bytes
+ * before the allocation (in its redzone)", "8 bytes past its end (in its redzone)". */
+static const char *pointer_text(char out[96], uint64_t p, uint64_t user, uint64_t size) {
+    if (p < user)
+        snprintf(out, 96, "%llu bytes before the allocation (in its redzone)",
+                 (unsigned long long)(user - p));
+    else if (p > user + size)
+        snprintf(out, 96, "%llu bytes past its end (in its redzone)",
+                 (unsigned long long)(p - user - size));
+    else
+        snprintf(out, 96, "the allocation + %llu", (unsigned long long)(p - user));
+    return out;
+}
+
 static void launches_touching_describe(vg_buf_t *b, uint64_t since, uint64_t user,
                                        uint64_t size, const char *indent) {
     if (vg__launch_seq() - since <= 1)
         return; /* (one kernel ran: the list above names it already) */
     launch_t ls[TOUCHING];
     int arg[TOUCHING];
-    int found = launches_touching(since, user, user + size, TOUCHING, ls, arg);
+    uint64_t lo, hi;
+    touching_range(user, size, &lo, &hi);
+    int found = launches_touching(since, lo, hi, TOUCHING, ls, arg);
     if (found == 0)
         return;
-    vg__buf_printf(b, "%sof those, given a pointer into this allocation (the likely writer%s):\n",
-                   indent, found == 1 ? "" : "s");
+    bool outside = false;
+    for (int i = 0; i < VG_MIN(found, TOUCHING); i++)
+        outside |= ls[i].ptrs[arg[i]] < user || ls[i].ptrs[arg[i]] > user + size;
+    vg__buf_printf(b, "%sof those, given a pointer into this allocation%s (the likely writer%s):\n",
+                   indent, outside ? " or its redzones" : "", found == 1 ? "" : "s");
     if (found > TOUCHING)
         vg__buf_printf(b, "%s  ... %d earlier, then:\n", indent, found - TOUCHING);
     for (int i = 0; i < VG_MIN(found, TOUCHING); i++) {
-        char st[48];
+        char st[48], at[32], where[96];
         stream_text(st, ls[i].stream);
-        char at[32];
-        vg__buf_printf(b, "%s  %s on %s, %s = the allocation + %llu", indent, ls[i].name, st,
+        vg__buf_printf(b, "%s  %s on %s, %s = %s", indent, ls[i].name, st,
                        arg_text(at, &ls[i], arg[i]),
-                       (unsigned long long)(ls[i].ptrs[arg[i]] - user));
+                       pointer_text(where, ls[i].ptrs[arg[i]], user, size));
         launch_site_text(b, ls[i].site);
         vg__buf_putc(b, '\n');
     }
@@ -394,7 +424,9 @@ static void launches_touching_describe(vg_buf_t *b, uint64_t since, uint64_t use
 static void launches_touching_json(vg_buf_t *b, uint64_t since, uint64_t user, uint64_t size) {
     launch_t ls[TOUCHING];
     int arg[TOUCHING];
-    int found = launches_touching(since, user, user + size, TOUCHING, ls, arg);
+    uint64_t lo, hi;
+    touching_range(user, size, &lo, &hi);
+    int found = launches_touching(since, lo, hi, TOUCHING, ls, arg);
     vg__buf_putc(b, '[');
     for (int i = 0; i < VG_MIN(found, TOUCHING); i++) {
         vg__buf_printf(b, "%s{\"seq\":%llu,\"name\":", i ? "," : "", (unsigned long long)ls[i].seq);

@@ -859,6 +859,56 @@ readme_excerpts)
     command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
     python3 "$HERE/check_readme.py" "$HERE/../../README.md" >"$TMP/out" 2>"$TMP/err" ||
         { cat "$TMP/err" "$TMP/out" >&2; fail "the README no longer matches"; } ;;
+access_planted)
+    # Every access the API shows, checked (docs/decisions.md G11): a copy or memset past an
+    # allocation, far past it or into freed memory is refused at the call in either mode
+    # (CUDA_ERROR_INVALID_VALUE) and reported, read or write, how far, the call's line; in
+    # guard mode a kernel given a freed buffer, which it only reads, is reported at the
+    # launch, and a kernel given a pointer into a redzone is named by a later report about
+    # the allocation.
+    command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
+    p="$BUILD/tests/preload/access_user"
+    chk() { python3 "$HERE/check_report.py" "$TMP/r.json" "$@" || { cat "$TMP/err" >&2; fail "$c ($m)"; }; }
+    for m in fast guard; do
+        for c in copy_read_past memset_past copy2d_past copy_far copy_freed; do
+            run 0 "$VG" run --sim --mode=$m --leaks=off --report_json="$TMP/r.json" -- "$p" $c
+            grep -q "^$c: CUDA_ERROR_INVALID_VALUE$" "$TMP/out" || fail "$c ($m): $(cat "$TMP/out")"
+            chk 1 all
+            case $c in
+            copy_read_past) chk 1 out_of_bounds_copy access.call=cuMemcpyDtoD access.operation=read \
+                access.range=source access.bytes=4096 access.past_end=96 allocation.size=4000 \
+                "call_at~access_user.c:" "allocation.allocated_at~access_user.c:" ;;
+            memset_past) chk 1 out_of_bounds_copy access.call=cuMemsetD32 access.operation=write \
+                access.past_end=4 allocation.size=4000 "message~memset writes past the end" ;;
+            copy2d_past) chk 1 out_of_bounds_copy access.call=cuMemcpy2D access.operation=write \
+                access.range=destination access.past_end=96 allocation.size=4000 ;;
+            copy_far) chk 1 out_of_bounds_copy access.call=cuMemcpyDtoHAsync access.operation=read \
+                access.offset=1052576 allocation.size=4000 \
+                "summary~256 bytes starting 1048576 bytes past the end of a 4000-byte allocation" ;;
+            copy_freed) chk 1 use_after_free access.call=cuMemcpyDtoH access.operation=read \
+                allocation.size=4000 "message~copy reads freed memory" ;;
+            esac
+        done
+    done
+    m=guard c=freed_arg
+    run 0 "$VG" run --sim --mode=guard --leaks=off --report_json="$TMP/r.json" -- "$p" $c
+    chk 1 all
+    chk 1 launch_with_freed_pointer kernel.name=ex_sum kernel.argument=0 kernel.offset=0 \
+        allocation.size=4000 "allocation.freed_at~access_user.c:" "call_at~access_user.c:"
+    c=redzone_arg_overrun
+    run 0 "$VG" run --sim --mode=guard --leaks=off --report_json="$TMP/r.json" -- "$p" $c
+    chk 1 all
+    chk 1 out_of_bounds_after allocation.size=4000 damage.first_offset=4000 \
+        "kernels_given_this_allocation~\"name\": \"ex_sum\", \"stream\": \"0x0\", \"argument\": 0, \"offset\": -16"
+    grep -q "ex_sum on the default stream, argument 0 = 16 bytes before the allocation (in its redzone)" \
+        "$TMP/err" || fail "the redzone pointer is not named" ;;
+access_clean)
+    # The correct accesses: begin/end pairs, pointers into redzones that read inside,
+    # odd sizes touched to the last byte, pitched 2D copies and memsets, threads with their
+    # own streams: the same output with and without vramguard, no report, either mode.
+    for c in redzone_arg begin_end last_byte pitched_2d threads; do
+        same_under_vramguard "$BUILD/tests/preload/access_user" $c
+    done ;;
 race_line_at_each_level)
     # A host race is reported at the line of the faulting access, not the next one (the
     # faulting pc is the instruction itself, not a return address), at -O0, -O1 and -O2.
