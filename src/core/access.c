@@ -220,8 +220,8 @@ void vg__access_report(const vg_access_fault_t *f, uint32_t site) {
     }
     r.headline = head;
     snprintf(r.detail, sizeof r.detail,
-             "vramguard refused the call (CUDA_ERROR_INVALID_VALUE) before anything was queued, "
-             "as the\ndriver refuses a %s outside its own allocations",
+             "vramguard refused the call with CUDA_ERROR_INVALID_VALUE, as the driver refuses "
+             "a %s\noutside its own allocations: nothing was queued",
              op);
     snprintf(r.json, sizeof r.json,
              ",\"access\":{\"call\":\"%s\",\"operation\":\"%s\",\"range\":\"%s\",\"copy\":%u,"
@@ -232,7 +232,7 @@ void vg__access_report(const vg_access_fault_t *f, uint32_t site) {
              f->has_block ? (long long)lo : 0LL,
              f->has_block && past > 0 ? (long long)past : 0LL,
              f->has_block && before > 0 ? (long long)before : 0LL);
-    r.found = "by the check of the call's ranges against the allocations, before it was queued";
+    r.found = "by the check of the call's ranges against the allocations";
     vg__report(&r);
 }
 

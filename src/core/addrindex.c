@@ -4,11 +4,19 @@
  *
  * A hierarchical bitmap over the segment's 512-byte granules marks the user address of
  * every block in the heap's live map (allocated or quarantined). Level 0 has a bit per
- * granule; each higher level a bit per word of the level below, set while that word is
- * not zero; the top level is one word. So marking or unmarking is O(levels) (at most 6
- * for 2^36 granules, 32 TiB), and the nearest mark at or below an address (predecessor),
- * or above it (successor), is O(levels) word operations: no walk over blocks. The live
- * map then gives the block at that user address.
+ * granule; each higher level a bit per word of the level below, set when that word may
+ * be non-zero; the top level is one word. The nearest mark at or below an address
+ * (predecessor), or above it (successor), is found in O(levels) word operations (at most
+ * 6 for 2^36 granules, 32 TiB): no walk over blocks. The live map then gives the block.
+ *
+ * The allocator's fast path pays one word of level 0 per allocation and free (the rest is
+ * read, and written only the first time a region is used): unmarking never clears the
+ * levels above, whose bits may so say "maybe" of a word that is zero by now; a search
+ * that meets such a bit clears it and goes on (so the cleaning is paid by lookups, under
+ * the same heap lock). And a heap keeps no index at all until the first lookup (the
+ * first copy, memset or launch the interposer checks), which builds it from the live map:
+ * a program that only allocates (PyTorch's allocator through the package, a replay) pays
+ * nothing.
  *
  * Memory: a bit per 512 bytes of address space, 1/4096 of the segment. The large levels
  * of a VMM segment (whose range is twice the device) are anonymous mappings that the
@@ -88,19 +96,24 @@ void vg__addrindex_free(vg_segment_t *seg) {
 /* The granule of address p (inside the segment). */
 static uint64_t granule(const vg_addrindex_t *x, uint64_t p) { return (p - x->base) / VG_ALIGN; }
 
+static void mark(vg_addrindex_t *x, uint64_t i) {
+    x->bits[0][i >> 6] |= 1ull << (i & 63);
+    for (int k = 1; k < x->levels; k++) {
+        i >>= 6;
+        uint64_t *w = &x->bits[k][i >> 6], bit = 1ull << (i & 63);
+        if (*w & bit)
+            break; /* (already "maybe": so are the levels above) */
+        *w |= bit;
+    }
+}
+
 bool vg__addrindex_add(vg_segment_t *seg, uint64_t user) {
     if (!seg->index && !seg->index_failed && !(seg->index = index_new(seg->base, seg->size)))
         seg->index_failed = true; /* (its lookups answer "unknown" from now on) */
     vg_addrindex_t *x = seg->index;
     if (!x)
         return false;
-    uint64_t i = granule(x, user);
-    for (int k = 0; k < x->levels; k++, i >>= 6) {
-        uint64_t *w = &x->bits[k][i >> 6], was = *w;
-        *w = was | 1ull << (i & 63);
-        if (was)
-            break; /* (the levels above already mark this word) */
-    }
+    mark(x, granule(x, user));
     return true;
 }
 
@@ -109,46 +122,52 @@ void vg__addrindex_del(vg_segment_t *seg, uint64_t user) {
     if (!x)
         return;
     uint64_t i = granule(x, user);
-    for (int k = 0; k < x->levels; k++, i >>= 6) {
-        uint64_t *w = &x->bits[k][i >> 6];
-        *w &= ~(1ull << (i & 63));
-        if (*w)
-            break;
+    x->bits[0][i >> 6] &= ~(1ull << (i & 63)); /* (the levels above: cleaned by searches) */
+}
+
+/* The largest marked bit <= i of level k, or -1; a "maybe" bit met above a zero word is
+ * cleared on the way. */
+static int64_t pred_at(vg_addrindex_t *x, int k, uint64_t i) {
+    for (;;) {
+        uint64_t w = i >> 6;
+        uint64_t m = x->bits[k][w] & (~0ull >> (63 - (i & 63)));
+        if (m)
+            return (int64_t)(w * 64 + 63 - (uint64_t)__builtin_clzll(m));
+        if (w == 0 || k + 1 >= x->levels)
+            return -1;
+        int64_t v = pred_at(x, k + 1, w - 1); /* the nearest word below that may hold one */
+        if (v < 0)
+            return -1;
+        if (x->bits[k][v])
+            return v * 64 + 63 - __builtin_clzll(x->bits[k][v]);
+        x->bits[k + 1][v >> 6] &= ~(1ull << (v & 63)); /* a stale "maybe" */
+        i = (uint64_t)v * 64; /* (its bits are all clear: bit 0 of it finds none, then below) */
     }
 }
 
-/* The largest marked bit <= i of level k, or -1. */
-static int64_t pred_at(const vg_addrindex_t *x, int k, uint64_t i) {
-    uint64_t w = i >> 6;
-    uint64_t m = x->bits[k][w] & (~0ull >> (63 - (i & 63)));
-    if (m)
-        return (int64_t)(w * 64 + 63 - (uint64_t)__builtin_clzll(m));
-    if (w == 0 || k + 1 >= x->levels)
-        return -1;
-    int64_t v = pred_at(x, k + 1, w - 1); /* the nearest word below with a mark */
-    if (v < 0)
-        return -1;
-    return v * 64 + 63 - __builtin_clzll(x->bits[k][v]);
-}
-
-/* The smallest marked bit >= i of level k, or -1. */
-static int64_t succ_at(const vg_addrindex_t *x, int k, uint64_t i) {
-    uint64_t w = i >> 6;
-    if (w >= x->words[k])
-        return -1;
-    uint64_t m = x->bits[k][w] & (~0ull << (i & 63));
-    if (m)
-        return (int64_t)(w * 64 + (uint64_t)__builtin_ctzll(m));
-    if (k + 1 >= x->levels)
-        return -1;
-    int64_t v = succ_at(x, k + 1, w + 1);
-    if (v < 0 || (uint64_t)v >= x->words[k])
-        return -1;
-    return v * 64 + __builtin_ctzll(x->bits[k][v]);
+/* The smallest marked bit >= i of level k, or -1 (stale bits cleared as in pred_at). */
+static int64_t succ_at(vg_addrindex_t *x, int k, uint64_t i) {
+    for (;;) {
+        uint64_t w = i >> 6;
+        if (w >= x->words[k])
+            return -1;
+        uint64_t m = x->bits[k][w] & (~0ull << (i & 63));
+        if (m)
+            return (int64_t)(w * 64 + (uint64_t)__builtin_ctzll(m));
+        if (k + 1 >= x->levels)
+            return -1;
+        int64_t v = succ_at(x, k + 1, w + 1);
+        if (v < 0 || (uint64_t)v >= x->words[k])
+            return -1;
+        if (x->bits[k][v])
+            return v * 64 + __builtin_ctzll(x->bits[k][v]);
+        x->bits[k + 1][v >> 6] &= ~(1ull << (v & 63));
+        i = (uint64_t)v * 64 + 63;
+    }
 }
 
 int vg__addrindex_near(const vg_segment_t *seg, uint64_t p, uint64_t *below, uint64_t *above) {
-    const vg_addrindex_t *x = seg->index;
+    vg_addrindex_t *x = seg->index;
     *below = *above = 0;
     if (!x)
         return seg->index_failed ? -1 : 0; /* (nothing was ever marked, or no memory) */
@@ -161,7 +180,18 @@ int vg__addrindex_near(const vg_segment_t *seg, uint64_t p, uint64_t *below, uin
     return 0;
 }
 
+/* The first lookup of a heap: its indexes built from the blocks, and kept from now on. */
+static void index_start(vg_heap_t *h) {
+    for (vg_segment_t *seg = h->segments; seg; seg = seg->next)
+        for (vg_block_t *b = seg->first; b; b = b->next)
+            if (b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED)
+                vg__addrindex_add(seg, b->user);
+    h->index_on = true;
+}
+
 vg_at_t vg__heap_block_at(vg_heap_t *h, uint64_t p, vg_block_t **block) {
+    if (VG_UNLIKELY(!h->index_on))
+        index_start(h);
     vg_segment_t *seg = h->segments;
     while (seg && !(p >= seg->base && p - seg->base < seg->size))
         seg = seg->next;
@@ -184,6 +214,8 @@ vg_at_t vg__heap_block_at(vg_heap_t *h, uint64_t p, vg_block_t **block) {
 }
 
 vg_block_t *vg__heap_block_below(vg_heap_t *h, uint64_t p) {
+    if (VG_UNLIKELY(!h->index_on))
+        index_start(h);
     vg_segment_t *seg = h->segments;
     while (seg && !(p >= seg->base && p - seg->base < seg->size))
         seg = seg->next;

@@ -361,7 +361,8 @@ static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requeste
         vg__tlsf_insert(index_of(h, f), f);
         return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
     }
-    vg__addrindex_add(b->seg, b->user); /* (without memory for it: checks say "unknown") */
+    if (h->index_on) /* (without memory for it: checks say "unknown") */
+        vg__addrindex_add(b->seg, b->user);
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.allocation, pool, 1);
     vg__stat_pool(h->stats.allocated_bytes, pool, (int64_t)b->size);
@@ -795,7 +796,8 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream, bool synced) {
         s->last_free_epoch = s->epoch;
     if (b->gpool) { /* a graph's memory: back to its pool, whatever streams used it */
         vg__ptrmap_del(&h->live, b->user);
-        vg__addrindex_del(b->seg, b->user);
+        if (h->index_on)
+            vg__addrindex_del(b->seg, b->user);
         release_free(h, b, 0, 0);
         return;
     }
@@ -820,7 +822,8 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream, bool synced) {
     if (vg__guard_quarantine(h, b, stream)) /* guard mode keeps it poisoned for a while */
         return; /* (it stays in the live map, as QUARANTINED, until it leaves) */
     vg__ptrmap_del(&h->live, b->user);
-    vg__addrindex_del(b->seg, b->user);
+    if (h->index_on)
+        vg__addrindex_del(b->seg, b->user);
     if (wait_uses) {
         b->state = VG_BLOCK_DEFERRED;
         b->fnext = h->deferred;
@@ -833,7 +836,8 @@ void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream, bool synced) {
 /* A block leaving guard's quarantine: back to the normal path (deferred or free). */
 void vg__heap_unquarantine(vg_heap_t *h, vg_block_t *b, uint64_t head, uint64_t tail) {
     vg__ptrmap_del(&h->live, b->user);
-    vg__addrindex_del(b->seg, b->user);
+    if (h->index_on)
+        vg__addrindex_del(b->seg, b->user);
     if (!deferred_ready(h, b)) {
         b->state = VG_BLOCK_DEFERRED;
         b->fnext = h->deferred;

@@ -238,6 +238,8 @@ struct vg_heap {
     vg_stream_t *streams;
     int streams_seen;           /* streams ever added to `streams` */
     vg_ptrmap_t live;           /* user address -> allocated or quarantined block */
+    bool index_on;              /* the segments' address indexes are kept (addrindex.c):
+                                   from the first lookup on */
     vg_block_t *deferred;       /* list through fnext */
     vg_block_t *block_pool;     /* recycled block structs */
     CUmemGenericAllocationHandle *spare; /* unmapped physical pages kept for reuse */

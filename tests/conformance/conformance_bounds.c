@@ -1,0 +1,92 @@
+/* conformance_bounds.c — what the driver does with a copy or memset that runs past the end
+ * of an allocation: the behaviour vramguard imitates inside its own segments (DESIGN D11,
+ * docs/decisions.md G11), where the driver sees one mapping and not the allocations.
+ *
+ * The case prints each probe's result ("bounds: ...") so that a run on a GPU records the
+ * driver's answers, and checks the answers recorded on the H200 on 2026-11-26 (driver 580,
+ * CUDA 13: docs/gpu-validation.md), which vgsim must give too.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance.h"
+
+static const char *name_of(CUresult r) {
+    const char *n = "?";
+    cuGetErrorName(r, &n);
+    return n;
+}
+
+/* Run one probe: its result printed, then the context checked for a sticky error. */
+static CUresult probe(const char *what, CUresult r) {
+    CUresult s = cuCtxSynchronize();
+    printf("bounds: %-58s %s%s%s\n", what, name_of(r), s ? ", then " : "", s ? name_of(s) : "");
+    return r;
+}
+
+VG_TEST(copies_and_memsets_past_an_allocation) {
+    setup();
+    enum { N = 4000 };
+    static unsigned char h[4 << 20];
+    CUdeviceptr p, q, big;
+    CHECK_CU(cuMemAlloc(&p, N));
+    CHECK_CU(cuMemAlloc(&q, 8192));
+    CHECK_CU(cuMemAlloc(&big, 2 << 20));
+    CUdeviceptr base = 0;
+    size_t range = 0;
+    CHECK_CU(cuMemGetAddressRange(&base, &range, p + 100));
+    printf("bounds: cuMemGetAddressRange of a 4000-byte block: %zu bytes from its start %s\n",
+           range, base == p ? "(its pointer)" : "(elsewhere)");
+    CUresult r[16];
+    r[0] = probe("cuMemsetD8 4000 of 4000 (cuMemAlloc)", cuMemsetD8(p, 1, N));
+    r[1] = probe("cuMemsetD8 4001 of 4000", cuMemsetD8(p, 1, N + 1));
+    r[2] = probe("cuMemsetD8 4096 of 4000", cuMemsetD8(p, 1, 4096));
+    r[3] = probe("cuMemsetD8 4097 of 4000", cuMemsetD8(p, 1, 4097));
+    r[4] = probe("cuMemsetD8 16 from its end", cuMemsetD8(p + N, 1, 16));
+    r[5] = probe("cuMemcpyDtoH 4096 of 4000", cuMemcpyDtoH(h, p, 4096));
+    r[6] = probe("cuMemcpyDtoD 4096 of 4000 (source)", cuMemcpyDtoD(q, p, 4096));
+    r[7] = probe("cuMemcpyHtoD 4096 into 4000", cuMemcpyHtoD(p, h, 4096));
+    r[8] = probe("cuMemsetD8 2 MiB + 1 of a 2 MiB block", cuMemsetD8(big, 1, (2 << 20) + 1));
+    r[9] = probe("cuMemcpyDtoH 1 MiB from 4000 (far past)", cuMemcpyDtoH(h, p, 1 << 20));
+    CHECK_CU(cuMemFree(p));
+    CHECK_CU(cuMemFree(q));
+    CHECK_CU(cuMemFree(big));
+
+    /* A VMM mapping: two 2 MiB pages of two handles side by side, then the end. */
+    size_t gran = 0;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CHECK_CU(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CUdeviceptr va;
+    CHECK_CU(cuMemAddressReserve(&va, 4 * gran, 0, 0, 0));
+    CUmemGenericAllocationHandle h1, h2;
+    CHECK_CU(cuMemCreate(&h1, gran, &prop, 0));
+    CHECK_CU(cuMemCreate(&h2, gran, &prop, 0));
+    CHECK_CU(cuMemMap(va, gran, 0, h1, 0));
+    CHECK_CU(cuMemMap(va + gran, gran, 0, h2, 0));
+    CUmemAccessDesc acc;
+    memset(&acc, 0, sizeof acc);
+    acc.location = prop.location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CHECK_CU(cuMemSetAccess(va, 2 * gran, &acc, 1));
+    r[10] = probe("cuMemsetD8 across two VMM mappings", cuMemsetD8(va, 2, 2 * gran));
+    r[11] = probe("cuMemsetD8 past the mapped pages (+1 byte)", cuMemsetD8(va, 2, 2 * gran + 1));
+    r[12] = probe("cuMemcpyDtoH across two VMM mappings", cuMemcpyDtoH(h, va, 2 * gran));
+    r[13] = probe("cuMemcpyDtoH past the mapped pages (+1)", cuMemcpyDtoH(h, va + gran, gran + 1));
+    CHECK_CU(cuMemUnmap(va, 2 * gran));
+    CHECK_CU(cuMemRelease(h1));
+    CHECK_CU(cuMemRelease(h2));
+    CHECK_CU(cuMemAddressFree(va, 4 * gran));
+    /* Within a block, and across two VMM mappings, the calls succeed; past a mapping's end
+     * into unmapped addresses they are refused. (Past a cuMemAlloc block's requested end
+     * but within its rounding: see the answers printed above and the record.) */
+    CHECK_CU_EQ(r[0], CUDA_SUCCESS);
+    CHECK_CU_EQ(r[10], CUDA_SUCCESS);
+    CHECK_CU_EQ(r[12], CUDA_SUCCESS);
+    CHECK_CU_EQ(r[11], CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU_EQ(r[13], CUDA_ERROR_INVALID_VALUE);
+}
