@@ -29,6 +29,10 @@
 #            the vgsim replay of its own 20-step trace (18.76 GB): a traced 300-step run
 #            with reserved bytes per step, its trace replayed (with and without device
 #            lag, in other orders) beside the models of PyTorch's allocator
+#   access   issue 31: the driver past an allocation (conformance probe); access_user plain
+#            and under vramguard; compute-sanitizer --nvtx yes over python -m vramguard run
+#            on oob_custom_kernel.py (write and --read) and 12 steps of the two loops,
+#            beside memcheck alone
 #   convert  PyTorch memory snapshots of the two loops under PyTorch's allocator, turned
 #            into traces by python -m vramguard convert and replayed: the snapshot's
 #            figures beside what PyTorch measured in the same run, and vramguard's beside them
@@ -525,8 +529,43 @@ except Exception as e:
         bench/pytorch_train.py --json /tmp/vg-run.json --alloc vramguard --model resnet50 \
         --steps 200 && cat /tmp/vg-run.json >>"$J"
     ;;
+access)
+    # Issue 31 (docs/decisions.md G11, G12): what the driver does past an allocation; the
+    # access_user programs plain and under vramguard (the same answers); compute-sanitizer
+    # told vramguard's allocations (--nvtx yes) on the PyTorch out-of-bounds scripts, write
+    # and read; 12 steps of the two loops under that command beside memcheck alone.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    compute-sanitizer --version | head -2
+    build
+    step "bounds probe" 60 "$B/tests/conformance/conformance" copies_and_memsets_past_an_allocation
+    for c in copy_read_past memset_past copy2d_past copy_far copy_freed freed_arg \
+             redzone_arg_overrun redzone_arg begin_end last_byte pitched_2d threads; do
+        step "access_user $c plain" 30 "$B/tests/preload/access_user" $c
+        for m in fast guard; do
+            step "access_user $c $m" 30 "$B/vramguard" run --mode=$m --leaks=off \
+                --report_json="$O/access-$c-$m.json" -- "$B/tests/preload/access_user" $c
+        done
+    done
+    step "load_inline build" 300 python3 examples/pytorch/oob_custom_kernel.py --fixed
+    for how in "" --read --fixed "--read --fixed"; do
+        step "oob_custom_kernel $how memcheck --nvtx, vramguard" 120 compute-sanitizer \
+            --tool memcheck --nvtx yes --print-limit 4 python3 -m vramguard run \
+            examples/pytorch/oob_custom_kernel.py $how
+    done
+    step "oob_custom_kernel --read memcheck alone" 120 compute-sanitizer --tool memcheck \
+        --print-limit 4 python3 examples/pytorch/oob_custom_kernel.py --read
+    for model in resnet50:16 gpt2:1; do
+        step "${model%%:*} memcheck --nvtx, vramguard" 240 compute-sanitizer --tool memcheck \
+            --nvtx yes --print-limit 4 python3 -m vramguard run bench/pytorch_train.py \
+            --alloc default --model ${model%%:*} --batch ${model#*:} --steps 12 --warmup 2
+        step "${model%%:*} memcheck alone" 240 compute-sanitizer --tool memcheck --print-limit 4 \
+            python3 bench/pytorch_train.py --alloc default --model ${model%%:*} \
+            --batch ${model#*:} --steps 12 --warmup 2
+    done
+    ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why or convert)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why, convert or access)" >&2
     exit 2
     ;;
 esac
