@@ -28,6 +28,7 @@
 
 #include "common.h"
 #include "heap.h"
+#include "nvtx.h"
 #include "options.h"
 
 #define SLAB 256
@@ -94,6 +95,7 @@ static vg_segment_t *segment_add(vg_heap_t *h, uint64_t base, uint64_t size, boo
     seg->next = h->segments;
     h->segments = seg;
     vg__tlsf_insert(&h->index, b);
+    vg__nvtx_segment_added(h, seg); /* (compute-sanitizer: a heap, G12) */
     return seg;
 }
 
@@ -533,6 +535,7 @@ vg_status_t vg__segment_trim(vg_heap_t *h) {
             pp = &seg->next;
             continue;
         }
+        vg__nvtx_segment_removed(h, seg);
         CUresult r = vg__cuMemFree(seg->base);
         if (r != CUDA_SUCCESS)
             return vg__error(vg__cu_status(r), "cuMemFree of a cached segment failed: %s",
@@ -554,6 +557,7 @@ vg_status_t vg__segment_trim(vg_heap_t *h) {
 void vg__segment_release_all(vg_heap_t *h) {
     for (vg_segment_t *seg = h->segments, *next; seg; seg = next) {
         next = seg->next;
+        vg__nvtx_segment_removed(h, seg);
         if (seg->vmm) {
             for (size_t i = 0; i < seg->npages; i++) {
                 if (seg->pages[i]) {
