@@ -11,7 +11,8 @@
  * The tests read it all through vgnvtx.h's functions.
  *
  * VGNVTX_FAIL=core|ext|noheap makes it refuse the client, refuse the Memory API, or
- * return no heap: vramguard must go on without it.
+ * return no heap: vramguard must go on without it. VGNVTX_NULL=1 makes it a tool that
+ * takes every Memory API call and does nothing (the bench: vramguard's own cost).
  */
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
@@ -34,10 +35,10 @@ typedef struct heap_rec {
     struct heap_rec *next;
 } heap_rec_t;
 
-typedef struct region_rec {
+typedef struct region_rec { /* (small: the array is kept sorted by memmove) */
     uint64_t lo, size;
     heap_rec_t *heap;
-    char name[256];
+    char *name; /* NULL until named */
 } region_rec_t;
 
 typedef struct domain_rec {
@@ -69,6 +70,24 @@ static void error(const char *fmt, ...) { /* (g_lock held, or at init) */
 static int failing(const char *what) {
     const char *f = getenv("VGNVTX_FAIL");
     return f && strcmp(f, what) == 0;
+}
+
+/* VGNVTX_NULL=1: a tool that takes every call and does nothing, to measure what talking
+ * to a tool costs vramguard itself (bench/RESULTS.md). */
+static heap_rec_t g_null_heap;
+static nvtxMemHeapHandle_t null_heap_register(nvtxDomainHandle_t d, nvtxMemHeapDesc_t const *h) {
+    (void)d, (void)h;
+    return (nvtxMemHeapHandle_t)&g_null_heap;
+}
+static void null_heap(nvtxDomainHandle_t d, nvtxMemHeapHandle_t h) { (void)d, (void)h; }
+static void null_register(nvtxDomainHandle_t d, nvtxMemRegionsRegisterBatch_t const *b) {
+    (void)d, (void)b;
+}
+static void null_unregister(nvtxDomainHandle_t d, nvtxMemRegionsUnregisterBatch_t const *b) {
+    (void)d, (void)b;
+}
+static void null_name(nvtxDomainHandle_t d, nvtxMemRegionsNameBatch_t const *b) {
+    (void)d, (void)b;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -207,6 +226,7 @@ static nvtxMemHeapHandle_t heap_register(nvtxDomainHandle_t dom, nvtxMemHeapDesc
 }
 
 static void region_drop(size_t i) {
+    free(g_regions[i].name);
     memmove(&g_regions[i], &g_regions[i + 1], (g_nregions - i - 1) * sizeof *g_regions);
     g_nregions--;
 }
@@ -272,7 +292,7 @@ static void region_add(heap_rec_t *heap, uint64_t lo, uint64_t size) {
         g_capregions = cap;
     }
     memmove(&g_regions[i + 1], &g_regions[i], (g_nregions - i) * sizeof *g_regions);
-    g_regions[i] = (region_rec_t){lo, size, heap, ""};
+    g_regions[i] = (region_rec_t){lo, size, heap, NULL};
     g_nregions++;
     g_counts.regions_registered++;
 }
@@ -356,7 +376,8 @@ static void regions_name(nvtxDomainHandle_t dom, nvtxMemRegionsNameBatch_t const
                 error("region name: no region at %p, or no ASCII name",
                       e->region.pointer);
             else {
-                snprintf(g_regions[i].name, sizeof g_regions[i].name, "%s", e->name.ascii);
+                free(g_regions[i].name);
+                g_regions[i].name = strdup(e->name.ascii);
                 g_counts.names++;
             }
         }
@@ -383,6 +404,14 @@ EXPORT int InitializeInjectionNvtxExtension(nvtxExtModuleInfo_t *info) {
     if (!ok)
         return 0;
     intptr_t *s = info->segments[0].functionSlots;
+    if (getenv("VGNVTX_NULL")) {
+        s[NVTX3EXT_CBID_nvtxMemHeapRegister] = (intptr_t)null_heap_register;
+        s[NVTX3EXT_CBID_nvtxMemHeapUnregister] = (intptr_t)null_heap;
+        s[NVTX3EXT_CBID_nvtxMemRegionsRegister] = (intptr_t)null_register;
+        s[NVTX3EXT_CBID_nvtxMemRegionsUnregister] = (intptr_t)null_unregister;
+        s[NVTX3EXT_CBID_nvtxMemRegionsName] = (intptr_t)null_name;
+        return 1;
+    }
     s[NVTX3EXT_CBID_nvtxMemHeapRegister] = (intptr_t)heap_register;
     s[NVTX3EXT_CBID_nvtxMemHeapUnregister] = (intptr_t)heap_unregister;
     s[NVTX3EXT_CBID_nvtxMemHeapReset] = (intptr_t)heap_reset;
@@ -402,7 +431,8 @@ EXPORT size_t vgnvtx_regions(vgnvtx_region_t *out, size_t max) {
     for (size_t i = 0; i < g_nregions && i < max; i++) {
         out[i] = (vgnvtx_region_t){g_regions[i].lo, g_regions[i].size, g_regions[i].heap->lo,
                                    g_regions[i].heap->size, ""};
-        memcpy(out[i].name, g_regions[i].name, sizeof out[i].name);
+        snprintf(out[i].name, sizeof out[i].name, "%s",
+                 g_regions[i].name ? g_regions[i].name : "");
     }
     size_t n = g_nregions;
     pthread_mutex_unlock(&g_lock);
