@@ -200,9 +200,19 @@ static bool heaps_decide(bool taken) {
     return true;
 }
 
+static bool g_named; /* NVTX_INJECTION64_PATH names a tool (set at initialisation) */
+
 void vg__nvtx_init(void) {
     const char *path = secure_getenv("NVTX_INJECTION64_PATH");
-    atomic_store(&vg__nvtx_on, path && *path);
+    g_named = path && *path;
+    atomic_store(&vg__nvtx_on, g_named);
+}
+
+bool vg__nvtx_plain_segments(void) {
+    if (!g_named || vg__opt.vmm != VG_VMM_AUTO)
+        return false;
+    pthread_once(&g_once, load_once); /* (a heap's first call: its context is current) */
+    return g_loaded;
 }
 
 bool vg__nvtx_attached(void) {
@@ -228,14 +238,27 @@ static void degrade(vg_segment_t *seg, const char *why) {
                 "tool (%s)", why);
 }
 
+/* vmm=on under a tool: its virtual-memory segments stay whole to the tool. Said once. */
+static void vmm_unregistered(void) {
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&said))
+        vg__log("vmm=on under an NVTX tool (compute-sanitizer): the tool takes no pool in "
+                "virtual memory, so it sees vramguard's segments whole, not its allocations "
+                "(vmm=auto uses cuMemAlloc segments under a tool; docs/decisions.md G12)");
+}
+
 void vg__nvtx_segment_added_slow(vg_heap_t *h, vg_segment_t *seg) {
     pthread_once(&g_once, load_once);
     if (!g_loaded || atomic_load(&g_heaps_state) == HEAPS_REFUSED)
         return;
+    if (seg->vmm) { /* (compute-sanitizer refuses them, and counts each refusal an error) */
+        vmm_unregistered();
+        return;
+    }
     char sz[32], text[128];
     snprintf(text, sizeof text, "vramguard %s segment on device %d, %s",
-             seg->vmm ? "virtual-memory" : h->managed ? "managed-memory" : "cuMemAlloc",
-             h->device, vg__fmt_bytes(sz, seg->size));
+             h->managed ? "managed-memory" : "cuMemAlloc", h->device,
+             vg__fmt_bytes(sz, seg->size));
     vg_nvtx_mem_range_t range = {seg->size, (const void *)(uintptr_t)seg->base};
     vg_nvtx_mem_heap_desc_t d = {
         .ext_compat_id = VG_NVTX_MEM_COMPAT_ID,
@@ -303,9 +326,7 @@ static void region_name(uint64_t lo, const char *text) {
  * A graph pool's regions: sorted disjoint [lo, hi) pairs in p->nvtx, each one region
  * ------------------------------------------------------------------------------------- */
 
-static const char k_pool_name[] =
-    "vramguard CUDA graph pool memory (a graph's replays may use it until its pool is "
-    "released)";
+static const char k_pool_name[] = "vramguard CUDA graph pool (replays may use it)";
 
 static bool pool_room(vg_gpool_t *p) {
     if (p->nnvtx < p->capnvtx)
@@ -408,11 +429,45 @@ static const char *site_text(uint32_t site) {
     return mine->text;
 }
 
+/* Where a frame's text says it is: "file.c:40" from "func (file.c:40)" (the outermost
+ * function's, for inlined code), else the symbol: "func+0x1c" from "func+0x1c (lib.so)". */
+static void location(const char *t, char *out, size_t n) {
+    for (const char *p; (p = strstr(t, " inlined into "));)
+        t = p + 14;
+    const char *open = NULL;
+    for (const char *p = t; (p = strstr(p, " (")); p++)
+        open = p;
+    const char *close = open ? strchr(open, ')') : NULL;
+    if (open && close && memchr(open, ':', (size_t)(close - open))) {
+        const char *file = open + 2; /* (its base name: "app.c:40") */
+        for (const char *p = file; p < close; p++)
+            if (*p == '/')
+                file = p + 1;
+        snprintf(out, n, "%.*s", (int)(close - file), file);
+    }
+    else
+        snprintf(out, n, "%.*s", open ? (int)(open - t) : (int)strlen(t), t);
+}
+
+/* "vramguard #17, 4000 bytes, app.c:40" ("#17 (device 1)" off device 0): at most
+ * VG_NVTX_NAME_MAX characters, as compute-sanitizer refuses a longer name; a location
+ * too long keeps its end (the line). */
 static void name_text(const vg_heap_t *h, const vg_block_t *b, const char *where, char *out,
                       size_t n) {
-    snprintf(out, n, "vramguard allocation #%llu on device %d, %llu bytes%s%s",
-             (unsigned long long)b->id, h->device, (unsigned long long)b->requested,
-             where ? ", at " : "", where ? where : "");
+    char head[96], dev[32] = "", loc[256] = "";
+    if (h->device)
+        snprintf(dev, sizeof dev, " (device %d)", h->device);
+    int k = snprintf(head, sizeof head, "vramguard #%llu%s, %llu bytes",
+                     (unsigned long long)b->id, dev, (unsigned long long)b->requested);
+    if (where)
+        location(where, loc, sizeof loc);
+    size_t len = strlen(loc);
+    if (!loc[0] || k + 2 >= VG_NVTX_NAME_MAX) {
+        snprintf(out, n, "%.*s", VG_NVTX_NAME_MAX, head);
+        return;
+    }
+    size_t room = VG_NVTX_NAME_MAX - (size_t)k - 2;
+    snprintf(out, n, "%s, %s", head, len > room ? loc + (len - room) : loc);
 }
 
 /* Does block b (allocated) have a region of its own, at b->user? */

@@ -32,6 +32,10 @@ void vg__nvtx_shutdown(void);
 /* The tool took the Memory API (it checks accesses against vramguard's regions): guard
  * mode then launches no fills or checks of its own (G12). */
 bool vg__nvtx_attached(void);
+/* A tool is named, loads and takes the Memory API, and vmm=auto: heaps use cuMemAlloc
+ * segments, as compute-sanitizer takes no pool in virtual memory (G12). Loads the tool
+ * (a heap's set-up asks first, with its context current). */
+bool vg__nvtx_plain_segments(void);
 
 void vg__nvtx_segment_added_slow(vg_heap_t *h, vg_segment_t *seg);
 void vg__nvtx_segment_removed_slow(vg_heap_t *h, vg_segment_t *seg);

@@ -119,6 +119,9 @@ enum {
 #define VG_NVTX_MEM_HEAP_USAGE_SUB_ALLOCATOR 0x1
 #define VG_NVTX_MEM_TYPE_VIRTUAL_ADDRESS 0x1
 #define VG_NVTX_MEM_REGION_REF_POINTER 0x1
+/* The longest region name compute-sanitizer takes (2025.3: "Memory region name cannot
+ * exceed 49 characters"; a longer one is refused and counted as an error). */
+#define VG_NVTX_NAME_MAX 49
 /* What a heap registration returns when no tool handles it. */
 #define VG_NVTX_MEM_HEAP_NO_TOOL ((vg_nvtx_mem_heap_t)(intptr_t)-1)
 

@@ -7,7 +7,8 @@
  * client's CORE2 table (nvtxDomainCreateA) and Memory extension slots, records the heaps
  * and regions registered and their names, and counts as an error every breach it sees:
  * a struct of the wrong size or compatibility id, a region outside its heap or over
- * another region, an unregistration or a name for no region, a heap unregistered twice.
+ * another region, an unregistration or a name for no region, a heap unregistered twice, a
+ * name longer than compute-sanitizer takes (49 characters).
  * The tests read it all through vgnvtx.h's functions.
  *
  * VGNVTX_FAIL=core|ext|noheap makes it refuse the client, refuse the Memory API, or
@@ -375,6 +376,8 @@ static void regions_name(nvtxDomainHandle_t dom, nvtxMemRegionsNameBatch_t const
                 !*e->name.ascii)
                 error("region name: no region at %p, or no ASCII name",
                       e->region.pointer);
+            else if (strlen(e->name.ascii) > 49) /* (compute-sanitizer 2025.3 refuses it) */
+                error("region name: \"%s\" is longer than 49 characters", e->name.ascii);
             else {
                 free(g_regions[i].name);
                 g_regions[i].name = strdup(e->name.ascii);
