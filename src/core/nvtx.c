@@ -3,24 +3,25 @@
  *
  * vramguard is its own NVTX client (nvtx_abi.h: no toolkit header, D1). When
  * NVTX_INJECTION64_PATH names a tool — compute-sanitizer sets it for the program it runs —
- * the tool is loaded at the first segment (a context exists then; compute-sanitizer wants
- * CUDA initialised before any NVTX call), given our export table (it fills our CORE2
+ * the tool is loaded when the first heap is set up (its context current: compute-sanitizer
+ * wants CUDA initialised before any NVTX call), given our export table (it fills our CORE2
  * table, from which nvtxDomainCreateA makes the "vramguard" domain) and our Memory
  * extension slots. Another NVTX client in the process (PyTorch, the program) has its own
  * tables; dlopen hands both the same copy of the tool.
  *
  * What is registered:
- *   segment      a heap of usage SUB_ALLOCATOR over the whole segment: a VMM reservation
- *                (pages mapped or not: what is unmapped is no region's), a cuMemAlloc'd or
- *                managed chunk; unregistered before the segment is freed, which drops its
- *                regions with it;
+ *   segment      a heap of usage SUB_ALLOCATOR over a cuMemAlloc'd or managed segment,
+ *                unregistered before the segment is freed (which drops its regions). Not
+ *                a virtual-memory segment: compute-sanitizer refuses pools over VMM
+ *                mappings, so under a tool vmm=auto gives cuMemAlloc segments, and vmm=on
+ *                leaves its segments whole to the tool;
  *   allocation   a region [user, user + requested) from the allocation to the program's
  *                free (a quarantined block is freed memory: no region), named "vramguard
- *                allocation #17 on device 0, 4000 bytes, at FRAME", FRAME the site's first
- *                frame as far as it is known without running the symbolizer (a Python
- *                line, a frame a report already symbolized, else symbol+offset); at exit
- *                the live ones are renamed with file and line, before the tool's leak
- *                report;
+ *                #17, 4000 bytes, app.c:40" (at most 49 characters, compute-sanitizer's
+ *                limit), the location being the site's first frame as far as it is known
+ *                without running the symbolizer (a Python line, a frame a report already
+ *                symbolized, else symbol+offset); at exit the live ones are renamed with
+ *                file and line, before the tool's leak report;
  *   graph pool   a CUDA graph's replays touch what its captures allocated, freed or not
  *                (A7): a pool's regions stay registered after a free until the pool is
  *                released, and an allocation that overlaps them is merged with them into
@@ -384,7 +385,7 @@ static bool pool_has_alone(const vg_gpool_t *p, uint64_t lo, uint64_t hi) {
  * Names
  * ------------------------------------------------------------------------------------- */
 
-/* Per site, the text of its first frame as far as it is known without the symbolizer:
+/* Per site, the location of its first frame as far as it is known without the symbolizer:
  * made at the site's first allocation, made again once a report (or the exit) has
  * symbolized the frame. A text replaced is kept (another thread may be reading it). */
 typedef struct site_name {
@@ -400,33 +401,6 @@ static void site_texts_init(void) { g_site_text = calloc(VG_MAX_SITES, sizeof *g
 static uintptr_t first_frame(uint32_t site) {
     const vg_site_t *s = site ? vg__site(site) : NULL;
     return s && s->nframes ? s->frames[0] : 0;
-}
-
-static const char *site_text(uint32_t site) {
-    uintptr_t f = first_frame(site);
-    if (!f || !g_site_text || site >= VG_MAX_SITES)
-        return NULL;
-    site_name_t *e = atomic_load_explicit(&g_site_text[site], memory_order_acquire);
-    if (e && (e->final || !vg__symbolize_known(f)))
-        return e->text;
-    char buf[512];
-    bool final = vg__symbolize_quick(f, buf, sizeof buf);
-    site_name_t *mine = malloc(sizeof *mine + strlen(buf) + 1);
-    if (!mine)
-        return e ? e->text : NULL;
-    mine->final = final;
-    strcpy(mine->text, buf);
-    site_name_t *was = e;
-    if (!atomic_compare_exchange_strong(&g_site_text[site], &was, mine)) {
-        free(mine); /* (another thread made it first) */
-        return was->text;
-    }
-    if (e) { /* (kept: another thread may read it) */
-        e->older = atomic_load(&g_replaced);
-        while (!atomic_compare_exchange_weak(&g_replaced, &e->older, e)) {
-        }
-    }
-    return mine->text;
 }
 
 /* Where a frame's text says it is: "file.c:40" from "func (file.c:40)" (the outermost
@@ -449,25 +423,54 @@ static void location(const char *t, char *out, size_t n) {
         snprintf(out, n, "%.*s", open ? (int)(open - t) : (int)strlen(t), t);
 }
 
+static const char *site_text(uint32_t site) {
+    uintptr_t f = first_frame(site);
+    if (!f || !g_site_text || site >= VG_MAX_SITES)
+        return NULL;
+    site_name_t *e = atomic_load_explicit(&g_site_text[site], memory_order_acquire);
+    if (e && (e->final || !vg__symbolize_known(f)))
+        return e->text;
+    char buf[512], loc[256];
+    bool final = vg__symbolize_quick(f, buf, sizeof buf);
+    location(buf, loc, sizeof loc);
+    site_name_t *mine = malloc(sizeof *mine + strlen(loc) + 1);
+    if (!mine)
+        return e ? e->text : NULL;
+    mine->final = final;
+    strcpy(mine->text, loc);
+    site_name_t *was = e;
+    if (!atomic_compare_exchange_strong(&g_site_text[site], &was, mine)) {
+        free(mine); /* (another thread made it first) */
+        return was->text;
+    }
+    if (e) { /* (kept: another thread may read it) */
+        e->older = atomic_load(&g_replaced);
+        while (!atomic_compare_exchange_weak(&g_replaced, &e->older, e)) {
+        }
+    }
+    return mine->text;
+}
+
 /* "vramguard #17, 4000 bytes, app.c:40" ("#17 (device 1)" off device 0): at most
  * VG_NVTX_NAME_MAX characters, as compute-sanitizer refuses a longer name; a location
  * too long keeps its end (the line). */
-static void name_text(const vg_heap_t *h, const vg_block_t *b, const char *where, char *out,
+static void name_text(const vg_heap_t *h, const vg_block_t *b, const char *loc, char *out,
                       size_t n) {
-    char head[96], dev[32] = "", loc[256] = "";
-    if (h->device)
-        snprintf(dev, sizeof dev, " (device %d)", h->device);
-    int k = snprintf(head, sizeof head, "vramguard #%llu%s, %llu bytes",
-                     (unsigned long long)b->id, dev, (unsigned long long)b->requested);
-    if (where)
-        location(where, loc, sizeof loc);
-    size_t len = strlen(loc);
-    if (!loc[0] || k + 2 >= VG_NVTX_NAME_MAX) {
-        snprintf(out, n, "%.*s", VG_NVTX_NAME_MAX, head);
+    _Static_assert(VG_NVTX_NAME_MAX < 640, "name buffers hold VG_NVTX_NAME_MAX characters");
+    int k = h->device ? snprintf(out, n, "vramguard #%llu (device %d), %llu bytes",
+                                 (unsigned long long)b->id, h->device,
+                                 (unsigned long long)b->requested)
+                      : snprintf(out, n, "vramguard #%llu, %llu bytes",
+                                 (unsigned long long)b->id, (unsigned long long)b->requested);
+    if (k >= VG_NVTX_NAME_MAX)
+        out[VG_NVTX_NAME_MAX] = '\0';
+    if (!loc || !*loc || k + 2 >= VG_NVTX_NAME_MAX)
         return;
-    }
-    size_t room = VG_NVTX_NAME_MAX - (size_t)k - 2;
-    snprintf(out, n, "%s, %s", head, len > room ? loc + (len - room) : loc);
+    size_t room = VG_NVTX_NAME_MAX - (size_t)k - 2, len = strlen(loc);
+    const char *l = len > room ? loc + (len - room) : loc;
+    out[k] = ',';
+    out[k + 1] = ' ';
+    memcpy(out + k + 2, l, strlen(l) + 1);
 }
 
 /* Does block b (allocated) have a region of its own, at b->user? */
@@ -542,8 +545,9 @@ static void rename_heap(vg_heap_t *h) {
                     !(f = first_frame(b->site)))
                     continue;
                 if (pass == 1) {
-                    char text[640];
-                    name_text(h, b, vg__symbolize(f), text, sizeof text);
+                    char text[640], loc[256];
+                    location(vg__symbolize(f), loc, sizeof loc);
+                    name_text(h, b, loc, text, sizeof text);
                     region_name(b->user, text);
                     continue;
                 }

@@ -1,8 +1,9 @@
 /* nvtx.h — telling compute-sanitizer (any NVTX tool) where vramguard's allocations are,
  * through NVTX's Memory API (docs/decisions.md G12, docs/compute-sanitizer.md).
  *
- * Each segment is registered as a sub-allocator heap, each live allocation as a region of
- * it ([user, user + requested)), named "vramguard allocation #17, 4000 bytes, at ...".
+ * Each (cuMemAlloc'd or managed) segment is registered as a sub-allocator heap, each live
+ * allocation as a region of it ([user, user + requested)), named "vramguard #17, 4000
+ * bytes, app.c:40".
  * memcheck then reports accesses outside live allocations inside vramguard's memory,
  * reads included; initcheck --track-unused-memory sees allocations, not segments.
  *
@@ -20,8 +21,9 @@
 #include "common.h"
 #include "heap.h"
 
-/* Set at initialisation when NVTX_INJECTION64_PATH names a tool (loaded at the first
- * segment, once a context exists, as compute-sanitizer asks); cleared if it cannot be. */
+/* Set at initialisation when NVTX_INJECTION64_PATH names a tool (loaded when the first
+ * heap is set up, its context current, as compute-sanitizer asks); cleared if it cannot
+ * be loaded or refuses vramguard's first heap. */
 extern _Atomic bool vg__nvtx_on;
 
 /* At initialisation (options read): is a tool named? */

@@ -221,7 +221,7 @@ VG_TEST(regions_follow_a_random_workload) {
     use_tool(NULL);
     vgt_init("");
     void *first;
-    CHECK_VG(vg_malloc(&first, 4000, NULL)); /* (the tool loads at the first segment) */
+    CHECK_VG(vg_malloc(&first, 4000, NULL)); /* (the tool is loaded with the first heap) */
     find_tool();
     CHECK(vg__nvtx_attached());
     check_exact(&(live_t){first, 4000}, 1, "after the first allocation");
