@@ -11,11 +11,15 @@
 #              memcheck's own answer, the reference)
 #   no-nvtx    memcheck --nvtx no over `vramguard run --mode=fast` (expected: missed, the
 #              bytes lie in vramguard's mapped segment)
-#   nvtx       memcheck --nvtx yes over `vramguard run --mode=fast` (expected: found)
+#   nvtx       memcheck --nvtx yes over `vramguard run --mode=fast` (expected: found, and
+#              no NVTX call of vramguard's refused by the tool)
 #   nvtx-guard the same in guard mode (expected: found by memcheck; vramguard says in one
 #              line that its own device checks are off)
 # and, once, compute-sanitizer's environment for the program (does it set
-# NVTX_INJECTION64_PATH?) and initcheck --track-unused-memory on the clean program.
+# NVTX_INJECTION64_PATH?) and initcheck --track-unused-memory on the clean program. Where
+# nvcc is, tests/nvtx/probe_pool.cu shows what compute-sanitizer makes of an NVTX pool
+# over cuMemAlloc, managed and virtual-memory memory, and of a 49- and a 50-character
+# region name (2025.3.1 refused the VMM pools and the 50: docs/decisions.md G12).
 # Every run has a time limit (T seconds, default 120). A summary table ends the log
 # (OUTDIR/gpu-nvtx-check.log, default /tmp/vg-gpu); exit 0 when every expectation held.
 # SIM=1 runs the programs on vgsim instead (with COMPUTE_SANITIZER naming a stand-in), to
@@ -52,19 +56,22 @@ run() {
     cat "$out" >>"$LOG"
     local errors; errors=$(grep -oE 'ERROR SUMMARY: [0-9]+' "$out" | tail -1 | grep -oE '[0-9]+$')
     local accesses; accesses=$(grep -cE 'Invalid __global__ (read|write)' "$out")
-    local named="no"; grep -q "vramguard allocation" "$out" && named="yes"
+    local named="no"; grep -qE "called (vramguard|probe region)" "$out" && named="yes"
+    local refused; refused=$(grep -cE "Call to nvtxMem[A-Za-z]+ failed|cannot exceed" "$out")
     local verdict="ok"
     # (A program memcheck stops at a bad access ends early; one that runs clean must end.)
-    [ "$expect" = found ] || grep -qE 'nvtx_oob [a-z-]+: done|^sum ' "$out" ||
+    [ "$expect" = found ] || grep -qE 'nvtx_oob [a-z-]+: done|^sum |^probe .*: done' "$out" ||
         verdict="DID-NOT-RUN"
     [ "$verdict" = ok ] && case "$expect" in
     found) [ "${errors:-0}" -gt 0 ] && [ "$accesses" -gt 0 ] || verdict="UNEXPECTED" ;;
     missed) [ -n "$errors" ] && [ "$errors" -eq 0 ] || verdict="UNEXPECTED" ;;
     esac
+    # (vramguard must make no NVTX call the tool refuses: each counts as an error.)
+    [[ $name != probe-* ]] && [ "$refused" -gt 0 ] && verdict="NVTX-REFUSED"
     [ $rc -eq 124 ] || [ $rc -eq 137 ] && verdict="TIMEOUT"
     [ "$verdict" = ok ] || failed=1
-    summary+=("$(printf '%-24s exit %-3s %4ss  memcheck errors %-4s invalid accesses %-3s names vramguard allocation: %-3s expected %-6s %s' \
-        "$name" "$rc" "$secs" "${errors:-?}" "$accesses" "$named" "$expect" "$verdict")")
+    summary+=("$(printf '%-24s exit %-3s %4ss  errors %-4s invalid accesses %-3s named %-3s NVTX calls refused %-2s expected %-6s %s' \
+        "$name" "$rc" "$secs" "${errors:-?}" "$accesses" "$named" "$refused" "$expect" "$verdict")")
 }
 
 # Does compute-sanitizer set NVTX_INJECTION64_PATH for the program it runs (vramguard's
@@ -89,13 +96,28 @@ for mode in read write read-freed clean; do
         "$PROG" $mode
 done
 # initcheck: unused memory is reported per allocation (named), not per segment.
-run "clean-initcheck-nvtx" any "$CS" --tool initcheck --track-unused-memory=yes --nvtx yes \
+run "clean-initcheck-nvtx" any "$CS" --tool initcheck --track-unused-memory --nvtx yes \
     --target-processes all "${RUN[@]}" --mode=fast -- "$PROG" clean
-run "clean-initcheck-no-nvtx" any "$CS" --tool initcheck --track-unused-memory=yes --nvtx no \
+run "clean-initcheck-no-nvtx" any "$CS" --tool initcheck --track-unused-memory --nvtx no \
     --target-processes all "${RUN[@]}" --mode=fast -- "$PROG" clean
 # The guard-mode note (one line) under the tool:
 grep -h "guard mode under an NVTX memory checker" "$O"/nvtx-*-nvtx-guard.txt | head -1 |
     sed 's/^/=== guard note: /' | tee -a "$LOG"
+
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+if [ "${SIM:-0}" != 1 ] && [ -x "$NVCC" ] &&
+    "$NVCC" -o "$O/probe_pool" tests/nvtx/probe_pool.cu -lcuda >"$O/probe-build.txt" 2>&1; then
+    for kind in alloc managed vmm page; do
+        run "probe-$kind" any "$CS" --tool memcheck --nvtx yes --leak-check full \
+            --show-backtrace no "$O/probe_pool" $kind oob
+    done
+    run "probe-name-49" any "$CS" --tool memcheck --nvtx yes --leak-check full \
+        --show-backtrace no "$O/probe_pool" alloc in 49
+    run "probe-name-50" any "$CS" --tool memcheck --nvtx yes --leak-check full \
+        --show-backtrace no "$O/probe_pool" alloc in 50
+else
+    echo "=== probe_pool: not built (no nvcc, or SIM=1; $O/probe-build.txt)" | tee -a "$LOG"
+fi
 
 if [ "${PYTORCH:-0}" = 1 ]; then
     T=${T_PYTORCH:-900}
