@@ -252,7 +252,10 @@ void vg__nvtx_segment_added_slow(vg_heap_t *h, vg_segment_t *seg) {
     pthread_once(&g_once, load_once);
     if (!g_loaded || atomic_load(&g_heaps_state) == HEAPS_REFUSED)
         return;
-    if (seg->vmm) { /* (compute-sanitizer refuses them, and counts each refusal an error) */
+    /* compute-sanitizer refuses a pool in virtual memory, and counts each refusal as an
+     * error; with vmm=on nothing is registered (a managed heap taken alone would turn
+     * guard mode's checks off for the unregistered virtual-memory ones too). */
+    if (seg->vmm || vg__opt.vmm == VG_VMM_ON) {
         vmm_unregistered();
         return;
     }
