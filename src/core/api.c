@@ -17,6 +17,7 @@
 #include "heap.h"
 #include "init.h"
 #include "leaks.h"
+#include "nvtx.h"
 #include "report.h"
 #include "options.h"
 #include "suppress.h"
@@ -27,6 +28,7 @@
 
 vg_status_t vg__modules_init(void) {
     vg__sites_init();
+    vg__nvtx_init();
     vg_status_t st = vg__suppressions_load(vg__opt.suppressions);
     return st != VG_OK ? st : vg__trace_open();
 }
@@ -40,6 +42,7 @@ void vg__modules_shutdown(void) {
         vg__guard_heap_shutdown(h);
         pthread_mutex_unlock(&h->lock);
     }
+    vg__nvtx_shutdown(); /* (before the tool's own leak report) */
     if (vg__leaks_wanted())
         vg__leak_report(NULL, "at exit");
     vg__snapshot_at_exit();
@@ -70,6 +73,7 @@ __attribute__((noinline)) static vg_status_t alloc_in(vg_heap_t *h, void **ptr, 
     vg_status_t st = vg__heap_alloc(h, total, size, left, heap_stream, &b);
     if (st == VG_OK) {
         b->site = site;
+        vg__nvtx_region_named(h, b);
         vg__site_account(site, (int64_t)size, 1);
         if (guard && (st = vg__guard_after_alloc(h, b, stream)) != VG_OK) {
             vg__site_account(site, -(int64_t)size, -1);

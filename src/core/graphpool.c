@@ -29,6 +29,7 @@
 #include "guard.h"
 #include "heap.h"
 #include "init.h"
+#include "nvtx.h"
 #include "vramguard.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -214,6 +215,7 @@ static void release_now(vg_heap_t *h, vg_gpool_t *p) {
         return;
     }
     vg__heap_all_synced(h);
+    vg__nvtx_pool_released(h, p); /* (compute-sanitizer: no replay runs now, G12) */
     for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
         for (vg_block_t *b = seg->first, *next; b; b = next) {
             next = b->next;
@@ -223,6 +225,8 @@ static void release_now(vg_heap_t *h, vg_gpool_t *p) {
                 next = vg__heap_unpool(h, b)->next; /* (b may be merged away) */
             } else {
                 b->gpool = NULL; /* live: general memory once freed */
+                vg__nvtx_region_added(h, b); /* (its own region again) */
+                vg__nvtx_region_named(h, b);
             }
         }
     }

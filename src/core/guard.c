@@ -47,6 +47,7 @@
 
 #include "common.h"
 #include "guard_impl.h"
+#include "nvtx.h"
 #include "options.h"
 #include "order.h"
 #include "report.h"
@@ -189,6 +190,8 @@ static void forget_batch(vg_heap_t *h, const vg_guard_batch_t *batch, const char
 CUresult vg__guard_launch_ranges(vg_heap_t *h, vg_guard_batch_t *batch, CUstream s) {
     vg_guard_t *g = h->guard;
     CUresult r = CUDA_ERROR_LAUNCH_FAILED;
+    if (vg__nvtx_attached()) /* (an NVTX memory checker checks the accesses: G12) */
+        return CUDA_SUCCESS;
     if (!g->dead) {
         g->launches++;
         batch->poison_max = (uint32_t)vg__opt.poison_bytes; /* (block descriptors: they fit) */

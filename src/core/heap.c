@@ -31,6 +31,7 @@
 #include "common.h"
 #include "guard.h"
 #include "init.h"
+#include "nvtx.h"
 #include "oom.h"
 #include "options.h"
 #include "sites.h"
@@ -363,6 +364,7 @@ static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requeste
     }
     if (h->index_on) /* (without memory for it: checks say "unknown") */
         vg__addrindex_add(b->seg, b->user);
+    vg__nvtx_region_added(h, b); /* (compute-sanitizer: a region, G12) */
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.allocation, pool, 1);
     vg__stat_pool(h->stats.allocated_bytes, pool, (int64_t)b->size);
@@ -701,6 +703,7 @@ vg_status_t vg__heap_alloc_pool(vg_heap_t *h, vg_gpool_t *p, uint64_t size, uint
     if (st != VG_OK)
         return st;
     g->gpool = p;
+    vg__nvtx_pool_adopted(h, g);
     p->bytes += g->size;
     *out = g;
     return VG_OK;
@@ -782,6 +785,7 @@ static void mark_uses(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
 }
 
 void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream, bool synced) {
+    vg__nvtx_region_removed(h, b); /* (freed memory is no longer the program's: G12) */
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.allocation, pool, -1);
     vg__stat_pool(h->stats.allocated_bytes, pool, -(int64_t)b->size);

@@ -128,6 +128,9 @@ struct vg_gpool {
     size_t nused, capused;      /* (pairs) */
     vg_gpool_rz_t *rz;          /* guard: redzones to check */
     size_t nrz, caprz;
+    uint64_t *nvtx;             /* its regions registered for compute-sanitizer (nvtx.c):
+                                   sorted disjoint [lo, hi) pairs */
+    size_t nnvtx, capnvtx;      /* (pairs) */
     vg_gpool_t *next;
 };
 
@@ -174,6 +177,7 @@ struct vg_segment {
     size_t npages, nmapped;
     vg_block_t *first;          /* the lowest block */
     vg_segment_t *next;
+    void *nvtx_heap;            /* its heap for compute-sanitizer (nvtx.c), or NULL */
 };
 
 /* What a free left behind, to recognise a later double free (a ring per heap). */

@@ -13,6 +13,7 @@
 #include "common.h"
 #include "guard.h"
 #include "init.h"
+#include "nvtx.h"
 #include "options.h"
 #include "sites.h"
 
@@ -153,8 +154,11 @@ static void describe_heap(const vg_heap_t *h) {
                 h->slot_min ? vg__fmt_bytes(c, h->slot_min) : "(never)");
     else
         vg__log("  cuMemAlloc segments (%s): a block never spans two, and free memory joins "
-                "only within a segment", vg__opt.vmm == VG_VMM_OFF
-                    ? "vmm=off" : "the driver or device offers no virtual-memory management");
+                "only within a segment", vg__opt.vmm == VG_VMM_OFF ? "vmm=off"
+                : vg__nvtx_plain_segments()
+                    ? "an NVTX tool is named, and compute-sanitizer takes no pool in virtual "
+                      "memory (G12)"
+                    : "the driver or device offers no virtual-memory management");
 }
 
 static vg_status_t heap_create(CUcontext ctx, int device, bool managed, vg_heap_t **out) {

@@ -13,6 +13,7 @@
 
 #include "common.h"
 #include "options.h"
+#include "nvtx.h"
 #include "oom.h"
 #include "pyframes.h"
 #include "sites.h"
@@ -150,6 +151,10 @@ void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream s
                        : vg__opt.vmm == VG_VMM_OFF
                            ? "memory is fragmented; vmm=off was given: with virtual memory "
                              "management (vmm=auto) free pages join wherever they lie"
+                       : vg__nvtx_plain_segments()
+                           ? "memory is fragmented; under an NVTX tool (compute-sanitizer) "
+                             "vramguard uses cuMemAlloc segments, whose free pieces join only "
+                             "within a segment (docs/decisions.md G12)"
                            : "memory is fragmented; the driver or device offers no virtual "
                              "memory management, with which free pages would join");
     else if (allocated + size > h->device_total)

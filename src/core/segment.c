@@ -28,6 +28,7 @@
 
 #include "common.h"
 #include "heap.h"
+#include "nvtx.h"
 #include "options.h"
 
 #define SLAB 256
@@ -95,6 +96,7 @@ static vg_segment_t *segment_add(vg_heap_t *h, uint64_t base, uint64_t size, boo
     h->segments = seg;
     vg__addrindex_span(base, size);
     vg__tlsf_insert(&h->index, b);
+    vg__nvtx_segment_added(h, seg); /* (compute-sanitizer: a heap, G12) */
     return seg;
 }
 
@@ -175,7 +177,8 @@ vg_status_t vg__heap_init_segments(vg_heap_t *h) {
                 vg__drv_has(cuMemUnmap) && vg__drv_has(cuMemSetAccess) &&
                 vg__drv_has(cuMemAddressReserve) && vg__drv_has(cuMemRelease) &&
                 vg__drv_has(cuMemGetAllocationGranularity);
-    if (vg__opt.vmm == VG_VMM_OFF || h->managed) /* (managed: cuMemAllocManaged chunks) */
+    if (vg__opt.vmm == VG_VMM_OFF || h->managed || /* (managed: cuMemAllocManaged chunks) */
+        vg__nvtx_plain_segments())                  /* (compute-sanitizer's pools: G12) */
         have = false;
     else if (vg__opt.vmm == VG_VMM_ON && !have)
         return vg__error(VG_ERR_NOT_SUPPORTED,
@@ -534,6 +537,7 @@ vg_status_t vg__segment_trim(vg_heap_t *h) {
             pp = &seg->next;
             continue;
         }
+        vg__nvtx_segment_removed(h, seg);
         CUresult r = vg__cuMemFree(seg->base);
         if (r != CUDA_SUCCESS)
             return vg__error(vg__cu_status(r), "cuMemFree of a cached segment failed: %s",
@@ -555,6 +559,7 @@ vg_status_t vg__segment_trim(vg_heap_t *h) {
 void vg__segment_release_all(vg_heap_t *h) {
     for (vg_segment_t *seg = h->segments, *next; seg; seg = next) {
         next = seg->next;
+        vg__nvtx_segment_removed(h, seg);
         if (seg->vmm) {
             for (size_t i = 0; i < seg->npages; i++) {
                 if (seg->pages[i]) {

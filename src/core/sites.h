@@ -104,6 +104,13 @@ static inline void vg__site_account(uint32_t id, int64_t bytes, int64_t count) {
  * "0x7f... (libx.so+0x1234)". Results are cached; the first call for a module runs
  * addr2line on it once for all its pending addresses. Thread safe, allocates. */
 const char *vg__symbolize(uintptr_t addr);
+/* Describe addr without running the symbolizer: its cached text if a report already
+ * symbolized it, a Python frame's text (both final: returns true), else "symbol+0xoff
+ * (module)" or "module+0xoff" (false). For paths that must stay cheap (naming regions
+ * for compute-sanitizer: nvtx.c). */
+bool vg__symbolize_quick(uintptr_t addr, char *out, size_t n);
+/* Has addr a final text (symbolized already, or a Python frame)? A hash lookup. */
+bool vg__symbolize_known(uintptr_t addr);
 /* Symbolize a batch up front (one addr2line run per module). */
 void vg__symbolize_batch(const uintptr_t *addrs, int n);
 /* A kernel's name as a user reads it: a mangled C++ name demangled (when the process has

@@ -326,6 +326,41 @@ void vg__symbolize_batch(const uintptr_t *addrs, int n) {
     pthread_mutex_unlock(&g_lock);
 }
 
+/* Without running the symbolizer: the cached text, a Python frame's, or dladdr's
+ * "symbol+0xoff (module)" / "module+0xoff" (nvtx.c names regions with it on the
+ * allocation path). Returns whether the text is final (cached or Python). */
+bool vg__symbolize_quick(uintptr_t addr, char *out, size_t n) {
+    const char *py = vg__pyframe_text(addr);
+    pthread_mutex_lock(&g_lock);
+    const char *t = py ? py : cache_get(addr);
+    if (t)
+        snprintf(out, n, "%s", t);
+    pthread_mutex_unlock(&g_lock);
+    if (t)
+        return true;
+    Dl_info info;
+    if (!dladdr((void *)(addr - 1), &info) || !info.dli_fname) {
+        snprintf(out, n, "0x%lx", (unsigned long)addr);
+        return false;
+    }
+    const char *mod = info.dli_fname[0] ? short_name(info.dli_fname) : "program";
+    if (info.dli_sname)
+        snprintf(out, n, "%s+0x%lx (%s)", info.dli_sname,
+                 (unsigned long)(addr - (uintptr_t)info.dli_saddr), mod);
+    else
+        snprintf(out, n, "%s+0x%lx", mod, (unsigned long)(addr - (uintptr_t)info.dli_fbase));
+    return false;
+}
+
+bool vg__symbolize_known(uintptr_t addr) {
+    if (vg__is_pyframe(addr))
+        return true;
+    pthread_mutex_lock(&g_lock);
+    bool known = cache_get(addr) != NULL;
+    pthread_mutex_unlock(&g_lock);
+    return known;
+}
+
 static bool program_start(const char *t) {
     if (strncmp(t, "__libc_start", 12) == 0)
         return true;
