@@ -543,8 +543,8 @@ access)
              redzone_arg_overrun redzone_arg begin_end last_byte pitched_2d threads; do
         step "access_user $c plain" 30 "$B/tests/preload/access_user" $c
         for m in fast guard; do
-            step "access_user $c $m" 30 "$B/vramguard" run --mode=$m --leaks=off \
-                --report_json="$O/access-$c-$m.json" -- "$B/tests/preload/access_user" $c
+            step "access_user $c $m" 30 "$B/vramguard" run --mode=$m --leaks=off -- \
+                "$B/tests/preload/access_user" $c
         done
     done
     step "load_inline build" 300 python3 examples/pytorch/oob_custom_kernel.py --fixed
