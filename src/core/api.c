@@ -42,7 +42,6 @@ void vg__modules_shutdown(void) {
         vg__guard_heap_shutdown(h);
         pthread_mutex_unlock(&h->lock);
     }
-    vg__nvtx_shutdown(); /* (before the tool's own leak report) */
     if (vg__leaks_wanted())
         vg__leak_report(NULL, "at exit");
     vg__snapshot_at_exit();
@@ -64,9 +63,9 @@ __attribute__((noinline)) static vg_status_t alloc_in(vg_heap_t *h, void **ptr, 
     uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
     uint64_t total = size, left = 0;
     bool guard = vg__guard_on();
-    if (guard && !vg__guard_total(size, &total))
+    if ((guard || vg__nvtx_pads()) && !vg__guard_total(size, &total)) /* (redzones) */
         total = UINT64_MAX; /* absurd: the heap explains it */
-    if (guard)
+    if (guard || vg__nvtx_pads())
         left = vg__guard_left();
     pthread_mutex_lock(&h->lock);
     vg_block_t *b;

@@ -20,8 +20,9 @@
  *                #17, 4000 bytes, app.c:40" (at most 49 characters, compute-sanitizer's
  *                limit), the location being the site's first frame as far as it is known
  *                without running the symbolizer (a Python line, a frame a report already
- *                symbolized, else symbol+offset); at exit the live ones are renamed with
- *                file and line, before the tool's leak report;
+ *                symbolized, else symbol+offset). Not renamed at exit: by then the tool's
+ *                own exit handlers may have run, and a call into it corrupted the
+ *                process's heap (the H200, 2026-11-26);
  *   graph pool   a CUDA graph's replays touch what its captures allocated, freed or not
  *                (A7): a pool's regions stay registered after a free until the pool is
  *                released, and an allocation that overlaps them is merged with them into
@@ -214,6 +215,10 @@ bool vg__nvtx_plain_segments(void) {
         return false;
     pthread_once(&g_once, load_once); /* (a heap's first call: its context is current) */
     return g_loaded;
+}
+
+bool vg__nvtx_pads(void) {
+    return g_loaded && atomic_load_explicit(&g_heaps_state, memory_order_relaxed) != HEAPS_REFUSED;
 }
 
 bool vg__nvtx_attached(void) {
@@ -531,55 +536,4 @@ void vg__nvtx_pool_released_slow(vg_heap_t *h, vg_gpool_t *p) {
     free(p->nvtx);
     p->nvtx = NULL;
     p->nnvtx = p->capnvtx = 0;
-}
-
-/* ---------------------------------------------------------------------------------------
- * At exit: the live regions named with file and line
- * ------------------------------------------------------------------------------------- */
-
-static void rename_heap(vg_heap_t *h) {
-    size_t n = 0, cap = 0;
-    uintptr_t *frames = NULL;
-    for (int pass = 0; pass < 2; pass++) {
-        for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
-            for (vg_block_t *b = seg->first; b; b = b->next) {
-                uintptr_t f;
-                if (b->state != VG_BLOCK_ALLOCATED || !own_region(b) ||
-                    !(f = first_frame(b->site)))
-                    continue;
-                if (pass == 1) {
-                    char text[640], loc[256];
-                    location(vg__symbolize(f), loc, sizeof loc);
-                    name_text(h, b, loc, text, sizeof text);
-                    region_name(b->user, text);
-                    continue;
-                }
-                if (n == cap) {
-                    size_t c = cap ? 2 * cap : 256;
-                    uintptr_t *u = realloc(frames, c * sizeof *u);
-                    if (!u)
-                        break;
-                    frames = u;
-                    cap = c;
-                }
-                frames[n++] = f;
-            }
-        }
-        if (pass == 0) /* (one symbolizer run per module for them all) */
-            vg__symbolize_batch(frames, (int)n);
-    }
-    free(frames);
-}
-
-void vg__nvtx_shutdown(void) {
-    if (!vg__nvtx_attached() || !g_regions_name)
-        return;
-    for (int i = 0; i < vg__heap_count(); i++) {
-        vg_heap_t *h = vg__heap_at(i);
-        if (!h || vg__heap_retired(h))
-            continue;
-        pthread_mutex_lock(&h->lock);
-        rename_heap(h);
-        pthread_mutex_unlock(&h->lock);
-    }
 }

@@ -28,9 +28,6 @@ extern _Atomic bool vg__nvtx_on;
 
 /* At initialisation (options read): is a tool named? */
 void vg__nvtx_init(void);
-/* At exit, before the tool's own leak report: live regions renamed with their site's
- * file and line (the allocation path names them without running the symbolizer). */
-void vg__nvtx_shutdown(void);
 /* The tool took the Memory API (it checks accesses against vramguard's regions): guard
  * mode then launches no fills or checks of its own (G12). */
 bool vg__nvtx_attached(void);
@@ -38,6 +35,11 @@ bool vg__nvtx_attached(void);
  * segments, as compute-sanitizer takes no pool in virtual memory (G12). Loads the tool
  * (a heap's set-up asks first, with its context current). */
 bool vg__nvtx_plain_segments(void);
+/* A tool was loaded and has not refused vramguard's heaps: allocations are padded as in
+ * guard mode (redzones that are no region), so that an access past one lands outside
+ * every region instead of in its neighbour, as compute-sanitizer's --padding does for the
+ * driver's allocations (G12). */
+bool vg__nvtx_pads(void);
 
 void vg__nvtx_segment_added_slow(vg_heap_t *h, vg_segment_t *seg);
 void vg__nvtx_segment_removed_slow(vg_heap_t *h, vg_segment_t *seg);
