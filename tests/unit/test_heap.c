@@ -780,11 +780,6 @@ VG_TEST(a_driver_refusing_the_peers_leaves_the_device_its_pages) {
     CHECK_VALID();
 }
 
-static void busy_100ms(void *arg) {
-    (void)arg;
-    usleep(100 * 1000);
-}
-
 VG_TEST(a_context_synchronisation_completes_only_that_context) {
     /* cudaDeviceSynchronize on device 0 says nothing about device 1's streams: memory
      * freed on a busy stream of device 1 must not go to another stream of device 1. */
@@ -800,7 +795,8 @@ VG_TEST(a_context_synchronisation_completes_only_that_context) {
     CUstream a, b;
     CHECK_CU(vg__cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
     CHECK_CU(vg__cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
-    CHECK_CU(vg__cuLaunchHostFunc(a, busy_100ms, NULL));
+    vgt_gate_t busy;
+    vgt_gate_close(&busy, a); /* (a stays busy until the test opens it) */
     void *p, *q;
     CHECK_VG(vg_malloc_device(&p, 1 << 20, 1, a));
     CHECK_VG(vg_free_device(p, 1, a)); /* stream a may still use it */
@@ -810,6 +806,7 @@ VG_TEST(a_context_synchronisation_completes_only_that_context) {
     CHECK_VG(vg_malloc_device(&q, 1 << 20, 1, b));
     CHECK(q != p);
     CHECK_VG(vg_free_device(q, 1, b));
+    vgt_gate_open(&busy);
     vg__sync_begin(&t, true, c1, NULL);
     CHECK_CU(vg__cuCtxSynchronize()); /* c1 is current */
     vg__sync_end(&t, true);
