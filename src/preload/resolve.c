@@ -124,13 +124,17 @@ VG_NO_SANITIZE static bool from_driver(void *f) {
 
 /* RTLD_NEXT means "after the object that called dlsym", and glibc finds that object from
  * dlsym's return address. So a lookup that is not ours must reach the real dlsym as a
- * tail call (a jump), which keeps the program's return address. */
+ * tail call (a jump), which keeps the program's return address. (GCC, without musttail,
+ * makes sibling calls only when it optimises: in a -O0 build, this function gets -O1.) */
 #if defined(__clang__)
 #define VG_MUSTTAIL __attribute__((musttail))
 #define VG_SIBCALLS
-#else
+#elif defined(__OPTIMIZE__)
 #define VG_MUSTTAIL
 #define VG_SIBCALLS __attribute__((optimize("optimize-sibling-calls")))
+#else
+#define VG_MUSTTAIL
+#define VG_SIBCALLS __attribute__((optimize("O1", "optimize-sibling-calls")))
 #endif
 
 VG_API VG_SIBCALLS VG_NO_SANITIZE void *dlsym(void *handle, const char *name) {

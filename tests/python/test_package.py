@@ -73,7 +73,14 @@ class Snapshot(unittest.TestCase):
         frame = allocs[0]["frames"][0]
         self.assertEqual(frame["name"], "run_once")
         self.assertTrue(frame["filename"].endswith("cmd_replay.c"))
-        self.assertGreater(frame["line"], 0)
+        # (The frames are the CLI's own: a line where it was built with debug information,
+        # as in Debug and RelWithDebInfo builds; 0, PyTorch's "unknown", in a Release build.)
+        with open(os.environ["VG"], "rb") as f:
+            cli_has_lines = b".debug_line" in f.read()
+        if cli_has_lines:
+            self.assertGreater(frame["line"], 0)
+        else:
+            self.assertEqual(frame["line"], 0)
         times = [e["time_us"] for e in trace]
         self.assertEqual(times, sorted(times))
         pickle.loads(pickle.dumps(pt))  # what dump_snapshot writes

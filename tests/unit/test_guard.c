@@ -167,11 +167,6 @@ VG_TEST(write_into_a_quarantined_block) {
     CHECK_CONTAINS(g_out, "freed at:");
 }
 
-static void slow_host_fn(void *arg) {
-    (void)arg;
-    usleep(50 * 1000);
-}
-
 VG_TEST(free_on_another_stream_than_the_allocation) {
     /* The allocation's redzone fill may still wait on its stream (deferred, or queued
      * behind slow work) when the free on another stream checks them: the check must come
@@ -180,10 +175,12 @@ VG_TEST(free_on_another_stream_than_the_allocation) {
     CUstream a, b;
     CHECK_CU(vg__cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
     CHECK_CU(vg__cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
-    CHECK_CU(vg__cuLaunchHostFunc(a, slow_host_fn, NULL)); /* stream a is busy for 50 ms */
+    vgt_gate_t busy;
+    vgt_gate_close(&busy, a); /* stream a is busy until after the free */
     void *p;
     CHECK_VG(vg_malloc(&p, 4000, a));
     CHECK_VG(vg_free(p, b));
+    vgt_gate_open(&busy);
     CHECK_VG(vg_check());
     CHECK_EQ(vg_error_count(), 0);
     CHECK_VG(vg_forget_stream(a));

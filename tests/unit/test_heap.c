@@ -124,17 +124,35 @@ static void cross_stream_reuse(bool told) {
 VG_TEST(cross_stream_reuse_waits_for_the_freeing_stream) { cross_stream_reuse(true); }
 VG_TEST(another_streams_completed_frees_serve_before_memory_grows) { cross_stream_reuse(false); }
 
+/* A gate holding a stream until the allocator first waits for an event: the driver's
+ * cuEventSynchronize, wrapped, opens it. Until then the stream is busy, whatever the
+ * threads' timing. */
+static vgt_gate_t g_until_wait;
+static CUresult (*g_event_synchronize)(CUevent);
+static CUresult open_the_gate_and_wait(CUevent e) {
+    vgt_gate_open(&g_until_wait);
+    return g_event_synchronize(e);
+}
+
 VG_TEST(completion_is_learned_from_events_when_memory_runs_short) {
     /* With a limit that leaves no room to grow, B can only be served by the block A freed:
-     * the allocator must record an event on A, wait for it, and reuse the block. */
+     * the allocator must record an event on A, wait for it, and reuse the block. (A is
+     * still busy when the allocator first queries its event: else that query could find
+     * A done, and no wait would be needed.) */
     vgt_init("limit=4M");
     CUstream a = vgt_stream(), b = vgt_stream();
     vgt_stream_seen(a);
     vgt_stream_seen(b);
     void *x, *y;
     CHECK_VG(vg_malloc(&x, 3 << 20, a));
+    vgt_gate_close(&g_until_wait, a);
     CHECK_VG(vg_free(x, a));
-    CHECK_VG(vg_malloc(&y, 3 << 20, b));
+    g_event_synchronize = vg__drv.cuEventSynchronize;
+    vg__drv.cuEventSynchronize = open_the_gate_and_wait;
+    vg_status_t st = vg_malloc(&y, 3 << 20, b);
+    vg__drv.cuEventSynchronize = g_event_synchronize;
+    vgt_gate_open(&g_until_wait); /* (in case it did not wait) */
+    CHECK_VG(st);
     CHECK(y == x);
     vg_stats_t s = vgt_stats();
     CHECK_EQ(s.num_alloc_retries, 1);
@@ -791,11 +809,6 @@ VG_TEST(a_driver_refusing_the_peers_leaves_the_device_its_pages) {
     CHECK_VALID();
 }
 
-static void busy_100ms(void *arg) {
-    (void)arg;
-    usleep(100 * 1000);
-}
-
 VG_TEST(a_context_synchronisation_completes_only_that_context) {
     /* cudaDeviceSynchronize on device 0 says nothing about device 1's streams: memory
      * freed on a busy stream of device 1 must not go to another stream of device 1. */
@@ -811,7 +824,8 @@ VG_TEST(a_context_synchronisation_completes_only_that_context) {
     CUstream a, b;
     CHECK_CU(vg__cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
     CHECK_CU(vg__cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
-    CHECK_CU(vg__cuLaunchHostFunc(a, busy_100ms, NULL));
+    vgt_gate_t busy;
+    vgt_gate_close(&busy, a); /* (a stays busy until the test opens it) */
     void *p, *q;
     CHECK_VG(vg_malloc_device(&p, 1 << 20, 1, a));
     CHECK_VG(vg_free_device(p, 1, a)); /* stream a may still use it */
@@ -821,6 +835,7 @@ VG_TEST(a_context_synchronisation_completes_only_that_context) {
     CHECK_VG(vg_malloc_device(&q, 1 << 20, 1, b));
     CHECK(q != p);
     CHECK_VG(vg_free_device(q, 1, b));
+    vgt_gate_open(&busy);
     vg__sync_begin(&t, true, c1, NULL);
     CHECK_CU(vg__cuCtxSynchronize()); /* c1 is current */
     vg__sync_end(&t, true);
