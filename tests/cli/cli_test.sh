@@ -870,6 +870,12 @@ access_planted)
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
     p="$BUILD/tests/preload/access_user"
     chk() { python3 "$HERE/check_report.py" "$TMP/r.json" "$@" || { cat "$TMP/err" >&2; fail "$c ($m)"; }; }
+    # (Without vramguard the driver refuses each of these calls the same way: vgsim does as
+    # the H200 did, conformance:copies_and_memsets_past_an_allocation.)
+    for c in copy_read_past memset_past copy2d_past copy_far copy_freed; do
+        LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$p" $c
+        grep -q "^$c: CUDA_ERROR_INVALID_VALUE$" "$TMP/out" || fail "$c without vramguard: $(cat "$TMP/out")"
+    done
     for m in fast guard; do
         for c in copy_read_past memset_past copy2d_past copy_far copy_freed; do
             run 0 "$VG" run --sim --mode=$m --leaks=off --report_json="$TMP/r.json" -- "$p" $c

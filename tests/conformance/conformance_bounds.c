@@ -3,8 +3,10 @@
  * docs/decisions.md G11), where the driver sees one mapping and not the allocations.
  *
  * The case prints each probe's result ("bounds: ...") so that a run on a GPU records the
- * driver's answers, and checks the answers recorded on the H200 on 2026-11-26 (driver 580,
- * CUDA 13: docs/gpu-validation.md), which vgsim must give too.
+ * driver's answers, and checks the answers recorded on the H200 on 2026-11-26 (driver
+ * 580.159.04, CUDA 13: docs/gpu-validation.md), which vgsim gives too: the driver checks
+ * a copy against the bytes a cuMemAlloc block was asked for (cuMemGetAddressRange's
+ * size), not against its rounding.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,10 +83,13 @@ VG_TEST(copies_and_memsets_past_an_allocation) {
     CHECK_CU(cuMemRelease(h1));
     CHECK_CU(cuMemRelease(h2));
     CHECK_CU(cuMemAddressFree(va, 4 * gran));
-    /* Within a block, and across two VMM mappings, the calls succeed; past a mapping's end
-     * into unmapped addresses they are refused. (Past a cuMemAlloc block's requested end
-     * but within its rounding: see the answers printed above and the record.) */
+    /* Within a block, and across two VMM mappings, the calls succeed. Past a cuMemAlloc
+     * block's requested end — by one byte, within its rounding, or starting at its end —
+     * and past a mapping into unmapped addresses they are refused, before anything runs
+     * (no sticky error follows). vramguard refuses the same inside its own segments. */
     CHECK_CU_EQ(r[0], CUDA_SUCCESS);
+    for (int i = 1; i <= 9; i++)
+        CHECK_CU_EQ(r[i], CUDA_ERROR_INVALID_VALUE);
     CHECK_CU_EQ(r[10], CUDA_SUCCESS);
     CHECK_CU_EQ(r[12], CUDA_SUCCESS);
     CHECK_CU_EQ(r[11], CUDA_ERROR_INVALID_VALUE);
