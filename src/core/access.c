@@ -27,27 +27,25 @@
  * Looking a range up (heap lock held)
  * ------------------------------------------------------------------------------------- */
 
-static void from_block(vg_access_fault_t *f, const vg_heap_t *h, const vg_block_t *b) {
-    f->has_block = true;
-    f->user = b->user;
-    f->size = b->requested;
-    f->id = b->id;
-    f->alloc_site = b->site;
-    f->free_site = b->state == VG_BLOCK_QUARANTINED ? b->free_site : 0;
-    f->alloc_stream = b->stream ? b->stream->handle : NULL;
-    f->device = h->device;
-    f->managed = h->managed;
-}
-
-static void from_history(vg_access_fault_t *f, const vg_heap_t *h, const vg_free_rec_t *r) {
+/* The allocation a fault is about: a block (allocated, or quarantined: freed) or a
+ * record of the free history. */
+static void from_rec(vg_access_fault_t *f, const vg_heap_t *h, const vg_free_rec_t *r,
+                     CUstream stream) {
     f->has_block = true;
     f->user = r->user;
     f->size = r->requested;
     f->id = r->id;
     f->alloc_site = r->alloc_site;
     f->free_site = r->free_site;
+    f->alloc_stream = stream;
     f->device = h->device;
     f->managed = h->managed;
+}
+
+static void from_block(vg_access_fault_t *f, const vg_heap_t *h, const vg_block_t *b) {
+    vg_free_rec_t r = {b->user, b->requested, b->id, b->site,
+                       b->state == VG_BLOCK_QUARANTINED ? b->free_site : 0};
+    from_rec(f, h, &r, b->stream ? b->stream->handle : NULL);
 }
 
 /* Is p one past the end of a live allocation (a begin/end pair's end)? */
@@ -78,7 +76,7 @@ static int classify(vg_heap_t *h, uint64_t p, vg_access_fault_t *f, vg_block_t *
     }
     const vg_free_rec_t *r = vg__heap_history_containing(h, p);
     if (r) {
-        from_history(f, h, r);
+        from_rec(f, h, r, NULL);
         f->what = VG_FAULT_FREED;
         return 1;
     }
@@ -130,23 +128,9 @@ bool vg__access_check(const vg_access_t *a, vg_access_fault_t *f) {
  * Reports
  * ------------------------------------------------------------------------------------- */
 
-/* Once per key: a loop repeating a bad call is reported at its first turn. */
-static bool first_time(uint64_t key) {
-    enum { SEEN = 512 };
-    static uint64_t seen[SEEN];
-    static int nseen;
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&lock);
-    bool repeat = false;
-    for (int i = 0; i < nseen && !repeat; i++)
-        repeat = seen[i] == key;
-    if (!repeat && nseen < SEEN)
-        seen[nseen++] = key;
-    pthread_mutex_unlock(&lock);
-    return !repeat;
+static uint64_t mix(uint64_t a, uint64_t b) {
+    return (a ^ (b * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull;
 }
-
-static uint64_t mix(uint64_t a, uint64_t b) { return (a ^ (b * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull; }
 
 static void fill_block(vg_report_t *r, const vg_access_fault_t *f) {
     r->device = f->device;
@@ -171,7 +155,7 @@ static const char *role_text(char out[64], const vg_access_t *a) {
 
 void vg__access_report(const vg_access_fault_t *f, uint32_t site) {
     const vg_access_t *a = &f->a;
-    if (!first_time(mix(mix(site, f->alloc_site), (uint64_t)f->what << 1 | a->write)))
+    if (!vg__report_first_time(mix(mix(site, f->alloc_site), (uint64_t)f->what << 1 | a->write)))
         return;
     bool memset = strstr(a->call, "Memset") != NULL;
     const char *op = memset ? "memset" : "copy", *verb = a->write ? "writes" : "reads";
@@ -271,7 +255,7 @@ void vg__access_check_args(const char *name, CUstream stream, uint32_t site,
             continue;
         unsigned index = where ? where[i] >> 8 : (unsigned)i;
         unsigned byte = where ? (where[i] & 0xffu) * 8u : 0;
-        if (!first_time(mix(mix(site, f.alloc_site), mix(f.free_site, index << 8 | byte))))
+        if (!vg__report_first_time(mix(mix(site, f.alloc_site), mix(f.free_site, index << 8 | byte))))
             continue;
         vg_report_t r = {.kind = VG_REPORT_FREED_ARG, .clean_seq = UINT64_MAX,
                          .call_site = site, .kernel = name};

@@ -63,10 +63,11 @@ __attribute__((noinline)) static vg_status_t alloc_in(vg_heap_t *h, void **ptr, 
     uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
     uint64_t total = size, left = 0;
     bool guard = vg__guard_on();
-    if ((guard || vg__nvtx_pads()) && !vg__guard_total(size, &total)) /* (redzones) */
-        total = UINT64_MAX; /* absurd: the heap explains it */
-    if (guard || vg__nvtx_pads())
+    if (guard || vg__nvtx_pads()) { /* (redzones; padding under an NVTX tool, G12) */
+        if (!vg__guard_total(size, &total))
+            total = UINT64_MAX; /* absurd: the heap explains it */
         left = vg__guard_left();
+    }
     pthread_mutex_lock(&h->lock);
     vg_block_t *b;
     vg_status_t st = vg__heap_alloc(h, total, size, left, heap_stream, &b);

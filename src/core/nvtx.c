@@ -217,7 +217,7 @@ bool vg__nvtx_plain_segments(void) {
     return g_loaded;
 }
 
-bool vg__nvtx_pads(void) {
+bool vg__nvtx_pads_slow(void) {
     return g_loaded && atomic_load_explicit(&g_heaps_state, memory_order_relaxed) != HEAPS_REFUSED;
 }
 

@@ -39,15 +39,20 @@ bool vg__nvtx_plain_segments(void);
  * guard mode (redzones that are no region), so that an access past one lands outside
  * every region instead of in its neighbour, as compute-sanitizer's --padding does for the
  * driver's allocations (G12). */
-bool vg__nvtx_pads(void);
+bool vg__nvtx_pads_slow(void);
+static inline bool vg__nvtx_pads(void) {
+    return atomic_load_explicit(&vg__nvtx_on, memory_order_relaxed) && vg__nvtx_pads_slow();
+}
 
-void vg__nvtx_segment_added_slow(vg_heap_t *h, vg_segment_t *seg);
-void vg__nvtx_segment_removed_slow(vg_heap_t *h, vg_segment_t *seg);
-void vg__nvtx_region_added_slow(vg_heap_t *h, vg_block_t *b);
-void vg__nvtx_region_named_slow(vg_heap_t *h, vg_block_t *b);
-void vg__nvtx_region_removed_slow(vg_heap_t *h, vg_block_t *b);
-void vg__nvtx_pool_adopted_slow(vg_heap_t *h, vg_block_t *b);
-void vg__nvtx_pool_released_slow(vg_heap_t *h, vg_gpool_t *p);
+/* The hooks' work is out of the allocator's way: a cold call behind one branch. */
+#define VG_NVTX_COLD __attribute__((cold, noinline))
+VG_NVTX_COLD void vg__nvtx_segment_added_slow(vg_heap_t *h, vg_segment_t *seg);
+VG_NVTX_COLD void vg__nvtx_segment_removed_slow(vg_heap_t *h, vg_segment_t *seg);
+VG_NVTX_COLD void vg__nvtx_region_added_slow(vg_heap_t *h, vg_block_t *b);
+VG_NVTX_COLD void vg__nvtx_region_named_slow(vg_heap_t *h, vg_block_t *b);
+VG_NVTX_COLD void vg__nvtx_region_removed_slow(vg_heap_t *h, vg_block_t *b);
+VG_NVTX_COLD void vg__nvtx_pool_adopted_slow(vg_heap_t *h, vg_block_t *b);
+VG_NVTX_COLD void vg__nvtx_pool_released_slow(vg_heap_t *h, vg_gpool_t *p);
 
 #define VG_NVTX_HOOK(call)                                                                  \
     do {                                                                                    \

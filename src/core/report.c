@@ -824,16 +824,10 @@ void vg__report_cuda_error(CUresult r, const char *call) {
     vg__report(&rep);
 }
 
-void vg__report_unordered_free(const vg_unordered_t *u) {
-    launch_t l;
-    bool known = launch_by_seq(u->kernel_seq, &l);
-    /* Once per allocation site, free site and kernel launch site: a training loop would
-     * repeat it every step. */
-    enum { SEEN = 256 };
+bool vg__report_first_time(uint64_t key) {
+    enum { SEEN = 512 };
     static uint64_t seen[SEEN];
     static int nseen;
-    uint64_t key = ((uint64_t)u->alloc_site * 0x9E3779B97F4A7C15ull) ^
-                   ((uint64_t)u->free_site << 21) ^ (known ? (uint64_t)l.site << 42 : 0);
     pthread_mutex_lock(&g_lock);
     bool repeat = false;
     for (int i = 0; i < nseen && !repeat; i++)
@@ -841,7 +835,17 @@ void vg__report_unordered_free(const vg_unordered_t *u) {
     if (!repeat && nseen < SEEN)
         seen[nseen++] = key;
     pthread_mutex_unlock(&g_lock);
-    if (repeat)
+    return !repeat;
+}
+
+void vg__report_unordered_free(const vg_unordered_t *u) {
+    launch_t l;
+    bool known = launch_by_seq(u->kernel_seq, &l);
+    /* Once per allocation site, free site and kernel launch site: a training loop would
+     * repeat it every step. */
+    uint64_t key = ((uint64_t)u->alloc_site * 0x9E3779B97F4A7C15ull) ^
+                   ((uint64_t)u->free_site << 21) ^ (known ? (uint64_t)l.site << 42 : 0);
+    if (!vg__report_first_time(key ^ VG_REPORT_UNORDERED_FREE))
         return;
     vg_report_t rep = {.kind = VG_REPORT_UNORDERED_FREE, .device = u->device,
                        .stream = u->stream, .has_block = true, .user = u->user,

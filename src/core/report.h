@@ -78,6 +78,10 @@ const char *vg__report_kind_json(vg_report_kind_t k);
 /* Print the report now and keep its JSON. Thread safe; allocates. */
 void vg__report(const vg_report_t *r);
 
+/* For reports made once per place (a loop repeats its bug every turn): true the first
+ * time `key` is asked, false after (for the first 512 keys; later ones: always true). */
+bool vg__report_first_time(uint64_t key);
+
 /* Errors reported so far (leaks and growth included), and by kind. */
 uint64_t vg__report_count(void);
 uint64_t vg__report_count_kind(vg_report_kind_t k);
