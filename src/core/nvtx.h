@@ -71,13 +71,16 @@ static inline void vg__nvtx_segment_removed(vg_heap_t *h, vg_segment_t *seg) {
 /* Block b became an allocation (user and requested set) / was given its site / is being
  * freed by the program (before any quarantine: freed memory is not the program's). */
 static inline void vg__nvtx_region_added(vg_heap_t *h, vg_block_t *b) {
-    VG_NVTX_HOOK(vg__nvtx_region_added_slow(h, b));
+    if (VG_UNLIKELY(b->seg->nvtx_heap != NULL)) /* (a segment the tool took: G12) */
+        vg__nvtx_region_added_slow(h, b);
 }
 static inline void vg__nvtx_region_named(vg_heap_t *h, vg_block_t *b) {
-    VG_NVTX_HOOK(vg__nvtx_region_named_slow(h, b));
+    if (VG_UNLIKELY(b->seg->nvtx_heap != NULL)) /* (a segment the tool took: G12) */
+        vg__nvtx_region_named_slow(h, b);
 }
 static inline void vg__nvtx_region_removed(vg_heap_t *h, vg_block_t *b) {
-    VG_NVTX_HOOK(vg__nvtx_region_removed_slow(h, b));
+    if (VG_UNLIKELY(b->seg->nvtx_heap != NULL)) /* (a segment the tool took: G12) */
+        vg__nvtx_region_removed_slow(h, b);
 }
 /* A CUDA graph's pool (A7) took block b from general memory / is released: a replay may
  * touch what its captures allocated even after they freed it, so a pool's regions stay
