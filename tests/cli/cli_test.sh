@@ -923,9 +923,13 @@ access_clean)
 race_line_at_each_level)
     # A host race is reported at the line of the faulting access, not the next one (the
     # faulting pc is the instruction itself, not a return address), at -O0, -O1 and -O2.
+    # (Under a sanitizer only -O0: clang's instrumented -O1 and -O2 code gives the load the
+    # S4 program faults on no line at all, line 0, which names the function alone.)
+    levels="0 1 2"
+    [ -n "${VG_SANITIZE:-}" ] && levels=0
     for ex in s3_h2d_race s4_d2h_race; do
         line=$(grep -n "the bug" "$HERE/../../examples/$ex.c" | cut -d: -f1)
-        for o in 0 1 2; do
+        for o in $levels; do
             run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/${ex}_O$o"
             python3 "$HERE/check_report.py" "$TMP/r.json" 1 host_race "call_at~$ex.c:$line)" ||
                 { cat "$TMP/err" >&2; fail "$ex at -O$o: not at line $line"; }

@@ -351,7 +351,11 @@ VG_TEST(a_synchronous_allocation_waits_for_its_fill_alone) {
     poke((char *)p + 4000, 8, 0x55); /* the fill had completed: the overrun is seen */
     CHECK_VG(vg_free(p, NULL));
     CHECK_CU(vg__cuCtxSynchronize());
-    CHECK_EQ(vg_check(), VG_ERR_MEMORY_ERRORS);
+    /* Found by the free's check or by this one, whichever reads the result first (under
+     * ASan the free's often does): one report either way. */
+    vg_status_t found = vg_check();
+    CHECK(found == VG_OK || found == VG_ERR_MEMORY_ERRORS);
+    CHECK_EQ(vg_error_count(), 1);
     char *j = errors();
     CHECK_CONTAINS(j, "\"first_offset\":4000,\"last_offset\":4007,\"bytes\":8");
     vg_free_string(j);
