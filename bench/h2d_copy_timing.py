@@ -2,12 +2,18 @@
 copy was still in flight when the host wrote its pinned source (nonblocking_h2d_modify.py,
 timed). Under a tool that makes the call wait for the device, the race the script plants
 never happens. Run plain, and under `vramguard run --mode=fast|guard -- python3 THIS`
-(docs/gpu-validation.md, 2026-11-24)."""
+(docs/gpu-validation.md, 2026-11-24). With --warm, a first CUDA allocation is made (and
+freed to PyTorch's cache) before the long kernel, so that whatever a tool does at its first
+allocation is over before the timed call."""
+import sys
 import time
 
 import torch
 
 src = torch.ones(1 << 22).pin_memory()
+if "--warm" in sys.argv:
+    torch.empty(1, device="cuda")
+    torch.cuda.synchronize()
 torch.cuda._sleep(100_000_000)  # the stream is busy (about 50 ms on an H100)
 t0 = time.perf_counter()
 dev = src.to("cuda", non_blocking=True)

@@ -32,7 +32,9 @@
 #   access   issue 31: the driver past an allocation (conformance probe); access_user plain
 #            and under vramguard; compute-sanitizer --nvtx yes over python -m vramguard run
 #            on oob_custom_kernel.py (write and --read) and 12 steps of the two loops,
-#            beside memcheck alone
+#            beside memcheck alone (access-tool: the compute-sanitizer steps alone)
+#   h2d      bench/h2d_copy_timing.py plain, under vramguard run fast and guard mode (and
+#            guard_defer=off), with and without a first allocation before the long kernel
 #   convert  PyTorch memory snapshots of the two loops under PyTorch's allocator, turned
 #            into traces by python -m vramguard convert and replayed: the snapshot's
 #            figures beside what PyTorch measured in the same run, and vramguard's beside them
@@ -529,7 +531,21 @@ except Exception as e:
         bench/pytorch_train.py --json /tmp/vg-run.json --alloc vramguard --model resnet50 \
         --steps 200 && cat /tmp/vg-run.json >>"$J"
     ;;
-access)
+h2d)
+    # nonblocking_h2d_modify.py's race under guard mode, timed (bench/h2d_copy_timing.py),
+    # with the first allocation before the long kernel (--warm) and without.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    for w in "" --warm; do
+        step "h2d timing plain $w" 60 python3 bench/h2d_copy_timing.py $w
+        for m in fast guard; do
+            step "h2d timing $m $w" 60 "$B/vramguard" run --mode=$m -- python3 bench/h2d_copy_timing.py $w
+        done
+        VRAMGUARD_OPTIONS=guard_defer=off step "h2d timing guard, guard_defer=off $w" 60 \
+            "$B/vramguard" run --mode=guard -- python3 bench/h2d_copy_timing.py $w
+    done
+    ;;
+access|access-tool)
     # Issue 31 (docs/decisions.md G11, G12): what the driver does past an allocation; the
     # access_user programs plain and under vramguard (the same answers); compute-sanitizer
     # told vramguard's allocations (--nvtx yes) on the PyTorch out-of-bounds scripts, write
@@ -538,6 +554,7 @@ access)
     nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     compute-sanitizer --version | head -2
     build
+    [ "$PART" = access-tool ] || {
     step "bounds probe" 60 "$B/tests/conformance/conformance" copies_and_memsets_past_an_allocation
     for c in copy_read_past memset_past copy2d_past copy_far copy_freed freed_arg \
              redzone_arg_overrun redzone_arg begin_end last_byte pitched_2d threads; do
@@ -547,6 +564,7 @@ access)
                 "$B/tests/preload/access_user" $c
         done
     done
+    }
     step "load_inline build" 300 python3 examples/pytorch/oob_custom_kernel.py --fixed
     for how in "" --read --fixed "--read --fixed"; do
         step "oob_custom_kernel $how memcheck --nvtx, vramguard" 120 compute-sanitizer \
@@ -565,7 +583,7 @@ access)
     done
     ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why, convert or access)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why, convert, h2d, access or access-tool)" >&2
     exit 2
     ;;
 esac

@@ -215,7 +215,8 @@ def main(argv, out, err):
     n = figures["initial_live"]
     out.write("%s: %d events of device %d (%d allocation%s live before the history began)\n"
               % (dst, figures["events"], d, n, "" if n == 1 else "s"))
-    line = "PyTorch's allocator: peak allocated %s" % _bytes(figures["pytorch_peak_allocated"])
+    # (the sizes asked for: PyTorch's max_memory_allocated counts whole blocks, a little more)
+    line = "PyTorch's allocator: peak requested %s" % _bytes(figures["pytorch_peak_allocated"])
     if "pytorch_peak_reserved" in figures:
         line += ", peak reserved %s" % _bytes(figures["pytorch_peak_reserved"])
     out.write(line + " (in %s)\n" % sidecar_path(dst))
