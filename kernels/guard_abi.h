@@ -1,7 +1,7 @@
 /* guard_abi.h — the interface of guard mode's kernels.
  *
  * Shared by kernels/guard.cu (compiled to kernels/guard.ptx for real GPUs), vgsim's host
- * implementation of the same kernels, and src/core/guard.c, which builds the descriptors.
+ * implementation of the same kernels, and src/check/guard.c, which builds the descriptors.
  * Plain C, fixed-width fields: the layout is the ABI.
  *
  * A descriptor names a device range and an operation:

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/heap.h"
+#include "alloc/heap.h"
 #include "driver/driver.h"
 #include "harness.h"
 #include "vramguard.h"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/init.h"
+#include "api/init.h"
 #include "../driver/driver.h"
 #include "cli.h"
 #include "demo.h"

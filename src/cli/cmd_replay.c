@@ -47,9 +47,9 @@
 #include <unistd.h>
 #include <x86intrin.h>
 
-#include "../core/common.h"
-#include "../core/init.h"
-#include "../core/options.h"
+#include "base/common.h"
+#include "api/init.h"
+#include "base/options.h"
 #include "../driver/driver.h"
 #include "cli.h"
 #include "json.h"

@@ -23,7 +23,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "../core/options.h"
+#include "base/options.h"
+#include "api/init.h"
 
 static volatile pid_t g_child;
 

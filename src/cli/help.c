@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/options.h"
+#include "base/options.h"
 #include "cli.h"
 
 static const cli_flag_spec_t demo_flags[] = {

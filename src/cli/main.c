@@ -1,6 +1,6 @@
 /* main.c — the vramguard command: verb dispatch, option flags, help.
  *
- * Every option of the table (src/core/options.h) is also a flag: --mode=guard,
+ * Every option of the table (src/base/options.h) is also a flag: --mode=guard,
  * --limit 15G, --verbose. Verbs add their own flags (help.c describes them). Exit codes: 0 success, 1 the verb
  * found a problem, 2 a usage or input error; `run` returns the program's own code.
  */
@@ -12,7 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/options.h"
+#include "base/options.h"
+#include "api/init.h"
 #include "cli.h"
 
 void cli_error(const char *fmt, ...) {

@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/common.h"
-#include "../core/options.h"
+#include "base/common.h"
+#include "base/options.h"
 
 vg_driver_t vg__drv;
 
@@ -168,4 +168,24 @@ bool vg__driver_loaded(void) {
     bool ok = g_load_state == 1;
     pthread_mutex_unlock(&g_load_lock);
     return ok;
+}
+
+/* The public name of a status; a CUDA error's with the driver's own name and text. */
+VG_API const char *vg_strerror(vg_status_t st) {
+    switch ((int)st) {
+#define VG_X(name, value, msg)                                                              \
+    case value: return msg;
+        VG_STATUS_LIST(VG_X)
+#undef VG_X
+    default: break;
+    }
+    if ((int)st >= VG_ERR_CUDA_BASE) {
+        /* "CUDA_ERROR_X: text" built once per code in a small static table. */
+        char *buf = vg__tbuf()->strerror;
+        CUresult r = (CUresult)((int)st - VG_ERR_CUDA_BASE);
+        snprintf(buf, sizeof vg__tbuf()->strerror, "%s: %s", vg__cu_error_name(r),
+                 vg__cu_error_text(r));
+        return buf;
+    }
+    return "unknown vramguard status";
 }

@@ -17,12 +17,12 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 
-#include "../core/common.h"
-#include "../core/guard.h"
-#include "../core/options.h"
-#include "../core/order.h"
-#include "../core/report.h"
-#include "../core/sites.h"
+#include "base/common.h"
+#include "check/guard.h"
+#include "base/options.h"
+#include "diag/order.h"
+#include "diag/report.h"
+#include "diag/sites.h"
 #include "hooks.h"
 #include "preload.h"
 #include "vramguard.h"

@@ -21,9 +21,9 @@
 #include <limits.h>
 #include <stdlib.h>
 
-#include "../core/common.h"
-#include "../core/heap.h"
-#include "../core/report.h"
+#include "base/common.h"
+#include "alloc/heap.h"
+#include "diag/report.h"
 #include "copy_shape.h"
 #include "hooks.h"
 #include "preload.h"

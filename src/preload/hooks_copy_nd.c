@@ -7,9 +7,9 @@
  * The race guard takes a host side only when its bytes are one range (copy_shape.h).
  */
 #define _GNU_SOURCE
-#include "../core/common.h"
-#include "../core/order.h"
-#include "../core/report.h"
+#include "base/common.h"
+#include "diag/order.h"
+#include "diag/report.h"
 #include "copy_shape.h"
 #include "hooks.h"
 #include "preload.h"

@@ -10,9 +10,9 @@
  * false "unordered free"; a free that truly races with such a stream is not reported.
  */
 #define _GNU_SOURCE
-#include "../core/common.h"
-#include "../core/order.h"
-#include "../core/report.h"
+#include "base/common.h"
+#include "diag/order.h"
+#include "diag/report.h"
 #include "hooks.h"
 #include "preload.h"
 #include "vramguard.h"

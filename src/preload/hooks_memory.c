@@ -10,13 +10,13 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "../core/common.h"
-#include "../core/options.h"
-#include "../core/order.h"
-#include "../core/guard.h"
-#include "../core/heap.h"
-#include "../core/report.h"
-#include "../core/sites.h"
+#include "base/common.h"
+#include "base/options.h"
+#include "diag/order.h"
+#include "check/guard.h"
+#include "alloc/heap.h"
+#include "diag/report.h"
+#include "diag/sites.h"
 #include "hooks.h"
 #include "preload.h"
 #include "vramguard.h"

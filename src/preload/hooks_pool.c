@@ -20,9 +20,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "../core/common.h"
-#include "../core/heap.h"
-#include "../core/order.h"
+#include "base/common.h"
+#include "alloc/heap.h"
+#include "diag/order.h"
 #include "hooks.h"
 #include "preload.h"
 #include "vramguard.h"

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/access.h"
+#include "check/access.h"
 #include "../driver/driver.h"
 
 /* Start vramguard if it has not started; false if it could not (then pass through). */

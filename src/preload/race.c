@@ -39,11 +39,11 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "../core/common.h"
-#include "../core/heap.h"
-#include "../core/options.h"
-#include "../core/report.h"
-#include "../core/sites.h"
+#include "base/common.h"
+#include "alloc/heap.h"
+#include "base/options.h"
+#include "diag/report.h"
+#include "diag/sites.h"
 #include "preload.h"
 #include "vramguard.h"
 

@@ -23,10 +23,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/common.h"
-#include "../core/guard.h"
-#include "../core/init.h"
-#include "../core/options.h"
+#include "base/common.h"
+#include "check/guard.h"
+#include "api/init.h"
+#include "base/options.h"
 #include "hooks.h"
 #include "preload.h"
 #include "vramguard.h"

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../core/init.h"
+#include "api/init.h"
 #include "preload.h"
 
 static int g_pipe[2] = {-1, -1};

@@ -18,9 +18,9 @@
 
 #include <pthread.h>
 
-#include "../core/common.h"
-#include "../core/heap.h"
-#include "../core/init.h"
+#include "base/common.h"
+#include "alloc/heap.h"
+#include "api/init.h"
 #include "vramguard.h"
 
 static char g_last_oom[4096]; /* the last out-of-memory explanation (any thread) */

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/order.h"
+#include "diag/order.h"
 #include "driver/driver.h"
 #include "vramguard.h"
 

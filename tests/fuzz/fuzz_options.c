@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/options.h"
+#include "base/options.h"
+#include "api/init.h"
 #include "vramguard.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core/suppress.h"
+#include "diag/suppress.h"
 #include "vramguard.h"
 
 /* A file holding data[0..size), as a path (/proc/self/fd/N); *fd to close. */

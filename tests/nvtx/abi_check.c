@@ -1,4 +1,4 @@
-/* abi_check.c — vramguard's own NVTX declarations (src/core/nvtx_abi.h) against the CUDA
+/* abi_check.c — vramguard's own NVTX declarations (src/check/nvtx_abi.h) against the CUDA
  * toolkit's nvtx3 headers: every number, size and field offset vramguard relies on,
  * checked at compile time. Built into the test tool (libvgnvtx_inject.so) where the
  * toolkit is installed; a mismatch fails the build.
@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "core/nvtx_abi.h"
+#include "check/nvtx_abi.h"
 
 #define SAME(a, b) _Static_assert((long long)(a) == (long long)(b), #a " != " #b)
 #define SAME_LAYOUT(ours, theirs)                                                           \

@@ -1,6 +1,6 @@
 /* inject.c — a small NVTX tool for the tests (libvgnvtx_inject.so): the injection side
  * of NVTX's protocol, built against the CUDA toolkit's own nvtx3 headers, so it checks
- * vramguard's hand-written client (src/core/nvtx_abi.h, nvtx.c) against NVIDIA's
+ * vramguard's hand-written client (src/check/nvtx_abi.h, nvtx.c) against NVIDIA's
  * definitions as it runs.
  *
  * Loaded through NVTX_INJECTION64_PATH by every NVTX client of the process, it fills each

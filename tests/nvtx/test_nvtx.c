@@ -1,5 +1,5 @@
 /* test_nvtx.c — vramguard tells an NVTX tool (compute-sanitizer) where its allocations are
- * (src/core/nvtx.c, docs/decisions.md G12), checked with a tool of the tests' own
+ * (src/check/nvtx.c, docs/decisions.md G12), checked with a tool of the tests' own
  * (inject.c, loaded through NVTX_INJECTION64_PATH as compute-sanitizer's is).
  *
  * After every step of random workloads (fast and guard mode, virtual-memory and cuMemAlloc
@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/guard_impl.h"
-#include "core/nvtx.h"
-#include "core/report.h" /* vg__primary_resetting */
+#include "check/guard_impl.h"
+#include "check/nvtx.h"
+#include "diag/report.h" /* vg__primary_resetting */
 #include "nvtx/vgnvtx.h"
 #include "vgtest.h"
 
@@ -476,7 +476,7 @@ VG_TEST(no_tool_named_loads_nothing) {
         vgt_skip("no test NVTX tool (no nvtx3 headers)");
     unsetenv("NVTX_INJECTION64_PATH");
     CHECK_EQ(nvtx_log_lines("verbose=1"), 0);
-    CHECK(!atomic_load(&vg__nvtx_on));
+    CHECK(!atomic_load(&vg__alloc_tool));
     CHECK(!vg__nvtx_attached());
     CHECK_MSG(!dlopen(VG_TEST_NVTX_LIB, RTLD_LAZY | RTLD_NOLOAD), "a tool was loaded");
 }
@@ -485,7 +485,7 @@ VG_TEST(a_path_that_names_nothing_costs_one_verbose_line) {
     setenv("NVTX_INJECTION64_PATH", "/nonexistent/libnvtx-tool.so", 1);
     CHECK_EQ(nvtx_log_lines("verbose=1"), 1);
     CHECK(!vg__nvtx_attached());
-    CHECK(!atomic_load(&vg__nvtx_on));
+    CHECK(!atomic_load(&vg__alloc_tool));
 }
 
 VG_TEST(a_path_that_names_nothing_is_silent_without_verbose) {
@@ -509,7 +509,7 @@ static void refused(const char *how, int lines) {
     CHECK_EQ(T.heaps(g_heaps, 0), 0);
     CHECK_EQ(counts().regions_registered, 0);
     CHECK(!vg__nvtx_attached());
-    CHECK(!atomic_load(&vg__nvtx_on));
+    CHECK(!atomic_load(&vg__alloc_tool));
     vg_heap_t *h;
     CHECK_VG(vg__heap_for_device(0, &h));
     CHECK(((vg_guard_t *)h->guard)->launches > 0);

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "vgtest.h"
-#include "core/sites.h" /* vg__kernel_name */
+#include "diag/sites.h" /* vg__kernel_name */
 
 static int sequence(CUstream s) {
     void *a = NULL, *b = NULL, *c = NULL;

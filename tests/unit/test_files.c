@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/common.h"
+#include "base/common.h"
 #include "vgtest.h"
 
 static char g_dir[] = "/tmp/vg_filesXXXXXX";

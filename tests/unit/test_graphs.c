@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "vgtest.h"
-#include "core/report.h" /* vg__report_count_kind */
+#include "diag/report.h" /* vg__report_count_kind */
 
 #define MIB (1u << 20)
 

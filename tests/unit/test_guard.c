@@ -11,9 +11,9 @@
 #include <unistd.h>
 
 #include "vgtest.h"
-#include "core/order.h"  /* vg__order_*: what the interposer tells of events */
-#include "core/guard.h"  /* vg__guard_sync_call: what the interposer's cuMemAlloc says */
-#include "core/report.h" /* vg__guard_flush_stream: what the interposer calls */
+#include "diag/order.h"  /* vg__order_*: what the interposer tells of events */
+#include "check/guard.h"  /* vg__guard_sync_call: what the interposer's cuMemAlloc says */
+#include "diag/report.h" /* vg__guard_flush_stream: what the interposer calls */
 
 static char g_out[1 << 16];
 static size_t g_outlen;

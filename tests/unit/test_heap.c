@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "vgtest.h"
-#include "core/report.h" /* vg__sync_begin/end: what the interposer calls */
+#include "diag/report.h" /* vg__sync_begin/end: what the interposer calls */
 
 VG_TEST(alloc_free_basic) {
     vgt_init("");

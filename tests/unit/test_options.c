@@ -1,8 +1,8 @@
 /* test_options.c — the option table: parsing, errors that name the key, precedence. */
 #include <stdlib.h>
 
-#include "core/common.h"
-#include "core/options.h"
+#include "base/common.h"
+#include "base/options.h"
 #include "harness.h"
 
 VG_TEST(defaults_parse) {

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "vgtest.h"
-#include "core/heap.h"   /* vg__capture_began */
-#include "core/order.h"
-#include "core/report.h" /* vg__report_count_kind */
+#include "alloc/heap.h"   /* vg__capture_began */
+#include "diag/order.h"
+#include "diag/report.h" /* vg__report_count_kind */
 
 static uint64_t unordered(void) { return vg__report_count_kind(VG_REPORT_UNORDERED_FREE); }
 

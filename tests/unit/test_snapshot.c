@@ -9,7 +9,7 @@
 #include "../src/cli/report_model.h"
 #include "schema_check.h"
 #include "vgtest.h"
-#include "core/report.h" /* vg__report_count_kind */
+#include "diag/report.h" /* vg__report_count_kind */
 
 static char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "vgtest.h"
-#include "core/suppress.h"
+#include "diag/suppress.h"
 
 static char path[64];
 

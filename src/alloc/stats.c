@@ -1,0 +1,171 @@
+/* stats.c — statistics snapshots, PyTorch's summary table and memory_stats() keys.
+ *
+ * The counters are kept by heap.c and segment.c as blocks change state. Two figures are
+ * computed here when read, because keeping them exact on every operation would cost the
+ * fast path: inactive_split (free blocks next to live ones) and inactive_split_bytes
+ * (reserved memory that is neither active nor releasable).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "heap.h"
+#include "stats.h"
+
+typedef struct split_ctx {
+    int64_t n[VG_POOLS];
+} split_ctx_t;
+
+static bool count_split(vg_block_t *b, void *arg) {
+    split_ctx_t *c = arg;
+    bool split = (b->prev && b->prev->state != VG_BLOCK_FREE) ||
+                 (b->next && b->next->state != VG_BLOCK_FREE);
+    if (split) {
+        c->n[VG_POOL_ALL]++;
+        c->n[vg__pool_of(b->size)]++;
+    }
+    return true;
+}
+
+static void set_computed(vg_stat_t *s, int64_t v) {
+    s->current = v;
+    if (v > s->peak)
+        s->peak = v;
+}
+
+void vg__stats_snapshot(vg_heap_t *h, vg_stats_t *out) {
+    split_ctx_t c = {{0}};
+    vg__tlsf_each_desc(&h->index, count_split, &c);
+    for (int p = 0; p < VG_POOLS; p++)
+        set_computed(&h->stats.inactive_split[p], c.n[p]);
+    int64_t idle = (int64_t)vg__segment_idle_bytes(h);
+    int64_t nonrel = h->stats.reserved_bytes[VG_POOL_ALL].current -
+                     h->stats.active_bytes[VG_POOL_ALL].current - idle;
+    if (nonrel < 0)
+        nonrel = 0;
+    set_computed(&h->stats.inactive_split_bytes[VG_POOL_ALL], nonrel);
+    /* Attribute by the pools' share of active memory (VMM pages have no pool). */
+    int64_t act = h->stats.active_bytes[VG_POOL_ALL].current;
+    int64_t small = act ? nonrel * h->stats.active_bytes[VG_POOL_SMALL].current / act : 0;
+    set_computed(&h->stats.inactive_split_bytes[VG_POOL_SMALL], small);
+    set_computed(&h->stats.inactive_split_bytes[VG_POOL_LARGE], nonrel - small);
+    h->stats.largest_free_block = vg__heap_largest_free_block(h);
+    h->stats.largest_servable = vg__heap_largest_servable(h);
+    h->stats.device_total = h->device_total;
+    h->stats.limit = h->limit;
+    h->stats.version = VG_STATS_VERSION;
+    h->stats.size = sizeof(vg_stats_t);
+    *out = h->stats;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * PyTorch's memory_summary() table (torch/cuda/memory.py), cell for cell.
+ * ------------------------------------------------------------------------------------- */
+
+static void fmt_size(char out[16], int64_t sz, double pref) {
+    static const char *prefixes[] = {"B  ", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int p = 0;
+    for (int i = 1; i < 6; i++) {
+        if (pref < 768 * 1024)
+            break;
+        p = i;
+        sz /= 1024;
+        pref /= 1024;
+    }
+    snprintf(out, 16, "%6lld %s", (long long)sz, prefixes[p]);
+}
+
+static void fmt_count(char out[16], int64_t cnt, double pref) {
+    static const char *prefixes[] = {" ", "K", "M"};
+    int p = 0;
+    for (int i = 1; i < 3; i++) {
+        if (pref < 750 * 1000)
+            break;
+        p = i;
+        cnt /= 1000;
+        pref /= 1000;
+    }
+    snprintf(out, 16, "%7lld %s ", (long long)cnt, prefixes[p]);
+}
+
+static void row(vg_buf_t *b, const char *name, const vg_stat_t *v, const vg_stat_t *pref,
+                bool bytes) {
+    char c[4][16];
+    int64_t vals[4] = {v->current, v->peak, v->allocated, v->freed};
+    int64_t prefs[4] = {pref->current, pref->peak, pref->allocated, pref->freed};
+    for (int i = 0; i < 4; i++) {
+        if (bytes)
+            fmt_size(c[i], vals[i], (double)prefs[i]);
+        else
+            fmt_count(c[i], vals[i], (double)prefs[i]);
+    }
+    vg__buf_printf(b, "| %-21s | %s | %s | %s | %s |\n", name, c[0], c[1], c[2], c[3]);
+}
+
+static void rule(vg_buf_t *b, char ch) {
+    vg__buf_putc(b, '|');
+    for (int i = 0; i < 75; i++)
+        vg__buf_putc(b, ch);
+    vg__buf_append(b, "|\n", 2);
+}
+
+char *vg__stats_summary(const vg_stats_t *s, int device) {
+    vg_buf_t b = {0};
+    rule(&b, '=');
+    vg__buf_printf(&b, "| %14s vramguard CUDA memory summary, device ID %-17d |\n", "", device);
+    rule(&b, '-');
+    vg__buf_printf(&b, "|  %9s CUDA OOMs: %-12llu | %6s cudaMalloc retries: %-8llu  |\n", "",
+                   (unsigned long long)s->num_ooms, "", (unsigned long long)s->num_alloc_retries);
+    rule(&b, '=');
+    vg__buf_printf(&b, "|        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  |\n");
+#define VG_X(f, key, name, bytes)                                                           \
+    rule(&b, '-');                                                                          \
+    row(&b, name, &s->f[VG_POOL_ALL], &s->f[VG_POOL_ALL], bytes);                           \
+    row(&b, "      from large pool", &s->f[VG_POOL_LARGE], &s->f[VG_POOL_ALL], bytes);      \
+    row(&b, "      from small pool", &s->f[VG_POOL_SMALL], &s->f[VG_POOL_ALL], bytes);
+    VG_STATS_POOLED(VG_X)
+#undef VG_X
+#define VG_X(f, key, name)                                                                  \
+    rule(&b, '-');                                                                          \
+    row(&b, name, &s->f, &s->f, false);
+    VG_STATS_SINGLE(VG_X)
+#undef VG_X
+    rule(&b, '=');
+    return b.failed ? (vg__buf_free(&b), NULL) : b.data;
+}
+
+char *vg__stats_json(const vg_stats_t *s) {
+    static const char *pools[VG_POOLS] = {"all", "small_pool", "large_pool"};
+    vg_buf_t b = {0};
+    vg__buf_putc(&b, '{');
+    const char *sep = "";
+#define VG_X(f, key, name, bytes)                                                           \
+    for (int p = 0; p < VG_POOLS; p++) {                                                    \
+        vg__buf_printf(&b,                                                                  \
+                       "%s\"" key ".%s.current\":%lld,\"" key ".%s.peak\":%lld,\"" key      \
+                       ".%s.allocated\":%lld,\"" key ".%s.freed\":%lld",                    \
+                       sep, pools[p], (long long)s->f[p].current, pools[p],                 \
+                       (long long)s->f[p].peak, pools[p], (long long)s->f[p].allocated,     \
+                       pools[p], (long long)s->f[p].freed);                                 \
+        sep = ",";                                                                          \
+    }
+    VG_STATS_POOLED(VG_X)
+#undef VG_X
+#define VG_X(f, key, name)                                                                  \
+    vg__buf_printf(&b, ",\"" key ".current\":%lld,\"" key ".peak\":%lld,\"" key             \
+                       ".allocated\":%lld,\"" key ".freed\":%lld",                          \
+                   (long long)s->f.current, (long long)s->f.peak, (long long)s->f.allocated, \
+                   (long long)s->f.freed);
+    VG_STATS_SINGLE(VG_X)
+#undef VG_X
+#define VG_X(f, key) vg__buf_printf(&b, ",\"" key "\":%llu", (unsigned long long)s->f);
+    VG_STATS_EVENTS(VG_X)
+#undef VG_X
+    vg__buf_printf(&b, ",\"max_split_size\":-1,\"largest_free_block\":%llu,"
+                       "\"largest_servable\":%llu,\"device_total\":%llu,\"limit\":%llu}",
+                   (unsigned long long)s->largest_free_block,
+                   (unsigned long long)s->largest_servable, (unsigned long long)s->device_total,
+                   (unsigned long long)s->limit);
+    return b.failed ? (vg__buf_free(&b), NULL) : b.data;
+}

@@ -1,0 +1,155 @@
+/* init.c — process-wide initialisation and shutdown.
+ *
+ * Initialisation happens once: explicitly through vg_init(), or implicitly on the first
+ * call of any other function (options from VRAMGUARD_OPTIONS only). It reads the
+ * options, opens the output sinks, loads the driver and registers the exit handler.
+ * After it, vg__ready is true and the fast paths only test that flag.
+ */
+#define _GNU_SOURCE
+#include "init.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "driver/driver.h"
+#include "base/common.h"
+#include "base/options.h"
+#include "diag/suppress.h"
+
+_Atomic bool vg__ready;
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_tried;
+static vg_status_t g_init_status;
+static char g_init_error[1024];
+static char g_init_options[8192];
+static bool g_have_init_options;
+
+void vg__options_print(void);
+
+static pid_t g_init_pid; /* the process that initialised vramguard */
+
+/* A child made with fork() shares the parent's state but owns none of it: its CUDA
+ * context is the parent's (unusable after fork), and a lock held by another thread at the
+ * fork stays held forever in the child. So a forked child that exits does nothing here:
+ * no final check, no leak report, no summary — those are the parent's. */
+static void at_exit(void) {
+    if (getpid() == g_init_pid)
+        vg__shutdown();
+}
+
+static vg_status_t init_locked(const char *options, vg_opt_source_t src) {
+    vg_status_t st = vg__options_load_env();
+    if (st == VG_OK && options)
+        st = vg__options_apply(options, src);
+    if (st != VG_OK)
+        return st;
+    vg__output_open();
+    if (vg__opt.verbose)
+        vg__options_print();
+    st = vg__driver_load(NULL);
+    if (st != VG_OK)
+        return st;
+    if (vg__opt.verbose)
+        vg__log("driver: %s (CUDA %d.%d)%s", vg__drv.path, vg__drv.version / 1000,
+                vg__drv.version % 1000 / 10, vg__drv.is_vgsim ? ", vgsim: the CPU simulation" : "");
+    st = vg__modules_init();
+    if (st != VG_OK)
+        return st;
+    g_init_pid = getpid();
+    atexit(at_exit);
+    return VG_OK;
+}
+
+/* *attempted (if not NULL): set when this call was the one that tried. */
+static vg_status_t init_once(const char *options, vg_opt_source_t src, bool *attempted) {
+    pthread_mutex_lock(&g_init_lock);
+    if (!g_tried) {
+        g_tried = true;
+        if (attempted)
+            *attempted = true;
+        if (options) {
+            g_have_init_options = true;
+            strncpy(g_init_options, options, sizeof g_init_options - 1);
+        }
+        g_init_status = init_locked(options, src);
+        if (g_init_status == VG_OK)
+            atomic_store(&vg__ready, true);
+        else
+            strncpy(g_init_error, vg_last_error(), sizeof g_init_error - 1);
+        pthread_mutex_unlock(&g_init_lock);
+        return g_init_status;
+    }
+    vg_status_t st = g_init_status;
+    bool same = !options || (g_have_init_options && strcmp(options, g_init_options) == 0);
+    pthread_mutex_unlock(&g_init_lock);
+    if (st != VG_OK)
+        return vg__error(st, "%s", g_init_error);
+    if (!same)
+        return vg__error(VG_ERR_INVALID_ARGUMENT,
+                         "vramguard is already initialised with other options; vg_init() must "
+                         "come before any other vramguard call");
+    return VG_OK;
+}
+
+vg_status_t vg__init_slow(void) { return init_once(NULL, VG_SRC_ENV, NULL); }
+
+VG_API vg_status_t vg_init(const char *options) {
+    bool first = false;
+    vg_status_t st = init_once(options, VG_SRC_INIT, &first);
+    /* A program that asked for vramguard and cannot have it is told why once, in the log,
+     * beside the status it gets: a C program may not print vg_last_error(). */
+    if (st != VG_OK && first)
+        vg__log("vg_init failed, vramguard is not active: %s", vg_last_error());
+    return st;
+}
+
+vg_status_t vg__init_from_cli(const char *options) { return init_once(options, VG_SRC_CLI, NULL); }
+
+VG_API void vg_print_options(void) {
+    if (vg__ensure_init() == VG_OK || g_tried)
+        vg__options_print();
+}
+
+static _Atomic int g_shutdown;     /* 0: not yet, 1: running, 2: done */
+static _Atomic int g_fatal_signal; /* a signal the process is to die of, once reported */
+
+void vg__shutdown(void) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_shutdown, &expected, 1)) {
+        /* Another thread is at it (a signal's watcher, while the program exits): the
+         * process must not end before the reports are out, nor end other than by that
+         * signal. */
+        struct timespec ts = {0, 1000000};
+        while (atomic_load(&g_shutdown) == 1 || atomic_load(&g_fatal_signal))
+            nanosleep(&ts, NULL);
+        return;
+    }
+    if (atomic_load(&vg__ready))
+        vg__modules_shutdown();
+    vg__output_close();
+    atomic_store(&g_shutdown, 2);
+    int sig = atomic_load(&g_fatal_signal);
+    if (sig) { /* the process dies of it, as it would have without vramguard */
+        signal(sig, SIG_DFL);
+        kill(getpid(), sig);
+    }
+}
+
+void vg__note_fatal_signal(int sig) { atomic_store(&g_fatal_signal, sig); }
+
+vg_status_t vg__options_validate(const char *str) {
+    vg_options_t tmp;
+    vg_status_t st = vg__options_check(str, &tmp);
+    if (st == VG_OK) /* (a program is not started with a file that would stop vramguard) */
+        st = vg__suppressions_check(tmp.suppressions);
+    return st;
+}
+
+VG_API vg_status_t vg_options_check(const char *options) {
+    return options ? vg__options_validate(options) : VG_OK;
+}

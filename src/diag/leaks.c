@@ -1,0 +1,214 @@
+/* leaks.c — leak and growth reports (scenario S5).
+ *
+ * Both work per allocation site, from the live counters every site keeps (sites.h):
+ *  - at exit, every allocation still live is reported, grouped by site, largest first;
+ *  - vg_step() marks the end of an iteration; a site whose live bytes grew at each of the
+ *    last `growth_steps` steps is reported once (again if it stops growing and restarts),
+ *    with the growth per step and the total: the "tensors kept in a list" bug.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "alloc/heap.h"
+#include "leaks.h"
+#include "base/options.h"
+#include "report.h"
+#include "sites.h"
+
+#define MAX_LEAK_REPORTS 20
+#define MERGE_SITES 2048
+
+typedef struct leak_site {
+    uint32_t site;
+    uint64_t bytes, count;
+    uint64_t example_user, example_size, example_id;
+    int device;
+} leak_site_t;
+
+static int by_bytes_desc(const void *a, const void *b) {
+    const leak_site_t *x = a, *y = b;
+    return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
+}
+
+/* Sites compare by their stacks as printed: an unrolled loop or an inlined helper gives
+ * several call instructions on one source line, which a user reads as one place. */
+static int by_printed_stack(const void *a, const void *b) {
+    const vg_site_t *x = vg__site(((const leak_site_t *)a)->site);
+    const vg_site_t *y = vg__site(((const leak_site_t *)b)->site);
+    uint32_t nx = x ? x->nframes : 0, ny = y ? y->nframes : 0;
+    for (uint32_t i = 0; i < nx && i < ny; i++) {
+        int c = strcmp(vg__symbolize(x->frames[i]), vg__symbolize(y->frames[i]));
+        if (c)
+            return c;
+    }
+    return nx < ny ? -1 : nx > ny;
+}
+
+/* Merge the sites (the first n of per[], all with live memory) whose printed stacks are
+ * the same; returns the new count. */
+static uint32_t merge_same_stacks(leak_site_t *per, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) { /* one addr2line run per module for them all */
+        vg_site_t *s = vg__site(per[i].site);
+        if (s && s->nframes)
+            vg__symbolize_batch(s->frames, (int)s->nframes);
+    }
+    qsort(per, n, sizeof *per, by_printed_stack);
+    uint32_t out = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (out && per[i].site && per[out - 1].site && by_printed_stack(&per[out - 1], &per[i]) == 0) {
+            leak_site_t *m = &per[out - 1];
+            m->bytes += per[i].bytes;
+            m->count += per[i].count;
+            if (per[i].example_id < m->example_id) { /* the oldest allocation as example */
+                m->example_user = per[i].example_user;
+                m->example_size = per[i].example_size;
+                m->example_id = per[i].example_id;
+                m->device = per[i].device;
+            }
+        } else {
+            per[out++] = per[i];
+        }
+    }
+    return out;
+}
+
+/* The caching allocator a site allocated for, if its stack goes through one: memory such
+ * an allocator holds at exit is its cache (PyTorch never gives its cache back), not a
+ * leak of the program's. Only leaks=auto leaves them out. */
+static const char *caching_allocator(uint32_t site) {
+    static const struct { const char *frame, *name; } known[] = {
+        {"CUDACachingAllocator", "PyTorch's CUDA caching allocator"},
+        {"BFCAllocator", "XLA's BFC allocator"},
+        {"SingleDeviceMemoryPool", "CuPy's memory pool"},
+    };
+    const vg_site_t *s = vg__site(site);
+    for (uint32_t i = 0; s && i < s->nframes; i++) {
+        const char *f = vg__symbolize(s->frames[i]);
+        for (size_t k = 0; f && k < sizeof known / sizeof known[0]; k++)
+            if (strstr(f, known[k].frame))
+                return known[k].name;
+    }
+    return NULL;
+}
+
+bool vg__leaks_wanted(void) {
+    return vg__opt.leaks == VG_LEAKS_ON || (vg__opt.leaks == VG_LEAKS_AUTO && vg__opt.mode == VG_MODE_GUARD);
+}
+
+void vg__leak_report(vg_heap_t *only, const char *found) {
+    uint32_t nsites = vg__site_count();
+    leak_site_t *per = calloc(nsites ? nsites : 1, sizeof *per);
+    if (!per)
+        return;
+    for (int i = 0; i < vg__heap_count(); i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        if (only && h != only)
+            continue;
+        pthread_mutex_lock(&h->lock);
+        for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
+            for (vg_block_t *b = seg->first; b; b = b->next) {
+                if (b->state != VG_BLOCK_ALLOCATED || b->site >= nsites)
+                    continue;
+                leak_site_t *l = &per[b->site];
+                l->site = b->site;
+                l->bytes += b->requested;
+                if (l->count++ == 0) {
+                    l->example_user = b->user;
+                    l->example_size = b->requested;
+                    l->example_id = b->id;
+                    l->device = h->device;
+                }
+            }
+        }
+        pthread_mutex_unlock(&h->lock);
+    }
+    qsort(per, nsites, sizeof *per, by_bytes_desc);
+    uint32_t live = 0;
+    while (live < nsites && per[live].count)
+        live++;
+    /* Symbolizing is bounded: the sites beyond the largest MERGE_SITES stay as they are. */
+    uint32_t merged = merge_same_stacks(per, live < MERGE_SITES ? live : MERGE_SITES);
+    if (live > MERGE_SITES)
+        memmove(per + merged, per + MERGE_SITES, (live - MERGE_SITES) * sizeof *per);
+    live = merged + (live > MERGE_SITES ? live - MERGE_SITES : 0);
+    nsites = live;
+    qsort(per, nsites, sizeof *per, by_bytes_desc);
+    uint64_t total = 0, count = 0, sites = 0, cached = 0, ncached = 0;
+    const char *cache = NULL;
+    for (uint32_t i = 0; i < nsites && per[i].count; i++) {
+        const char *c = vg__opt.leaks == VG_LEAKS_AUTO ? caching_allocator(per[i].site) : NULL;
+        if (c) {
+            cache = c;
+            cached += per[i].bytes;
+            ncached += per[i].count;
+            continue;
+        }
+        total += per[i].bytes;
+        count += per[i].count;
+        sites++;
+        if (sites > MAX_LEAK_REPORTS)
+            continue;
+        vg_report_t r = {.kind = VG_REPORT_LEAK, .device = per[i].device, .alloc_site = per[i].site,
+                         .bytes = per[i].bytes, .count = per[i].count, .clean_seq = UINT64_MAX,
+                         .found = found};
+        snprintf(r.detail, sizeof r.detail, "for example 0x%llx, %llu bytes (allocation #%llu)",
+                 (unsigned long long)per[i].example_user, (unsigned long long)per[i].example_size,
+                 (unsigned long long)per[i].example_id);
+        vg__report(&r);
+    }
+    if (cached) {
+        char b[32];
+        vg__log("%s in %llu allocations %s belongs to %s: its cache, not a leak (leaks=on "
+                "reports it)", vg__fmt_bytes(b, cached), (unsigned long long)ncached, found, cache);
+    }
+    if (sites > MAX_LEAK_REPORTS) {
+        char b[32];
+        vg__log("%llu more allocation sites hold live memory %s; in all %s in %llu "
+                "allocations from %llu sites",
+                (unsigned long long)(sites - MAX_LEAK_REPORTS), found, vg__fmt_bytes(b, total),
+                (unsigned long long)count, (unsigned long long)sites);
+    }
+    free(per);
+}
+
+static pthread_mutex_t g_growth_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void vg__growth_step(void) {
+    if (vg__opt.growth_steps <= 0)
+        return;
+    pthread_mutex_lock(&g_growth_lock);
+    uint32_t n = vg__site_count();
+    for (uint32_t id = 0; id < n; id++) {
+        vg_site_t *s = vg__site(id);
+        if (!s)
+            continue;
+        int64_t now = atomic_load(&s->live_bytes);
+        if (now > s->step_bytes) {
+            if (s->run_steps == 0)
+                s->run_start_bytes = s->step_bytes;
+            s->run_steps++;
+        } else {
+            s->run_steps = 0;
+            s->growth_reported = false;
+        }
+        s->step_bytes = now;
+        if ((long)s->run_steps >= vg__opt.growth_steps && !s->growth_reported) {
+            s->growth_reported = true;
+            vg_report_t r = {.kind = VG_REPORT_GROWTH, .device = -1, .alloc_site = id,
+                             .bytes = (uint64_t)now,
+                             .count = (uint64_t)atomic_load(&s->live_count),
+                             .growth_per_step = (now - s->run_start_bytes) / (int64_t)s->run_steps,
+                             .steps = s->run_steps, .clean_seq = UINT64_MAX,
+                             .found = "at vg_step()"};
+            char a[32], b[32];
+            snprintf(r.detail, sizeof r.detail, "grew by %s in total over those steps (from %s)",
+                     vg__fmt_bytes(a, (uint64_t)(now - s->run_start_bytes)),
+                     vg__fmt_bytes(b, (uint64_t)s->run_start_bytes));
+            vg__report(&r);
+        }
+    }
+    pthread_mutex_unlock(&g_growth_lock);
+}

@@ -1,0 +1,235 @@
+/* snapshot.c — snapshot JSON (docs/snapshot-format.md): the state of every device's heap,
+ * the last allocator events, the allocation sites they name, statistics and errors.
+ *
+ * Written on request (vg_snapshot_json, vg_write_snapshot), and with `snapshot=PATH` at
+ * exit, at the first out-of-memory and at the first error. Those two happen with heap
+ * locks held, so they only raise a flag; the snapshot is written by the next API call that
+ * holds no lock (vg__snapshot_maybe) or at exit.
+ */
+#define _GNU_SOURCE
+#include "snapshot.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/common.h"
+#include "alloc/heap.h"
+#include "base/options.h"
+#include "alloc/stats.h"
+#include "report.h"
+#include "sites.h"
+
+#define SNAPSHOT_VERSION 1
+
+static const char *state_name(int s) {
+    switch (s) {
+    case VG_BLOCK_FREE: return "free";
+    case VG_BLOCK_ALLOCATED: return "allocated";
+    case VG_BLOCK_DEFERRED: return "deferred";
+    case VG_BLOCK_QUARANTINED: return "quarantined";
+    case VG_BLOCK_POOLED: return "pooled";
+    default: return "?";
+    }
+}
+
+/* Sites named by the snapshot: a bitmap over site ids. */
+typedef struct site_set {
+    uint8_t *bits;
+    uint32_t n;
+} site_set_t;
+
+static void site_mark(site_set_t *s, uint32_t id) {
+    if (id && id < s->n)
+        s->bits[id / 8] |= (uint8_t)(1u << (id % 8));
+}
+
+static void segment_json(vg_buf_t *b, const vg_heap_t *h, const vg_segment_t *seg,
+                         site_set_t *sites) {
+    vg__buf_printf(b, "{\"address\":\"0x%llx\",\"size\":%llu,\"vmm\":%s,\"small\":%s,"
+                   "\"blocks\":[",
+                   (unsigned long long)seg->base, (unsigned long long)seg->size,
+                   seg->vmm ? "true" : "false", seg->small ? "true" : "false");
+    bool first = true;
+    for (const vg_block_t *k = seg->first; k; k = k->next) {
+        vg__buf_printf(b, "%s{\"offset\":%llu,\"size\":%llu,\"state\":\"%s\"", first ? "" : ",",
+                       (unsigned long long)(k->addr - seg->base), (unsigned long long)k->size,
+                       state_name(k->state));
+        first = false;
+        if (k->state != VG_BLOCK_FREE && k->state != VG_BLOCK_POOLED) { /* (those hold none) */
+            vg__buf_printf(b, ",\"address\":\"0x%llx\",\"requested\":%llu,\"id\":%llu,"
+                              "\"site\":%u,\"stream\":\"0x%llx\"",
+                           (unsigned long long)k->user, (unsigned long long)k->requested,
+                           (unsigned long long)k->id, k->site,
+                           (unsigned long long)(uintptr_t)(k->stream ? k->stream->handle : NULL));
+            site_mark(sites, k->site);
+        }
+        vg__buf_putc(b, '}');
+    }
+    vg__buf_printf(b, "],\"unmapped\":[");
+    first = true;
+    for (size_t i = 0; seg->vmm && i < seg->npages;) { /* runs of pages with no memory */
+        if (seg->pages[i]) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < seg->npages && !seg->pages[j])
+            j++;
+        vg__buf_printf(b, "%s[%llu,%llu]", first ? "" : ",", (unsigned long long)(i * h->page),
+                       (unsigned long long)((j - i) * h->page));
+        first = false;
+        i = j;
+    }
+    vg__buf_printf(b, "]}");
+}
+
+static void events_json(vg_buf_t *b, const vg_events_t *e, site_set_t *sites) {
+    uint64_t have = e->ring && e->cap != UINT64_MAX ? VG_MIN(e->n, e->cap) : 0;
+    vg__buf_printf(b, ",\"events_dropped\":%llu,\"events\":[",
+                   (unsigned long long)(e->n - have));
+    for (uint64_t i = e->n - have; i < e->n; i++) {
+        const vg_event_t *ev = &e->ring[i % e->cap];
+        vg__buf_printf(b, "%s{\"seq\":%llu,\"t_ns\":%llu,\"action\":\"%s\",\"address\":\"0x%llx\","
+                          "\"size\":%llu,\"stream\":\"0x%llx\",\"site\":%u}",
+                       i == e->n - have ? "" : ",", (unsigned long long)ev->seq,
+                       (unsigned long long)ev->t_ns, vg__event_name((vg_event_kind_t)ev->kind),
+                       (unsigned long long)ev->addr, (unsigned long long)ev->size,
+                       (unsigned long long)(uintptr_t)ev->stream, ev->site);
+        site_mark(sites, ev->site);
+    }
+    vg__buf_putc(b, ']');
+}
+
+static void device_json(vg_buf_t *b, vg_heap_t *h, site_set_t *sites) {
+    char name[256] = "";
+    CUdevice dev;
+    if (vg__cuDeviceGet(&dev, h->device) != CUDA_SUCCESS ||
+        vg__cuDeviceGetName(name, sizeof name, dev) != CUDA_SUCCESS)
+        snprintf(name, sizeof name, "device %d", h->device);
+    pthread_mutex_lock(&h->lock);
+    vg_stats_t st;
+    vg__stats_snapshot(h, &st); /* (this heap's: a context of its own, or managed memory) */
+    char *stats = vg__stats_json(&st);
+    vg__buf_printf(b, "{\"device\":%d,\"name\":", h->device);
+    vg__buf_json_str(b, name);
+    if (h->managed)
+        vg__buf_printf(b, ",\"managed\":true");
+    vg__buf_printf(b, ",\"total_bytes\":%llu,\"limit_bytes\":%llu,\"page_bytes\":%llu,\"stats\":%s",
+                   (unsigned long long)h->device_total, (unsigned long long)h->limit,
+                   (unsigned long long)h->page, stats ? stats : "{}");
+    vg__buf_printf(b, ",\"streams\":[");
+    bool first = true;
+    for (const vg_stream_t *s = h->streams; s; s = s->next, first = false)
+        vg__buf_printf(b, "%s\"0x%llx\"", first ? "" : ",", (unsigned long long)(uintptr_t)s->handle);
+    vg__buf_printf(b, "],\"segments\":[");
+    first = true;
+    for (const vg_segment_t *seg = h->segments; seg; seg = seg->next, first = false) {
+        if (!first)
+            vg__buf_putc(b, ',');
+        segment_json(b, h, seg, sites);
+    }
+    vg__buf_putc(b, ']');
+    events_json(b, &h->events, sites);
+    pthread_mutex_unlock(&h->lock);
+    vg__buf_putc(b, '}');
+    free(stats);
+}
+
+static void sites_json(vg_buf_t *b, const site_set_t *sites) {
+    vg__buf_printf(b, ",\"sites\":[");
+    bool first = true;
+    for (uint32_t id = 1; id < sites->n; id++) {
+        if (!(sites->bits[id / 8] & (1u << (id % 8))))
+            continue;
+        vg_site_t *s = vg__site(id);
+        if (!s)
+            continue;
+        vg__buf_printf(b, "%s{\"id\":%u,\"frames\":[", first ? "" : ",", id);
+        first = false;
+        uint32_t shown = vg__site_symbolize(s);
+        for (uint32_t i = 0; i < shown; i++) {
+            if (i)
+                vg__buf_putc(b, ',');
+            vg__buf_json_str(b, vg__symbolize(s->frames[i]));
+        }
+        vg__buf_printf(b, "]}");
+    }
+    vg__buf_putc(b, ']');
+}
+
+static int env_int(const char *name) {
+    const char *v = secure_getenv(name);
+    return v && *v ? atoi(v) : -1;
+}
+
+char *vg__snapshot_build(const char *reason) {
+    vg_buf_t b = {0};
+    site_set_t sites = {.n = vg__site_count() + 1};
+    sites.bits = calloc(sites.n / 8 + 1, 1);
+    if (!sites.bits)
+        return NULL;
+    char host[128] = "";
+    gethostname(host, sizeof host - 1);
+    vg__buf_printf(&b, "{\"format\":\"vramguard-snapshot\",\"version\":%d,\"reason\":",
+                   SNAPSHOT_VERSION);
+    vg__buf_json_str(&b, reason);
+    vg__buf_printf(&b, ",\"pid\":%d,\"rank\":%d,\"local_rank\":%d,\"host\":", (int)getpid(),
+                   vg__rank(), env_int("LOCAL_RANK"));
+    vg__buf_json_str(&b, host);
+    vg__buf_printf(&b, ",\"time_ns\":%llu,\"mode\":\"%s\",\"last_event\":%llu,\"devices\":[",
+                   (unsigned long long)vg__now_ns(), vg__opt.mode == VG_MODE_GUARD ? "guard" : "fast",
+                   (unsigned long long)vg__event_seq());
+    for (int i = 0; i < vg__heap_count(); i++) {
+        if (i)
+            vg__buf_putc(&b, ',');
+        device_json(&b, vg__heap_at(i), &sites);
+    }
+    vg__buf_putc(&b, ']');
+    sites_json(&b, &sites);
+    char *errors = vg__reports_json();
+    vg__buf_printf(&b, ",\"errors\":%s,\"kernels\":", errors ? errors : "[]");
+    vg__launches_json(&b, 0, 1024, false);
+    vg__buf_printf(&b, "}\n");
+    free(errors);
+    free(sites.bits);
+    return b.data;
+}
+
+vg_status_t vg__snapshot_write(const char *pattern, const char *reason) {
+    char *json = vg__snapshot_build(reason);
+    if (!json)
+        return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for a snapshot");
+    vg_status_t st = vg__write_file(pattern, json, strlen(json));
+    free(json);
+    return st;
+}
+
+static _Atomic int g_wanted; /* 1: oom, 2: error */
+static _Atomic int g_done;   /* the same bits: written once each */
+
+void vg__snapshot_on(const char *reason) {
+    if (!vg__opt.snapshot[0])
+        return;
+    int bit = strcmp(reason, "oom") == 0 ? 1 : 2;
+    atomic_fetch_or(&g_wanted, bit);
+}
+
+void vg__snapshot_maybe(void) {
+    int want = atomic_load_explicit(&g_wanted, memory_order_relaxed);
+    if (!want)
+        return;
+    int done = atomic_fetch_or(&g_done, want);
+    atomic_fetch_and(&g_wanted, ~want);
+    if (want & ~done & 1)
+        vg__snapshot_write(vg__opt.snapshot, "oom");
+    else if (want & ~done & 2)
+        vg__snapshot_write(vg__opt.snapshot, "error");
+}
+
+void vg__snapshot_at_exit(void) {
+    if (vg__opt.snapshot[0] && vg__snapshot_write(vg__opt.snapshot, "exit") != VG_OK)
+        vg__log("could not write the snapshot: %s", vg_last_error());
+}
