@@ -130,15 +130,6 @@ static vg_gpool_t *find(vg_heap_t *h, const uint64_t id[2]) {
     return NULL;
 }
 
-vg_gpool_t *vg__gpool_route(vg_heap_t *h, CUstream stream) {
-    for (int i = 0; i < h->nroutes; i++) {
-        const vg_gpool_route_t *r = &h->routes[i];
-        if (r->filter ? r->filter((void *)stream, r->arg) != 0 : vg__stream_capturing(stream))
-            return r->pool;
-    }
-    return NULL;
-}
-
 vg_status_t vg__gpool_begin(vg_heap_t *h, const uint64_t id[2], vg_gpool_filter_fn filter,
                             void *arg, void (*drop)(void *)) {
     if (h->nroutes == VG_GPOOL_ROUTES)

@@ -32,9 +32,6 @@
 #include "base/common.h"
 #include "base/options.h"
 
-vg_alloc_hooks_t vg__alloc_hooks;
-_Atomic bool vg__alloc_tool;
-
 /* An allocation failed: the layer above explains it (diag/oom.c), or it is said plainly. */
 static void vg__heap_explain_oom(vg_heap_t *h, uint64_t requested, uint64_t size,
                                  CUstream stream) {

@@ -408,9 +408,17 @@ bool vg__heap_capturing(vg_heap_t *h);
 
 /* The block (any state) whose range holds p, or NULL (heap lock held). */
 vg_block_t *vg__heap_block_containing(vg_heap_t *h, uint64_t p);
-/* Visit every block of h in address order, segment by segment, until fn returns false
- * (heap lock held, or the heap not shared): how the layers above walk the heap. */
+/* How the rooms above walk a heap (heap lock held, or the heap not shared): every block
+ * in address order, segment by segment; every segment; a segment's blocks; every stream
+ * the heap knows. Each stops when fn returns false. */
 void vg__heap_each_block(vg_heap_t *h, bool (*fn)(vg_block_t *b, void *arg), void *arg);
+void vg__heap_each_segment(vg_heap_t *h, bool (*fn)(vg_segment_t *seg, void *arg), void *arg);
+void vg__segment_each_block(vg_segment_t *seg, bool (*fn)(vg_block_t *b, void *arg), void *arg);
+void vg__heap_each_stream(vg_heap_t *h, bool (*fn)(vg_stream_t *s, void *arg), void *arg);
+/* Each run of a segment's pages with no memory mapped: its offset and length in bytes
+ * (pages of `page` bytes; none for a segment that is not virtual memory). */
+void vg__segment_each_unmapped(const vg_segment_t *seg, uint64_t page,
+                               bool (*fn)(uint64_t offset, uint64_t bytes, void *arg), void *arg);
 
 /* graphpool.c */
 /* The pool a request on `stream` goes to, or NULL (heap lock held; nroutes > 0). */

@@ -1,7 +1,6 @@
 /* heaps.c — the heaps: one per device context, found from a device number or the current
- * context (and cached per thread); the context a heap's driver calls run in; whether a
- * CUDA graph capture is running, which changes what those calls may do. The allocator
- * itself is heap.c.
+ * context (and cached per thread). The context a heap's driver calls run in, and the
+ * captures, are context.c's; the allocator itself is heap.c.
  */
 #define _GNU_SOURCE
 #include "heap.h"
@@ -34,97 +33,6 @@ vg_heap_t *vg__heap_at(int i) {
 static bool cached(CUcontext ctx) {
     return ctx == t_last_ctx && t_last_heap &&
            t_last_retired == atomic_load_explicit(&g_retired, memory_order_acquire);
-}
-
-/* ---------------------------------------------------------------------------------------
- * Contexts
- * ------------------------------------------------------------------------------------- */
-
-/* While a CUDA graph capture routes requests into a pool, vramguard's own driver calls
- * (mapping pages, events) run in relaxed capture mode, as PyTorch's allocator runs its
- * cudaMalloc: a global-mode capture would otherwise fail on them (conformance
- * cumemalloc_during_a_global_capture_needs_relaxed_mode). Outermost enter/leave only. */
-_Atomic int vg__gpool_routes_open;
-static __thread int t_enter_depth;
-static __thread bool t_relaxed;
-static __thread CUstreamCaptureMode t_mode_before;
-
-static void relax_enter(void) {
-    if (t_enter_depth++ > 0 || !atomic_load_explicit(&vg__gpool_routes_open, memory_order_relaxed))
-        return;
-    CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
-    /* (These bookkeeping calls go straight to the driver, outside fault injection.) */
-    if (vg__drv_has(cuThreadExchangeStreamCaptureMode) &&
-        vg__drv.cuThreadExchangeStreamCaptureMode(&m) == CUDA_SUCCESS) {
-        t_mode_before = m;
-        t_relaxed = true;
-    }
-}
-
-static void relax_leave(void) {
-    if (--t_enter_depth > 0 || !t_relaxed)
-        return;
-    CUstreamCaptureMode m = t_mode_before;
-    vg__drv.cuThreadExchangeStreamCaptureMode(&m);
-    t_relaxed = false;
-}
-
-/* Make the heap's context current for driver calls; returns whether it pushed. */
-bool vg__heap_ctx_enter(vg_heap_t *h) {
-    relax_enter();
-    CUcontext cur = NULL;
-    if (vg__cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == h->ctx)
-        return false;
-    return vg__cuCtxPushCurrent(h->ctx) == CUDA_SUCCESS;
-}
-
-void vg__heap_ctx_leave(bool pushed) {
-    if (pushed) {
-        CUcontext popped;
-        vg__cuCtxPopCurrent(&popped);
-    }
-    relax_leave();
-}
-
-/* Is the stream being captured into a graph? Work queued on it now would become part of
- * the program's graph, and waiting for it would break the capture. Asked of the driver
- * only once a capture was seen to begin (the interposer's hook, a graph pool), so a
- * program that never captures pays nothing. */
-static _Atomic bool g_captures_seen;
-static _Atomic int g_captures_running; /* begun and not ended, as the interposer saw them */
-
-void vg__captures_seen_set(void) {
-    if (!atomic_load_explicit(&g_captures_seen, memory_order_relaxed))
-        atomic_store(&g_captures_seen, true);
-}
-
-void vg__capture_began(void) {
-    vg__captures_seen_set();
-    atomic_fetch_add(&g_captures_running, 1);
-}
-
-void vg__capture_ended(void) {
-    int n = atomic_load(&g_captures_running);
-    while (n > 0 && !atomic_compare_exchange_weak(&g_captures_running, &n, n - 1)) {
-    }
-}
-
-bool vg__stream_capturing(CUstream stream) {
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (!atomic_load_explicit(&g_captures_seen, memory_order_relaxed) ||
-        !vg__drv_has(cuStreamIsCapturing) || stream == NULL || stream == CU_STREAM_LEGACY)
-        return false;
-    return vg__drv.cuStreamIsCapturing(stream, &st) == CUDA_SUCCESS &&
-           st != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-bool vg__heap_capturing(vg_heap_t *h) {
-    if (h->nroutes > 0 || atomic_load_explicit(&g_captures_running, memory_order_relaxed) > 0)
-        return true;
-    for (vg_stream_t *s = h->streams; s; s = s->next)
-        if (!s->forgotten && vg__stream_capturing(s->handle))
-            return true;
-    return false;
 }
 
 /* A LIMIT option's bytes on a device with `total` bytes. */
@@ -296,13 +204,46 @@ vg_block_t *vg__heap_block_containing(vg_heap_t *h, uint64_t p) {
     return NULL;
 }
 
+void vg__segment_each_block(vg_segment_t *seg, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
+    for (vg_block_t *b = seg->first, *next; b; b = next) {
+        next = b->next;
+        if (!fn(b, arg))
+            return;
+    }
+}
+
+void vg__heap_each_segment(vg_heap_t *h, bool (*fn)(vg_segment_t *seg, void *arg), void *arg) {
+    for (vg_segment_t *seg = h->segments, *next; seg; seg = next) {
+        next = seg->next;
+        if (!fn(seg, arg))
+            return;
+    }
+}
+
+typedef struct {
+    bool (*fn)(vg_block_t *b, void *arg);
+    void *arg;
+} each_block_t;
+
+static bool segment_blocks(vg_segment_t *seg, void *arg) {
+    each_block_t *e = arg;
+    for (vg_block_t *b = seg->first, *next; b; b = next) {
+        next = b->next;
+        if (!e->fn(b, e->arg))
+            return false;
+    }
+    return true;
+}
+
 void vg__heap_each_block(vg_heap_t *h, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
-    for (vg_segment_t *seg = h->segments; seg; seg = seg->next)
-        for (vg_block_t *b = seg->first, *next; b; b = next) {
-            next = b->next;
-            if (!fn(b, arg))
-                return;
-        }
+    each_block_t e = {fn, arg};
+    vg__heap_each_segment(h, segment_blocks, &e);
+}
+
+void vg__heap_each_stream(vg_heap_t *h, bool (*fn)(vg_stream_t *s, void *arg), void *arg) {
+    for (vg_stream_t *s = h->streams; s; s = s->next)
+        if (!fn(s, arg))
+            return;
 }
 
 void vg__heap_retire(vg_heap_t *h) {

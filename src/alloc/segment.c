@@ -579,3 +579,19 @@ void vg__segment_release_all(vg_heap_t *h) {
         vg__cuMemRelease(h->spare[--h->nspare]);
     h->segments = NULL;
 }
+
+void vg__segment_each_unmapped(const vg_segment_t *seg, uint64_t page,
+                               bool (*fn)(uint64_t offset, uint64_t bytes, void *arg), void *arg) {
+    for (size_t i = 0; seg->vmm && i < seg->npages;) {
+        if (seg->pages[i]) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < seg->npages && !seg->pages[j])
+            j++;
+        if (!fn(i * page, (j - i) * page, arg))
+            return;
+        i = j;
+    }
+}

@@ -16,10 +16,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "driver/driver.h"
+#include "alloc/heap.h"
+#include "alloc/hooks.h"
 #include "base/common.h"
 #include "base/options.h"
+#include "check/guard.h"
+#include "check/nvtx.h"
+#include "diag/leaks.h"
+#include "diag/oom.h"
+#include "diag/report.h"
+#include "diag/sites.h"
+#include "diag/snapshot.h"
 #include "diag/suppress.h"
+#include "diag/trace.h"
+#include "driver/driver.h"
 
 _Atomic bool vg__ready;
 static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -29,7 +39,19 @@ static char g_init_error[1024];
 static char g_init_options[8192];
 static bool g_have_init_options;
 
-void vg__options_print(void);
+/* The options and where each came from, one log line each (verbose=1). */
+static void options_print(void) {
+    vg_buf_t b = {0};
+    vg__options_describe(&b);
+    for (char *line = b.data, *nl; line && *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl)
+            break;
+        *nl = '\0';
+        vg__log("%s", line);
+    }
+    vg__buf_free(&b);
+}
 
 static pid_t g_init_pid; /* the process that initialised vramguard */
 
@@ -50,7 +72,7 @@ static vg_status_t init_locked(const char *options, vg_opt_source_t src) {
         return st;
     vg__output_open();
     if (vg__opt.verbose)
-        vg__options_print();
+        options_print();
     st = vg__driver_load(NULL);
     if (st != VG_OK)
         return st;
@@ -112,7 +134,7 @@ vg_status_t vg__init_from_cli(const char *options) { return init_once(options, V
 
 VG_API void vg_print_options(void) {
     if (vg__ensure_init() == VG_OK || g_tried)
-        vg__options_print();
+        options_print();
 }
 
 static _Atomic int g_shutdown;     /* 0: not yet, 1: running, 2: done */
@@ -152,4 +174,70 @@ vg_status_t vg__options_validate(const char *str) {
 
 VG_API vg_status_t vg_options_check(const char *options) {
     return options ? vg__options_validate(options) : VG_OK;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The allocator's doors (alloc/hooks.h): guard mode, the memory tool and the
+ * explanations, filled before any heap exists.
+ * ------------------------------------------------------------------------------------- */
+
+static bool account_gone(vg_block_t *b, void *arg) {
+    (void)arg;
+    if (b->state == VG_BLOCK_ALLOCATED) /* (reported as leaks) */
+        vg__site_account(b->site, -(int64_t)b->requested, -1);
+    return true;
+}
+
+static void heap_retiring(vg_heap_t *h) {
+    vg__heap_each_block(h, account_gone, NULL);
+    vg__guard_heap_release(h);
+}
+
+static void open_doors(void) {
+    vg__alloc_hooks = (vg_alloc_hooks_t){
+        .heap_created = vg__guard_heap_init,
+        .heap_retiring = heap_retiring,
+        .before_free = vg__guard_before_free,
+        .quarantine = vg__guard_quarantine,
+        .shrink_quarantine = vg__guard_shrink_quarantine,
+        .flush_quarantine = vg__guard_flush_quarantine,
+        .flush = vg__guard_flush,
+        .poll = vg__guard_poll,
+        .graph_fill = vg__guard_graph_fill,
+        .segment_added = vg__nvtx_segment_added_slow,
+        .segment_removed = vg__nvtx_segment_removed_slow,
+        .region_added = vg__nvtx_region_added_slow,
+        .region_named = vg__nvtx_region_named_slow,
+        .region_removed = vg__nvtx_region_removed_slow,
+        .pool_adopted = vg__nvtx_pool_adopted_slow,
+        .pool_released = vg__nvtx_pool_released_slow,
+        .plain_segments = vg__nvtx_plain_segments,
+        .explain_oom = vg__oom_explain,
+    };
+}
+
+vg_status_t vg__modules_init(void) {
+    open_doors();
+    vg__sites_init();
+    vg__nvtx_init();
+    vg_status_t st = vg__suppressions_load(vg__opt.suppressions);
+    return st != VG_OK ? st : vg__trace_open();
+}
+
+void vg__modules_shutdown(void) {
+    for (int i = 0; i < vg__heap_count(); i++) { /* the final check */
+        vg_heap_t *h = vg__heap_at(i);
+        if (vg__heap_retired(h)) /* (its context was destroyed) */
+            continue;
+        pthread_mutex_lock(&h->lock);
+        vg__guard_heap_shutdown(h);
+        pthread_mutex_unlock(&h->lock);
+    }
+    if (vg__leaks_wanted())
+        vg__leak_report(NULL, "at exit");
+    vg__snapshot_at_exit();
+    vg__trace_close();
+    if (vg__opt.verbose)
+        vg__heaps_describe_exit();
+    vg__report_finish();
 }

@@ -94,4 +94,8 @@ vg_status_t vg__write_file(const char *pattern, const char *data, size_t len);
 uint64_t vg__now_ns(void);
 uint64_t vg__now_coarse_ns(void);
 
+/* Set by signal handlers that capture stacks (text.c defines it): what they call then does
+ * nothing that is not async-signal-safe. */
+extern VG_TLS_FAST bool vg__in_signal_handler;
+
 #endif /* VG_COMMON_H */

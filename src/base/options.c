@@ -355,17 +355,17 @@ const char *vg__option_value(int i, char *out, size_t n) {
     return out;
 }
 
-void vg__options_print(void) {
+void vg__options_describe(vg_buf_t *b) {
     char val[VG_OPT_STR_MAX + 8];
     int width = 0; /* the longest key, so that the values line up */
     for (int i = 0; i < N_OPTS; i++)
         if ((int)strlen(g_desc[i].key) > width)
             width = (int)strlen(g_desc[i].key);
-    vg__log("options (%d):", N_OPTS);
+    vg__buf_printf(b, "options (%d):\n", N_OPTS);
     for (int i = 0; i < N_OPTS; i++) {
         vg__option_value(i, val, sizeof val);
-        vg__log("  %-*s = %-16s (%s)", width, g_desc[i].key, val[0] ? val : "\"\"",
-                source_name(g_source[i]));
+        vg__buf_printf(b, "  %-*s = %-16s (%s)\n", width, g_desc[i].key, val[0] ? val : "\"\"",
+                       source_name(g_source[i]));
     }
 }
 

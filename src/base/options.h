@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "../../include/vramguard.h"
+#include "common.h"
 
 /* X(key, TYPE, default, allowed/range, help) */
 #define VG_OPTIONS(X)                                                                        \
@@ -179,5 +180,8 @@ void vg__option_info(int i, const char **key, const char **type, const char **de
                      const char **allowed, const char **help);
 /* Format option i's current value. */
 const char *vg__option_value(int i, char *out, size_t n);
+
+/* Every option, its value and where it came from, a line each ("options (N):" first). */
+void vg__options_describe(vg_buf_t *b);
 
 #endif /* VG_OPTIONS_H */

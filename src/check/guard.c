@@ -170,50 +170,6 @@ static bool block_desc(const vg_block_t *b, uint16_t op, uint16_t flags, vg_guar
     return true;
 }
 
-/* The fills or poison of a launch that failed (or could not be ordered) never happened:
- * the blocks it named hold no pattern, and checking them would report damage that is not
- * there. They are never checked again (as if every range had been reported). */
-static void forget_batch(vg_heap_t *h, const vg_guard_batch_t *batch, const char *why) {
-    vg_guard_t *g = h->guard;
-    for (unsigned i = 0; i < batch->n; i++) {
-        vg_block_t *b = vg__guard_find_block(h, batch->d[i].user, batch->d[i].tag);
-        if (b)
-            b->flags |= REP_LEFT | REP_RIGHT | REP_POISON;
-    }
-    if (!g->dead && !g->warned_launch) {
-        g->warned_launch = true;
-        vg__log("guard mode: %s: the allocations it was for are not checked (reported once)",
-                why);
-    }
-}
-
-CUresult vg__guard_launch_ranges(vg_heap_t *h, vg_guard_batch_t *batch, CUstream s) {
-    vg_guard_t *g = h->guard;
-    CUresult r = CUDA_ERROR_LAUNCH_FAILED;
-    if (vg__nvtx_attached()) /* (an NVTX memory checker checks the accesses: G12) */
-        return CUDA_SUCCESS;
-    if (!g->dead) {
-        g->launches++;
-        batch->poison_max = (uint32_t)vg__opt.poison_bytes; /* (block descriptors: they fit) */
-        batch->poison_end = (uint32_t)vg__opt.poison_ends;
-        void *params[] = {(void *)batch, &g->log_dev};
-        r = vg__cuLaunchKernel(g->fn_ranges, batch->n, 1, 1, 256, 1, 1, 0, s, params, NULL);
-    }
-    if (r != CUDA_SUCCESS) {
-        char why[96];
-        snprintf(why, sizeof why, "a launch of the checker kernels failed (%s)",
-                 vg__cu_error_name(r));
-        forget_batch(h, batch, why);
-    }
-    return r;
-}
-
-/* The poisoned ranges of a freed block: all of it, or its two ends. */
-int vg__guard_poison_ranges(const vg_block_t *b, uint64_t *a, uint64_t *n) {
-    return (int)vg_guard_poison_split(b->user, b->requested, vg__opt.poison_bytes,
-                                      vg__opt.poison_ends, a, n);
-}
-
 /* A block checked as it leaves the quarantine: how many of its first and last bytes hold
  * the pattern (the canary is the poison word: redzones and poisoned ends alike). */
 static void pattern_left(const vg_block_t *b, uint64_t *head, uint64_t *tail) {
@@ -744,8 +700,9 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
         if (!unordered && vg__guard_wait_for(g, stream)) /* (else its poison could race) */
             vg__guard_launch_ranges(h, &batch, g->stream);
         else
-            forget_batch(h, &batch, "a free could not be ordered after its allocation's "
-                                    "stream (the driver refused an event)");
+            vg__guard_forget_batch(h, &batch, "a free could not be ordered after its "
+                                              "allocation's stream (the driver refused an "
+                                              "event)");
         vg__heap_ctx_leave(pushed);
     } else {
         if (!fold_into_fill(p, b))
@@ -840,23 +797,4 @@ void vg__guard_heap_release(vg_heap_t *h) {
     g->log = NULL;
     g->module = NULL;
     g->dead = true;
-}
-
-void vg__guard_heap_shutdown(vg_heap_t *h) {
-    vg_guard_t *g = h->guard;
-    if (!g)
-        return;
-    vg__guard_check_all(h, "at exit", true);
-    if (g->unguarded)
-        vg__log("guard mode: %llu allocation%s and free%s made while a CUDA graph was captured "
-                "on device %d: of their checks, only those of redzones that no other "
-                "allocation of the graph reuses ran (after the replays); the others would "
-                "have become part of the program's graph",
-                (unsigned long long)g->unguarded, g->unguarded == 1 ? "" : "s",
-                g->unguarded == 1 ? "" : "s", h->device);
-    if (secure_getenv("VG_DEBUG_GUARD"))
-        vg__log("guard: %llu redzone fills needed, %llu skipped (layout already filled); "
-                "%llu launches; %llu quarantine exits",
-                (unsigned long long)g->fills_launched, (unsigned long long)g->fills_skipped,
-                (unsigned long long)g->launches, (unsigned long long)g->exits);
 }

@@ -1,13 +1,11 @@
-/* guard_check.c — guard mode's check points and its error log (see guard.c for the
- * layout of an allocation and the life of a block).
+/* guard_check.c — guard mode's check points (see guard.c for the layout of an allocation
+ * and the life of a block, guard_log.c for the launches and the error log).
  *
  * A check point (vg_check(), a synchronisation vramguard sees, exit) is one launch of the
  * checker kernel over every live allocation's redzones, every quarantined block and the
  * redzones of CUDA graphs' allocations, on the guard's own stream after the work queued
- * on the program's streams; then the host waits for it and reads the log. The kernels
- * launched at allocations, frees and quarantine exits (guard.c) write to the same log:
- * vg__guard_poll() turns its new records into reports, once per damaged range of an
- * allocation, naming the allocation and what the check saw.
+ * on the program's streams; then the host waits for it and reads the log
+ * (vg__guard_poll).
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -18,134 +16,9 @@
 #include "guard_impl.h"
 #include "nvtx.h"
 #include "base/options.h"
+#include "diag/order.h"
 #include "diag/report.h"
 #include "diag/sites.h"
-
-/* ---------------------------------------------------------------------------------------
- * Reading the log
- * ------------------------------------------------------------------------------------- */
-
-/* A live or quarantined block (both are in the live map), if it is still that one. */
-vg_block_t *vg__guard_find_block(vg_heap_t *h, uint64_t user, uint64_t id) {
-    vg_block_t *b = vg__ptrmap_get(&h->live, user);
-    return b && b->id == id ? b : NULL;
-}
-
-/* What a log record says of the damage, in a report about its allocation. */
-static vg_report_t damage_report(const vg_heap_t *h, const vg_guard_error_t *e) {
-    vg_report_t r = {0};
-    r.device = h->device;
-    r.managed = h->managed;
-    r.has_block = true;
-    r.has_damage = true;
-    r.user = e->user;
-    r.id = e->tag;
-    r.off_first = (int64_t)(e->addr + e->first_bad) - (int64_t)e->user;
-    r.off_last = (int64_t)(e->addr + e->last_bad) - (int64_t)e->user;
-    r.bad_bytes = e->bad_bytes;
-    r.damage_word = e->first_word;
-    r.clean_seq = UINT64_MAX;
-    return r;
-}
-
-/* A redzone of a CUDA graph's allocation was written: after the end of a tensor the
- * capture allocated (freed since, perhaps: in the graph it is live at each replay). */
-static void graph_error(vg_heap_t *h, const vg_guard_error_t *e, const char *origin) {
-    vg_gpool_rz_t *z = vg__gpool_rz_find(h, e->tag, e->addr);
-    if (!z || z->state != VG_RZ_FILLED)
-        return; /* (reported already, or no longer checked) */
-    z->state = VG_RZ_DEAD;
-    vg_report_t r = damage_report(h, e);
-    r.size = z->requested;
-    r.stream = z->stream;
-    r.alloc_site = z->site;
-    r.clean_seq = z->seq;
-    r.kind = z->side == VG_RANGE_LEFT ? VG_REPORT_OOB_BEFORE : VG_REPORT_OOB_AFTER;
-    r.in_graph = true;
-    r.found = origin;
-    vg__report(&r);
-}
-
-static void handle_error(vg_heap_t *h, const vg_guard_error_t *e, const char *origin) {
-    if (e->kind & AT_GRAPH) {
-        graph_error(h, e, origin);
-        return;
-    }
-    vg_block_t *b = vg__guard_find_block(h, e->user, e->tag);
-    uint32_t base = e->kind & 0xff;
-    bool by_free = e->kind & AT_FREE;
-    int flag = base == VG_RANGE_LEFT ? REP_LEFT : base == VG_RANGE_RIGHT ? REP_RIGHT : REP_POISON;
-    vg_report_t r = damage_report(h, e);
-    bool freed;
-    if (b) {
-        if (b->flags & flag)
-            return; /* already reported */
-        b->flags |= flag;
-        r.size = b->requested;
-        r.stream = b->stream ? b->stream->handle : NULL;
-        r.alloc_site = b->site;
-        freed = b->state != VG_BLOCK_ALLOCATED;
-        r.free_site = freed ? b->free_site : 0;
-        r.clean_seq = b->clean_seq;
-    } else { /* the block is gone (its memory reused): what the free history knows */
-        const vg_free_rec_t *rec = vg__heap_history_find(h, e->user, e->tag);
-        r.size = rec ? rec->requested : 0;
-        r.alloc_site = rec ? rec->alloc_site : 0;
-        r.free_site = rec ? rec->free_site : 0;
-        freed = true;
-    }
-    if (base == VG_RANGE_POISON || (freed && !by_free))
-        r.kind = VG_REPORT_USE_AFTER_FREE;
-    else
-        r.kind = base == VG_RANGE_LEFT ? VG_REPORT_OOB_BEFORE : VG_REPORT_OOB_AFTER;
-    if (r.kind != VG_REPORT_USE_AFTER_FREE && !by_free)
-        r.free_site = 0;
-    r.found = by_free ? "by the check run (in stream order) when the allocation was freed"
-              : (e->kind & AT_EXIT) ? "when the freed block left the quarantine (before its "
-                                      "memory is reused)"
-                                    : origin;
-    vg__report(&r);
-}
-
-static int error_order(const void *pa, const void *pb) {
-    const vg_guard_error_t *a = pa, *b = pb;
-    uint64_t x = a->addr + a->first_bad, y = b->addr + b->first_bad;
-    if (a->tag != b->tag)
-        return a->tag < b->tag ? -1 : 1;
-    return x < y ? -1 : x > y;
-}
-
-void vg__guard_poll(vg_heap_t *h, const char *origin) {
-    vg_guard_t *g = h->guard;
-    if (!g || !g->log) /* (released: the heap retired) */
-        return;
-    vg_guard_log_t *log = g->log;
-    uint32_t count = __atomic_load_n(&log->count, __ATOMIC_ACQUIRE);
-    if (count - g->log_read > LOG_CAPACITY) { /* more errors than the ring holds */
-        vg__log("guard mode: %u error records were lost (more than %d between two checks)",
-                count - g->log_read - LOG_CAPACITY, LOG_CAPACITY);
-        g->log_read = count - LOG_CAPACITY;
-    }
-    /* Thread blocks append in no order, so records are sorted (block, then address)
-     * before they are reported: the first damage of a block is the one its report
-     * names, on a GPU as on vgsim. */
-    vg_guard_error_t batch[64];
-    for (;;) {
-        size_t n = 0;
-        while (g->log_read != count && n < 64) {
-            const vg_guard_error_t *slot = &log->errors[g->log_read % LOG_CAPACITY];
-            if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != (uint64_t)g->log_read + 1)
-                break; /* still being written: read it next time */
-            batch[n++] = *slot;
-            g->log_read++;
-        }
-        if (n == 0)
-            return;
-        qsort(batch, n, sizeof batch[0], error_order);
-        for (size_t i = 0; i < n; i++)
-            handle_error(h, &batch[i], origin);
-    }
-}
 
 /* ---------------------------------------------------------------------------------------
  * Checks of many blocks: one launch, then wait and read the log.
@@ -171,39 +44,6 @@ static bool descs_reserve(desc_buf_t *b, size_t n) {
     b->dev = dp;
     b->cap = cap;
     return true;
-}
-
-/* Append the descriptors that check block b (live or quarantined). */
-size_t vg__guard_block_checks(const vg_block_t *b, vg_guard_desc_t *d) {
-    size_t n = 0;
-    if (b->flags & VG_BF_UNGUARDED)
-        return 0;
-    if (!(b->flags & REP_LEFT))
-        d[n++] = desc(b->addr, b->user - b->addr, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
-                      VG_RANGE_LEFT);
-    uint64_t end = b->user + b->requested;
-    if (!(b->flags & REP_RIGHT))
-        d[n++] = desc(end, b->addr + b->size - end, b, VG_PATTERN_CANARY, VG_GUARD_CHECK,
-                      VG_RANGE_RIGHT);
-    if (b->state == VG_BLOCK_QUARANTINED && !(b->flags & REP_POISON)) {
-        uint64_t a[2], len[2];
-        int k = vg__guard_poison_ranges(b, a, len);
-        for (int i = 0; i < k; i++)
-            d[n++] = desc(a[i], len[i], b, VG_PATTERN_POISON, VG_GUARD_CHECK, VG_RANGE_POISON);
-    }
-    return n;
-}
-
-/* Make the guard stream wait for the work queued so far on stream s (or, if the driver
- * will not, wait for it here); false if neither worked: what the guard stream runs next
- * may then see that work undone, and must not be trusted. */
-bool vg__guard_wait_for(vg_guard_t *g, CUstream s) {
-    if (vg__stream_capturing(s))
-        return false; /* the guard stream would join the capture (A7) */
-    if (vg__cuEventRecord(g->event, s) == CUDA_SUCCESS &&
-        vg__cuStreamWaitEvent(g->stream, g->event, 0) == CUDA_SUCCESS)
-        return true;
-    return vg__cuStreamSynchronize(s) == CUDA_SUCCESS;
 }
 
 /* A check's launch or wait failed with r: the context has most likely failed, and nothing
@@ -364,4 +204,23 @@ void vg__guard_check_all(vg_heap_t *h, const char *origin, bool wait) {
             for (vg_block_t *b = seg->first; b; b = b->next)
                 if (b->state == VG_BLOCK_ALLOCATED && (wait || checkable_now(b)))
                     b->clean_seq = seq;
+}
+
+void vg__guard_heap_shutdown(vg_heap_t *h) {
+    vg_guard_t *g = h->guard;
+    if (!g)
+        return;
+    vg__guard_check_all(h, "at exit", true);
+    if (g->unguarded)
+        vg__log("guard mode: %llu allocation%s and free%s made while a CUDA graph was captured "
+                "on device %d: of their checks, only those of redzones that no other "
+                "allocation of the graph reuses ran (after the replays); the others would "
+                "have become part of the program's graph",
+                (unsigned long long)g->unguarded, g->unguarded == 1 ? "" : "s",
+                g->unguarded == 1 ? "" : "s", h->device);
+    if (secure_getenv("VG_DEBUG_GUARD"))
+        vg__log("guard: %llu redzone fills needed, %llu skipped (layout already filled); "
+                "%llu launches; %llu quarantine exits",
+                (unsigned long long)g->fills_launched, (unsigned long long)g->fills_skipped,
+                (unsigned long long)g->launches, (unsigned long long)g->exits);
 }

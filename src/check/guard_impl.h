@@ -1,6 +1,8 @@
-/* guard_impl.h — what guard.c (allocations, frees, the quarantine) and guard_check.c
- * (check points and the error log) share: the guard's state and a few helpers. Private to
- * those two files; the rest of vramguard uses guard.h. */
+/* guard_impl.h — what guard.c (allocations, frees, the quarantine), guard_log.c (the
+ * kernels' launches and their error log) and guard_check.c (check points) share: the
+ * guard's state and a few helpers. Private to those three files; the rest of vramguard
+ * uses guard.h. guard_log.c calls neither of the other two, guard.c calls guard_log.c,
+ * guard_check.c calls both. */
 #ifndef VG_GUARD_IMPL_H
 #define VG_GUARD_IMPL_H
 
@@ -59,15 +61,22 @@ static inline vg_guard_desc_t desc(uint64_t addr, uint64_t len, const vg_block_t
 }
 
 /* guard.c */
-/* The ranges of block b that hold poison (its user bytes, or their two ends): count. */
-int vg__guard_poison_ranges(const vg_block_t *b, uint64_t *a, uint64_t *n);
-/* Launch the ranges kernel over a batch on stream s (context current). */
-CUresult vg__guard_launch_ranges(vg_heap_t *h, vg_guard_batch_t *batch, CUstream s);
 /* Launch the guard work waiting on every stream (context current; vg__guard_flush_all
  * is the same for callers outside guard mode). */
 void vg__guard_flush_streams(vg_heap_t *h);
+/* Has everything queued on stream s completed, the guard work launched for it included?
+ * False where this thread cannot ask (another thread's per-thread stream) or the stream is
+ * being captured (heap lock held). */
+bool vg__guard_stream_idle(vg_heap_t *h, const vg_stream_t *s);
 
-/* guard_check.c */
+/* guard_log.c */
+/* The ranges of block b that hold poison (its user bytes, or their two ends): count. */
+int vg__guard_poison_ranges(const vg_block_t *b, uint64_t *a, uint64_t *n);
+/* The fills or poison of a launch that failed (or could not be ordered) never happened:
+ * the blocks the batch names are never checked again (logged once, with why). */
+void vg__guard_forget_batch(vg_heap_t *h, const vg_guard_batch_t *batch, const char *why);
+/* Launch the ranges kernel over a batch on stream s (context current). */
+CUresult vg__guard_launch_ranges(vg_heap_t *h, vg_guard_batch_t *batch, CUstream s);
 /* The live or quarantined block at user address `user`, if it is still allocation id. */
 vg_block_t *vg__guard_find_block(vg_heap_t *h, uint64_t user, uint64_t id);
 /* The check descriptors of block b's unreported ranges, into d (at most 4): count. */
@@ -75,9 +84,5 @@ size_t vg__guard_block_checks(const vg_block_t *b, vg_guard_desc_t *d);
 /* Order the guard's stream after the work queued on s so far (or wait for that work on the
  * host); false if neither worked. */
 bool vg__guard_wait_for(vg_guard_t *g, CUstream s);
-/* Has everything queued on stream s completed, the guard work launched for it included?
- * False where this thread cannot ask (another thread's per-thread stream) or the stream is
- * being captured (heap lock held). */
-bool vg__guard_stream_idle(vg_heap_t *h, const vg_stream_t *s);
 
 #endif /* VG_GUARD_IMPL_H */

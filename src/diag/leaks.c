@@ -98,6 +98,29 @@ bool vg__leaks_wanted(void) {
     return vg__opt.leaks == VG_LEAKS_ON || (vg__opt.leaks == VG_LEAKS_AUTO && vg__opt.mode == VG_MODE_GUARD);
 }
 
+typedef struct {
+    leak_site_t *per;
+    uint32_t nsites;
+    int device;
+} live_t;
+
+/* Count block b, if live, under its site. */
+static bool count_live(vg_block_t *b, void *arg) {
+    live_t *v = arg;
+    if (b->state != VG_BLOCK_ALLOCATED || b->site >= v->nsites)
+        return true;
+    leak_site_t *l = &v->per[b->site];
+    l->site = b->site;
+    l->bytes += b->requested;
+    if (l->count++ == 0) {
+        l->example_user = b->user;
+        l->example_size = b->requested;
+        l->example_id = b->id;
+        l->device = v->device;
+    }
+    return true;
+}
+
 void vg__leak_report(vg_heap_t *only, const char *found) {
     uint32_t nsites = vg__site_count();
     leak_site_t *per = calloc(nsites ? nsites : 1, sizeof *per);
@@ -108,21 +131,8 @@ void vg__leak_report(vg_heap_t *only, const char *found) {
         if (only && h != only)
             continue;
         pthread_mutex_lock(&h->lock);
-        for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
-            for (vg_block_t *b = seg->first; b; b = b->next) {
-                if (b->state != VG_BLOCK_ALLOCATED || b->site >= nsites)
-                    continue;
-                leak_site_t *l = &per[b->site];
-                l->site = b->site;
-                l->bytes += b->requested;
-                if (l->count++ == 0) {
-                    l->example_user = b->user;
-                    l->example_size = b->requested;
-                    l->example_id = b->id;
-                    l->device = h->device;
-                }
-            }
-        }
+        live_t live = {per, nsites, h->device};
+        vg__heap_each_block(h, count_live, &live);
         pthread_mutex_unlock(&h->lock);
     }
     qsort(per, nsites, sizeof *per, by_bytes_desc);

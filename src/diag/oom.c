@@ -64,15 +64,19 @@ void vg__sites_top(vg_buf_t *b, int n, const char *indent) {
     free(r);
 }
 
+static bool add_held(vg_block_t *b, void *arg) {
+    if (b->state != VG_BLOCK_FREE)
+        *(uint64_t *)arg += b->size;
+    return true;
+}
+
 /* Mapped bytes of the small-request range that no block holds (A6). */
 static uint64_t small_free(const vg_heap_t *h) {
-    const vg_segment_t *seg = h->small_seg;
+    vg_segment_t *seg = h->small_seg;
     if (!seg)
         return 0;
     uint64_t held = 0;
-    for (const vg_block_t *b = seg->first; b; b = b->next)
-        if (b->state != VG_BLOCK_FREE)
-            held += b->size;
+    vg__segment_each_block(seg, add_held, &held);
     uint64_t mapped = (uint64_t)seg->nmapped * h->page;
     return mapped > held ? mapped - held : 0;
 }

@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "driver/driver.h"
-#include "report.h"
 
 enum { KIND_LEGACY, KIND_BLOCKING, KIND_NONBLOCKING };
 
@@ -297,3 +296,12 @@ bool vg__order_may_race(CUstream s, uint64_t since) {
     pthread_mutex_unlock(&g_lock);
     return r;
 }
+
+/* ---------------------------------------------------------------------------------------
+ * The launch number (report.c's launch record numbers launches; the order counts them)
+ * ------------------------------------------------------------------------------------- */
+
+static _Atomic uint64_t g_launch_seq;
+
+uint64_t vg__launch_seq(void) { return atomic_load(&g_launch_seq); }
+void vg__launch_seq_publish(uint64_t seq) { atomic_store(&g_launch_seq, seq); }

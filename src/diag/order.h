@@ -60,4 +60,9 @@ bool vg__order_may_race(CUstream s, uint64_t since);
 uint64_t vg__order_tick(void);
 bool vg__order_waited_after(CUstream s, CUstream t, uint64_t tick);
 
+/* The number of the last kernel or copy launched (0: none yet); report.c publishes each
+ * new one, under its launch lock. */
+uint64_t vg__launch_seq(void);
+void vg__launch_seq_publish(uint64_t seq);
+
 #endif /* VG_ORDER_H */

@@ -23,7 +23,6 @@
 #include "order.h"
 #include "pyframes.h"
 #include "sites.h"
-#include "snapshot.h"
 #include "suppress.h"
 #include "alloc/events.h"
 
@@ -33,16 +32,6 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t g_counts[VG_REPORT_NKINDS];
 static uint64_t g_total;
 static vg_buf_t g_json; /* the reports' objects, comma-separated */
-
-const char *vg__report_kind_json(vg_report_kind_t k) {
-    switch (k) {
-#define VG_X(id, json, headline)                                                            \
-    case VG_REPORT_##id: return json;
-        VG_REPORT_KINDS(VG_X)
-#undef VG_X
-    default: return "unknown";
-    }
-}
 
 static const char *kind_headline(vg_report_kind_t k) {
     switch (k) {
@@ -89,7 +78,6 @@ typedef struct launch {
 } launch_t;
 
 static launch_t g_launches[LAUNCHES];
-static _Atomic uint64_t g_launch_seq;
 static pthread_mutex_t g_launch_lock = PTHREAD_MUTEX_INITIALIZER;
 
 uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site) {
@@ -168,7 +156,7 @@ static uint64_t note(const char *name, CUstream stream, uint32_t site, const uin
     if (captured < 0)
         captured = vg__stream_capturing(stream);
     pthread_mutex_lock(&g_launch_lock);
-    uint64_t seq = atomic_load(&g_launch_seq) + 1;
+    uint64_t seq = vg__launch_seq() + 1;
     launch_t *l = &g_launches[seq % LAUNCHES];
     l->seq = seq;
     if (copy) {
@@ -199,7 +187,7 @@ static uint64_t note(const char *name, CUstream stream, uint32_t site, const uin
     if (!captured && vg__opt.mode == VG_MODE_GUARD) /* (G7 is guard mode's; under the
                                                      * launch lock: a free sees both or neither) */
         vg__order_launch(stream, seq);
-    atomic_store(&g_launch_seq, seq);
+    vg__launch_seq_publish(seq);
     pthread_mutex_unlock(&g_launch_lock);
     return seq;
 }
@@ -234,7 +222,7 @@ bool vg__launch_find_unordered(CUstream s, uint64_t lo, uint64_t hi, uint64_t si
     launch_t c[CANDIDATES];
     int ca[CANDIDATES], n = 0;
     pthread_mutex_lock(&g_launch_lock); /* newest first; the order is asked unlocked */
-    uint64_t last = atomic_load(&g_launch_seq);
+    uint64_t last = vg__launch_seq();
     uint64_t first = last >= LAUNCHES ? last - LAUNCHES + 1 : 1;
     for (uint64_t q = last; q >= first && q > since && n < CANDIDATES; q--) {
         const launch_t *l = &g_launches[q % LAUNCHES];
@@ -266,7 +254,6 @@ static bool launch_by_seq(uint64_t seq, launch_t *out) {
     return ok;
 }
 
-uint64_t vg__launch_seq(void) { return atomic_load(&g_launch_seq); }
 
 static void stream_text(char out[48], CUstream s) {
     if (s == NULL || s == CU_STREAM_LEGACY)
@@ -305,7 +292,7 @@ static void site_json(vg_buf_t *b, uint32_t site) {
 /* Copy the launches after `since` (oldest first, the last `max`) into out[]. */
 static int launches_since(uint64_t since, int max, launch_t *out) {
     pthread_mutex_lock(&g_launch_lock);
-    uint64_t last = atomic_load(&g_launch_seq);
+    uint64_t last = vg__launch_seq();
     uint64_t from = since + 1;
     if (last >= LAUNCHES && from < last - LAUNCHES + 1)
         from = last - LAUNCHES + 1;
@@ -975,4 +962,24 @@ bool vg__describe_device_ptr(uint64_t p, char *out, size_t n) {
             return true;
     }
     return false;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Snapshots asked for (written by snapshot.c's vg__snapshot_maybe)
+ * ------------------------------------------------------------------------------------- */
+
+static _Atomic int g_snapshot_wanted; /* 1: oom, 2: error */
+
+void vg__snapshot_on(const char *reason) {
+    if (!vg__opt.snapshot[0])
+        return;
+    int bit = strcmp(reason, "oom") == 0 ? 1 : 2;
+    atomic_fetch_or(&g_snapshot_wanted, bit);
+}
+
+int vg__snapshot_wanted_take(void) {
+    int want = atomic_load_explicit(&g_snapshot_wanted, memory_order_relaxed);
+    if (want)
+        atomic_fetch_and(&g_snapshot_wanted, ~want);
+    return want;
 }

@@ -73,7 +73,15 @@ typedef struct vg_report {
 } vg_report_t;
 
 /* The kind's name in JSON ("use_after_free"), as suppression files name it too. */
-const char *vg__report_kind_json(vg_report_kind_t k);
+static inline const char *vg__report_kind_json(vg_report_kind_t k) {
+    switch (k) {
+#define VG_X(id, json, headline)                                                            \
+    case VG_REPORT_##id: return json;
+        VG_REPORT_KINDS(VG_X)
+#undef VG_X
+    default: return "unknown";
+    }
+}
 
 /* Print the report now and keep its JSON. Thread safe; allocates. */
 void vg__report(const vg_report_t *r);
@@ -156,7 +164,6 @@ void vg__context_destroying(CUcontext ctx);
 /* The program resets device dev's primary context (cudaDeviceReset): the same, for the
  * heap of that context (docs/decisions.md A10). */
 void vg__primary_resetting(CUdevice dev);
-uint64_t vg__launch_seq(void);
 /* G7: of the launches after `since` on streams other than s (not captured into a graph),
  * the newest given a pointer into [lo, hi] that nothing orders before s's later work
  * (order.h), skipping streams `exempt` accepts (the allocation's record_stream uses).
@@ -189,5 +196,10 @@ void vg__launches_by_stream(vg_buf_t *b, int per_stream, const char *indent);
  * last kernels launched on each stream and what guard mode's log already holds. Heap
  * locks must not be held. */
 void vg__report_cuda_error(CUresult r, const char *call);
+
+/* Ask for a snapshot ("oom" or "error") with `snapshot=` set; safe with heap locks held:
+ * snapshot.c's vg__snapshot_maybe() writes it. _take: the reasons asked since, cleared. */
+void vg__snapshot_on(const char *reason);
+int vg__snapshot_wanted_take(void);
 
 #endif /* VG_REPORT_H */

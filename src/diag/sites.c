@@ -33,7 +33,6 @@ _Atomic(vg_site_t *) vg__site_chunks[VG_MAX_SITES / VG_SITE_CHUNK];
 static _Atomic uint32_t g_nsites = 1; /* id 0 is the unknown site */
 static _Atomic uint32_t g_slots[SLOTS];
 static VG_TLS_FAST uintptr_t t_stack_lo, t_stack_hi;
-VG_TLS_FAST bool vg__in_signal_handler;
 static bool g_full_unwind;
 
 static void stack_bounds(void) {

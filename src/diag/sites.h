@@ -50,9 +50,8 @@ int vg__capture_stack(uintptr_t *frames, int max, int skip);
 int vg__unwind_from(uintptr_t pc, uintptr_t fp, uintptr_t *out, int max);
 void vg__stack_bounds_prepare(void);
 
-/* Set by signal handlers that capture stacks: the unwinder then does nothing that is not
- * async-signal-safe (no re-reading of the loaded objects). */
-extern VG_TLS_FAST bool vg__in_signal_handler;
+/* (vg__in_signal_handler, base/common.h: the unwinder then does nothing that is not
+ * async-signal-safe, no re-reading of the loaded objects.) */
 
 /* Intern a stack, returning its site id (0 when the table is full). */
 uint32_t vg__site_intern(const uintptr_t *frames, int n);

@@ -46,44 +46,64 @@ static void site_mark(site_set_t *s, uint32_t id) {
         s->bits[id / 8] |= (uint8_t)(1u << (id % 8));
 }
 
-static void segment_json(vg_buf_t *b, const vg_heap_t *h, const vg_segment_t *seg,
-                         site_set_t *sites) {
-    vg__buf_printf(b, "{\"address\":\"0x%llx\",\"size\":%llu,\"vmm\":%s,\"small\":%s,"
-                   "\"blocks\":[",
+typedef struct {
+    vg_buf_t *b;
+    const vg_heap_t *h;
+    const vg_segment_t *seg;
+    site_set_t *sites;
+    bool first;
+} seg_json_t;
+
+static bool block_json(vg_block_t *k, void *arg) {
+    seg_json_t *a = arg;
+    vg__buf_printf(a->b, "%s{\"offset\":%llu,\"size\":%llu,\"state\":\"%s\"",
+                   a->first ? "" : ",", (unsigned long long)(k->addr - a->seg->base),
+                   (unsigned long long)k->size, state_name(k->state));
+    a->first = false;
+    if (k->state != VG_BLOCK_FREE && k->state != VG_BLOCK_POOLED) { /* (those hold none) */
+        vg__buf_printf(a->b, ",\"address\":\"0x%llx\",\"requested\":%llu,\"id\":%llu,"
+                             "\"site\":%u,\"stream\":\"0x%llx\"",
+                       (unsigned long long)k->user, (unsigned long long)k->requested,
+                       (unsigned long long)k->id, k->site,
+                       (unsigned long long)(uintptr_t)(k->stream ? k->stream->handle : NULL));
+        site_mark(a->sites, k->site);
+    }
+    vg__buf_putc(a->b, '}');
+    return true;
+}
+
+static bool unmapped_json(uint64_t offset, uint64_t bytes, void *arg) {
+    seg_json_t *a = arg;
+    vg__buf_printf(a->b, "%s[%llu,%llu]", a->first ? "" : ",", (unsigned long long)offset,
+                   (unsigned long long)bytes);
+    a->first = false;
+    return true;
+}
+
+static bool segment_json(vg_segment_t *seg, void *arg) {
+    seg_json_t *a = arg;
+    if (!a->first)
+        vg__buf_putc(a->b, ',');
+    vg__buf_printf(a->b, "{\"address\":\"0x%llx\",\"size\":%llu,\"vmm\":%s,\"small\":%s,"
+                         "\"blocks\":[",
                    (unsigned long long)seg->base, (unsigned long long)seg->size,
                    seg->vmm ? "true" : "false", seg->small ? "true" : "false");
-    bool first = true;
-    for (const vg_block_t *k = seg->first; k; k = k->next) {
-        vg__buf_printf(b, "%s{\"offset\":%llu,\"size\":%llu,\"state\":\"%s\"", first ? "" : ",",
-                       (unsigned long long)(k->addr - seg->base), (unsigned long long)k->size,
-                       state_name(k->state));
-        first = false;
-        if (k->state != VG_BLOCK_FREE && k->state != VG_BLOCK_POOLED) { /* (those hold none) */
-            vg__buf_printf(b, ",\"address\":\"0x%llx\",\"requested\":%llu,\"id\":%llu,"
-                              "\"site\":%u,\"stream\":\"0x%llx\"",
-                           (unsigned long long)k->user, (unsigned long long)k->requested,
-                           (unsigned long long)k->id, k->site,
-                           (unsigned long long)(uintptr_t)(k->stream ? k->stream->handle : NULL));
-            site_mark(sites, k->site);
-        }
-        vg__buf_putc(b, '}');
-    }
-    vg__buf_printf(b, "],\"unmapped\":[");
-    first = true;
-    for (size_t i = 0; seg->vmm && i < seg->npages;) { /* runs of pages with no memory */
-        if (seg->pages[i]) {
-            i++;
-            continue;
-        }
-        size_t j = i;
-        while (j < seg->npages && !seg->pages[j])
-            j++;
-        vg__buf_printf(b, "%s[%llu,%llu]", first ? "" : ",", (unsigned long long)(i * h->page),
-                       (unsigned long long)((j - i) * h->page));
-        first = false;
-        i = j;
-    }
-    vg__buf_printf(b, "]}");
+    seg_json_t in = {a->b, a->h, seg, a->sites, true};
+    vg__segment_each_block(seg, block_json, &in);
+    vg__buf_printf(a->b, "],\"unmapped\":[");
+    in.first = true; /* runs of pages with no memory */
+    vg__segment_each_unmapped(seg, a->h->page, unmapped_json, &in);
+    vg__buf_printf(a->b, "]}");
+    a->first = false;
+    return true;
+}
+
+static bool stream_json(vg_stream_t *s, void *arg) {
+    seg_json_t *a = arg;
+    vg__buf_printf(a->b, "%s\"0x%llx\"", a->first ? "" : ",",
+                   (unsigned long long)(uintptr_t)s->handle);
+    a->first = false;
+    return true;
 }
 
 static void events_json(vg_buf_t *b, const vg_events_t *e, site_set_t *sites) {
@@ -121,16 +141,11 @@ static void device_json(vg_buf_t *b, vg_heap_t *h, site_set_t *sites) {
                    (unsigned long long)h->device_total, (unsigned long long)h->limit,
                    (unsigned long long)h->page, stats ? stats : "{}");
     vg__buf_printf(b, ",\"streams\":[");
-    bool first = true;
-    for (const vg_stream_t *s = h->streams; s; s = s->next, first = false)
-        vg__buf_printf(b, "%s\"0x%llx\"", first ? "" : ",", (unsigned long long)(uintptr_t)s->handle);
+    seg_json_t a = {b, h, NULL, sites, true};
+    vg__heap_each_stream(h, stream_json, &a);
     vg__buf_printf(b, "],\"segments\":[");
-    first = true;
-    for (const vg_segment_t *seg = h->segments; seg; seg = seg->next, first = false) {
-        if (!first)
-            vg__buf_putc(b, ',');
-        segment_json(b, h, seg, sites);
-    }
+    a.first = true;
+    vg__heap_each_segment(h, segment_json, &a);
     vg__buf_putc(b, ']');
     events_json(b, &h->events, sites);
     pthread_mutex_unlock(&h->lock);
@@ -207,22 +222,13 @@ vg_status_t vg__snapshot_write(const char *pattern, const char *reason) {
     return st;
 }
 
-static _Atomic int g_wanted; /* 1: oom, 2: error */
-static _Atomic int g_done;   /* the same bits: written once each */
-
-void vg__snapshot_on(const char *reason) {
-    if (!vg__opt.snapshot[0])
-        return;
-    int bit = strcmp(reason, "oom") == 0 ? 1 : 2;
-    atomic_fetch_or(&g_wanted, bit);
-}
+static _Atomic int g_done; /* the reasons written (report.c's bits): once each */
 
 void vg__snapshot_maybe(void) {
-    int want = atomic_load_explicit(&g_wanted, memory_order_relaxed);
+    int want = vg__snapshot_wanted_take();
     if (!want)
         return;
     int done = atomic_fetch_or(&g_done, want);
-    atomic_fetch_and(&g_wanted, ~want);
     if (want & ~done & 1)
         vg__snapshot_write(vg__opt.snapshot, "oom");
     else if (want & ~done & 2)

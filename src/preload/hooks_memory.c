@@ -21,13 +21,6 @@
 #include "preload.h"
 #include "vramguard.h"
 
-/* An allocation failed: say why where the program's allocation failed (S6, S7). */
-CUresult vgp_alloc_result(int st) {
-    if (st == VG_ERR_OUT_OF_MEMORY && !vg__guard_on()) /* (guard mode reports it itself) */
-        vg__log("%s", vg_last_error());
-    return vgp_cu_result(st);
-}
-
 /* ---------------------------------------------------------------------------------------
  * Device memory
  * ------------------------------------------------------------------------------------- */

@@ -63,7 +63,7 @@ void vgp_signals_install(void);
 CUresult vgp_cu_result(int vg_status);
 
 /* Convert an allocation's vramguard status into the driver's CUresult, saying why an
- * allocation failed (hooks_memory.c). */
+ * allocation failed (resolve.c: the memory and pool hooks both use it). */
 CUresult vgp_alloc_result(int vg_status);
 
 /* --- hooks_pool.c: memory pools --- */

@@ -372,3 +372,10 @@ CUresult vgp_cu_result(int st) {
         return CUDA_ERROR_INVALID_VALUE;
     }
 }
+
+/* An allocation failed: say why where the program's allocation failed (S6, S7). */
+CUresult vgp_alloc_result(int st) {
+    if (st == VG_ERR_OUT_OF_MEMORY && !vg__guard_on()) /* (guard mode reports it itself) */
+        vg__log("%s", vg_last_error());
+    return vgp_cu_result(st);
+}
