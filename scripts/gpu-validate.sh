@@ -33,6 +33,8 @@
 #            and under vramguard; compute-sanitizer --nvtx yes over python -m vramguard run
 #            on oob_custom_kernel.py (write and --read) and 12 steps of the two loops,
 #            beside memcheck alone (access-tool: the compute-sanitizer steps alone)
+#   rooms    issue 36: guard unit cases on the driver, the examples plain and in guard mode,
+#            two access_user programs, nvtx_oob under memcheck --nvtx over vramguard
 #   h2d      bench/h2d_copy_timing.py plain, under vramguard run fast and guard mode (and
 #            guard_defer=off), with and without a first allocation before the long kernel
 #   convert  PyTorch memory snapshots of the two loops under PyTorch's allocator, turned
@@ -531,6 +533,27 @@ except Exception as e:
         bench/pytorch_train.py --json /tmp/vg-run.json --alloc vramguard --model resnet50 \
         --steps 200 && cat /tmp/vg-run.json >>"$J"
     ;;
+rooms)
+    # Issue 36 (docs/decisions.md H1): the core in rooms, the allocator calling guard mode
+    # and compute-sanitizer through its doors: guard mode's unit cases on the real driver
+    # (eager and deferred), each example plain and in guard mode, two access_user programs,
+    # and memcheck told vramguard's allocations through the doors (nvtx_oob read).
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi -L
+    build
+    guard_tests
+    for ex in s1_overrun s2_use_after_free s3_h2d_race s4_d2h_race s6_oom_leak s7_too_large \
+              s8_bad_frees s9_illegal_address clean_program; do
+        step "$ex plain" 60 "$B/examples/$ex"
+        step "$ex vramguard" 60 "$B/vramguard" run --mode=guard --limit=1G -- "$B/examples/$ex"
+    done
+    for c in copy_read_past begin_end; do
+        step "access_user $c guard" 30 "$B/vramguard" run --mode=guard --leaks=off -- \
+            "$B/tests/preload/access_user" $c
+    done
+    step "nvtx_oob read, memcheck --nvtx over vramguard" 60 compute-sanitizer --tool memcheck \
+        --nvtx yes --print-limit 2 "$B/vramguard" run -- "$B/examples/nvtx_oob" read
+    ;;
 h2d)
     # nonblocking_h2d_modify.py's race under guard mode, timed (bench/h2d_copy_timing.py),
     # with the first allocation before the long kernel (--warm) and without.
@@ -583,7 +606,7 @@ access|access-tool)
     done
     ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why, convert, h2d, access or access-tool)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why, convert, rooms, h2d, access or access-tool)" >&2
     exit 2
     ;;
 esac
