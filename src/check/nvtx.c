@@ -193,7 +193,7 @@ static bool heaps_decide(bool taken) {
     if (vg__opt.verbose)
         vg__log("NVTX: the tool takes vramguard's segments as heaps and its allocations as "
                 "regions");
-    if ((vg__opt.mode == VG_MODE_GUARD))
+    if (vg__opt.mode == VG_MODE_GUARD)
         vg__log("guard mode under an NVTX memory checker (compute-sanitizer): it checks "
                 "every access against vramguard's allocations, so guard mode launches no "
                 "redzone fills or checks of its own; layout, quarantine and host checks "
