@@ -54,7 +54,8 @@
     X(unwind, ENUM, "fp", "fp|full",                                                         \
       "stack capture: fp (frame pointers, ~1 ns a frame) or full (unwind tables: complete "  \
       "stacks through code without frame pointers, ~1 us an allocation)")                   \
-    X(trace, PATH, "", "", "record every allocation and free to this file (RMM CSV format)")    \
+    X(trace, PATH, "", "",                                                                    \
+      "record every allocation and free to this file, as RMM's logging adaptor does")       \
     X(snapshot, PATH, "", "",                                                                 \
       "write a snapshot (JSON) to this file at exit, at the first OOM and the first error; "    \
       "%p pid, %r rank")                                                                    \

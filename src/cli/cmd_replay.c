@@ -403,6 +403,7 @@ int cmd_replay(int argc, char **argv) {
                (unsigned long long)peak_res, ratio, (unsigned long long)ooms_timed,
                (unsigned long long)s.num_device_alloc, (unsigned long long)s.num_device_free,
                (unsigned long long)s.num_alloc_retries, (unsigned long long)g_stalls);
+        printf(",\"threads\":%u,\"log_failures\":%zu", t.nthreads, t.failures);
         if (pf.peak_reserved)
             printf(",\"pytorch_peak_reserved\":%llu", (unsigned long long)pf.peak_reserved);
         if (pf.peak_allocated)
@@ -413,6 +414,13 @@ int cmd_replay(int argc, char **argv) {
         printf("vramguard replay of %s\n", path);
         printf("  %zu events, %zu allocations, %zu still live at the end of the trace\n", t.nops,
                t.nslots, t.live_at_end);
+        if (t.nthreads > 1 || t.failures)
+            printf("  %u thread%s in the log (replayed in the log's order on this one)%s", t.nthreads,
+                   t.nthreads == 1 ? "" : "s", t.failures ? "; " : "\n");
+        if (t.failures)
+            printf("%zu allocation failure%s in the log (the program's allocation failed "
+                   "there: not replayed)\n",
+                   t.failures, t.failures == 1 ? "" : "s");
         printf("  simulated device: %s; mode %s; %ld repeat%s", vg__fmt_bytes(b1, device_memory),
                mode, repeats, repeats == 1 ? "" : "s");
         if (seed)

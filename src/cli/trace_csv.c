@@ -92,6 +92,8 @@ static void live_erase(live_map_t *m, size_t s) {
     }
 }
 
+static bool field_is(const char *s, const char *e, const char *word);
+
 static bool parse_u64(const char *s, const char *e, int base, uint64_t *out) {
     while (s < e && isspace((unsigned char)*s))
         s++;
@@ -111,6 +113,50 @@ static bool parse_u64(const char *s, const char *e, int base, uint64_t *out) {
         return false;
     *out = v;
     return true;
+}
+
+/* RMM's Time: the clock time of day as spdlog writes it, HH:MM:SS.ffffff (before 2021
+ * HH:MM:SS:ffffff), or a whole number (vramguard's own traces before 2026-11-26, and
+ * traces converted from PyTorch). */
+static bool parse_time(const char *s, const char *e) {
+    uint64_t v;
+    if (parse_u64(s, e, 10, &v))
+        return true;
+    while (s < e && isspace((unsigned char)*s))
+        s++;
+    while (e > s && isspace((unsigned char)e[-1]))
+        e--;
+    unsigned h, m, sec, frac;
+    char d1, d2, d3;
+    char tmp[32];
+    int used = 0;
+    if ((size_t)(e - s) >= sizeof tmp)
+        return false;
+    memcpy(tmp, s, (size_t)(e - s));
+    tmp[e - s] = '\0';
+    return sscanf(tmp, "%2u%c%2u%c%2u%c%6u%n", &h, &d1, &m, &d2, &sec, &d3, &frac, &used) == 7 &&
+           used == (int)(e - s) && d1 == ':' && d2 == ':' && (d3 == '.' || d3 == ':') &&
+           h < 24 && m < 60 && sec < 61;
+}
+
+/* RMM's Pointer: hex (glibc's %p: 0x7f...), "(nil)" for the null pointer of a failure. */
+static bool parse_pointer(const char *s, const char *e, uint64_t *out) {
+    if (field_is(s, e, "(nil)")) {
+        *out = 0;
+        return true;
+    }
+    return parse_u64(s, e, 16, out);
+}
+
+/* RMM's Stream: a cudaStream_t as libstdc++ prints a pointer, 0 for the default stream
+ * and hex otherwise (0x1 the legacy stream, 0x2 the per-thread one); before 2024 always
+ * hex (0x0). A decimal number is taken too (vramguard's own traces before 2026-11-26). */
+static bool parse_stream(const char *s, const char *e, uint64_t *out) {
+    while (s < e && isspace((unsigned char)*s))
+        s++;
+    if (e - s > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+        return parse_u64(s, e, 16, out);
+    return parse_u64(s, e, 10, out);
 }
 
 static bool field_is(const char *s, const char *e, const char *word) {
@@ -180,17 +226,28 @@ int vg_trace_parse(const char *data, size_t len, vg_trace_t *out, char *err, siz
             break;
         }
         bool is_alloc = field_is(f[2], fe[2], "allocate");
-        if (!is_alloc && !field_is(f[2], fe[2], "free")) {
-            rc = fail(err, errlen, "line %zu: action must be 'allocate' or 'free', found '%.*s'",
+        bool is_failure = !is_alloc && field_is(f[2], fe[2], "allocate failure");
+        if (!is_alloc && !is_failure && !field_is(f[2], fe[2], "free")) {
+            rc = fail(err, errlen,
+                      "line %zu: action must be 'allocate', 'free' or 'allocate failure', "
+                      "found '%.*s'",
                       lineno, (int)VG_CLAMP_LEN(fe[2] - f[2]), f[2]);
             break;
         }
-        uint64_t ptr, size, stream, tmp;
-        if (!parse_u64(f[0], fe[0], 10, &tmp) || !parse_u64(f[1], fe[1], 10, &tmp)) {
-            rc = fail(err, errlen, "line %zu: Thread and Time must be whole numbers", lineno);
+        uint64_t ptr, size, stream, tid;
+        if (!parse_u64(f[0], fe[0], 10, &tid)) {
+            rc = fail(err, errlen, "line %zu: bad thread '%.*s' (expected a whole number)",
+                      lineno, (int)VG_CLAMP_LEN(fe[0] - f[0]), f[0]);
             break;
         }
-        if (!parse_u64(f[3], fe[3], 16, &ptr)) {
+        if (!parse_time(f[1], fe[1])) {
+            rc = fail(err, errlen,
+                      "line %zu: bad time '%.*s' (expected HH:MM:SS.ffffff, as RMM writes it, "
+                      "or a whole number)",
+                      lineno, (int)VG_CLAMP_LEN(fe[1] - f[1]), f[1]);
+            break;
+        }
+        if (!parse_pointer(f[3], fe[3], &ptr)) {
             rc = fail(err, errlen, "line %zu: bad pointer '%.*s' (expected hex such as 0x7f00)",
                       lineno, (int)VG_CLAMP_LEN(fe[3] - f[3]), f[3]);
             break;
@@ -201,10 +258,24 @@ int vg_trace_parse(const char *data, size_t len, vg_trace_t *out, char *err, siz
                       (int)VG_CLAMP_LEN(fe[4] - f[4]), f[4]);
             break;
         }
-        if (!parse_u64(f[5], fe[5], 0, &stream)) {
-            rc = fail(err, errlen, "line %zu: bad stream '%.*s'", lineno,
-                      (int)VG_CLAMP_LEN(fe[5] - f[5]), f[5]);
+        if (!parse_stream(f[5], fe[5], &stream)) {
+            rc = fail(err, errlen, "line %zu: bad stream '%.*s' (expected 0, or hex such as 0x1)",
+                      lineno, (int)VG_CLAMP_LEN(fe[5] - f[5]), f[5]);
             break;
+        }
+        if (is_failure) { /* the program's allocation failed there: nothing to replay */
+            out->failures++;
+            continue;
+        }
+        uint32_t ti = 0;
+        while (ti < out->nthreads && out->threads[ti] != tid)
+            ti++;
+        if (ti == out->nthreads) {
+            if (out->nthreads == VG_TRACE_THREADS) {
+                rc = fail(err, errlen, "line %zu: more than %d threads", lineno, VG_TRACE_THREADS);
+                break;
+            }
+            out->threads[out->nthreads++] = tid;
         }
         uint32_t si = 0;
         while (si < out->nstreams && out->streams[si] != stream)
@@ -231,7 +302,7 @@ int vg_trace_parse(const char *data, size_t len, vg_trace_t *out, char *err, siz
         }
         size_t s = 0;
         bool found = live_find(&live, ptr, &s);
-        vg_trace_op_t op = {.alloc = is_alloc, .stream = si, .size = size};
+        vg_trace_op_t op = {.alloc = is_alloc, .stream = si, .thread = (uint16_t)ti, .size = size};
         if (is_alloc) {
             if (found) {
                 rc = fail(err, errlen,

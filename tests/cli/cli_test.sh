@@ -120,6 +120,50 @@ replay_guard_*)
     run 0 "$VG" replay --mode=guard --repeat=1 "$TRACES/$t.csv"
     grep -q "ERROR SUMMARY: no errors found" "$TMP/err" || { cat "$TMP/err" >&2; fail "guard mode reported errors"; }
     grep -q "out-of-memory failures: 0" "$TMP/out" || fail "OOMs during the replay" ;;
+replay_rmm_log)
+    # A log as RMM's logging_resource_adaptor writes it (its code, 2024-2026: OS thread ids,
+    # the clock time of day, `allocate failure` with (nil), streams 0 or hex), and the
+    # same events as 2021-2024 RMM wrote them (0x0 for a null pointer and the default
+    # stream) and as 2020 RMM did (a colon before the microseconds).
+    { echo "Thread,Time,Action,Pointer,Size,Stream"
+      echo "2342727,15:47:02.841961,allocate,0x10012400000,1048576,0"
+      echo "2342731,15:47:02.841970,allocate,0x10012500000,4096,0x55d5c8a0b2c0"
+      echo "2342727,15:47:02.841977,free,0x10012400000,1048576,0"
+      echo "2342731,15:47:03.000123,allocate failure,(nil),1099511627776,0x55d5c8a0b2c0"
+      echo "2342731,15:47:03.000200,free,0x10012500000,4096,0x55d5c8a0b2c0"
+      echo "2342727,23:59:59.999999,allocate,0x10012600000,512,0x1"; } >"$TMP/rmm.csv"
+    sed -e 's/(nil)/0x0/; s/,0$/,0x0/' "$TMP/rmm.csv" >"$TMP/rmm2021.csv"
+    sed -e 's/\(:[0-9][0-9]\)\.\([0-9]\{6\}\)/\1:\2/' "$TMP/rmm.csv" >"$TMP/rmm2020.csv"
+    grep -q "^2342727,15:47:02:841961,allocate" "$TMP/rmm2020.csv" || fail "the 2020 log was not made"
+    for log in rmm rmm2021 rmm2020; do
+        run 0 "$VG" replay --json --repeat=1 "$TMP/$log.csv"
+        [ "$(json_field events)" = 5 ] || fail "$log: $(cat "$TMP/out")"
+        [ "$(json_field threads)" = 2 ] || fail "$log: threads in $(cat "$TMP/out")"
+        [ "$(json_field log_failures)" = 1 ] || fail "$log: failures in $(cat "$TMP/out")"
+    done
+    run 0 "$VG" replay --repeat=1 "$TMP/rmm.csv"
+    grep -q "2 threads in the log" "$TMP/out" || fail "threads not said: $(cat "$TMP/out")"
+    grep -q "1 allocation failure in the log" "$TMP/out" || fail "failure not said"
+    sed -e '3s/15:47:02.841970/15:47:02/' "$TMP/rmm.csv" >"$TMP/badtime.csv"
+    run 2 "$VG" replay "$TMP/badtime.csv"; one_line_error "line 3: bad time '15:47:02'"
+    sed -e '3s/,0x55d5c8a0b2c0$/,stream7/' "$TMP/rmm.csv" >"$TMP/badstream.csv"
+    run 2 "$VG" replay "$TMP/badstream.csv"; one_line_error "line 3: bad stream 'stream7'"
+    sed -e '3s/,allocate,/,deallocate,/' "$TMP/rmm.csv" >"$TMP/badaction.csv"
+    run 2 "$VG" replay "$TMP/badaction.csv"; one_line_error "line 3: action must be" ;;
+trace_rmm_format)
+    # trace= writes RMM's format exactly (tests/cli/check_rmm_log.py checks it as RMM's
+    # code writes and its replay benchmark parses it), from every thread of a program
+    # (access_user threads: 8 threads, a stream each), and vramguard replays it.
+    LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$VG" run --sim --trace="$TMP/trace.csv" -- \
+        "$BUILD/tests/preload/access_user" threads
+    run 0 python3 "$HERE/check_rmm_log.py" "$TMP/trace.csv"
+    threads=$(grep -oE ", [0-9]+ threads" "$TMP/out" | grep -oE "[0-9]+")
+    [ "$threads" -ge 2 ] || fail "one thread in the trace: $(cat "$TMP/out")"
+    streams=$(tail -n +2 "$TMP/trace.csv" | cut -d, -f6 | sort -u | wc -l)
+    [ "$streams" -ge 2 ] || fail "one stream in the trace"
+    run 0 "$VG" replay --json --repeat=1 "$TMP/trace.csv"
+    [ "$(json_field threads)" = "$threads" ] || fail "replay saw $(json_field threads) threads"
+    [ "$(json_field ooms)" = 0 ] || fail "OOMs replaying the trace" ;;
 replay_malformed)
     printf 'Thread,Time,Action,Pointer,Size,Stream\n0,0,allocate,0x1000,512,0\n0,1,allocate,0x2000,-5,0\n' >"$TMP/neg.csv"
     run 2 "$VG" replay "$TMP/neg.csv"; one_line_error "line 3"
