@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -81,6 +82,11 @@ typedef struct replay {
     char validate_error[1024];
     uint64_t lag;      /* --lag: events the device runs behind the host (0: none) */
     uint64_t *gates;   /* per event: the host position its gate waits for */
+    bool threaded;     /* --threads=log: each log thread's events on a thread of its own */
+    pthread_mutex_t turn_lock;
+    pthread_cond_t turn_cond;
+    size_t turn;       /* (threaded) the event whose turn it is */
+    _Atomic uint64_t op_ticks; /* (threaded) cycles spent in the operations, last run */
 } replay_t;
 
 /* Flag --name as a whole number in [lo, hi] (left as it is when absent); false, with a
@@ -180,25 +186,87 @@ static bool perturb(vg_trace_t *t, uint64_t seed) {
     return true;
 }
 
+/* Run event i of the trace. */
+static void run_op(replay_t *r, size_t i, uint64_t *ticks) {
+    const vg_trace_op_t *op = &r->t->ops[i];
+    CUstream s = r->streams[op->stream];
+    uint64_t c0 = ticks ? __rdtsc() : 0;
+    if (op->alloc) {
+        if (vg_malloc(&r->ptrs[op->slot], op->size, s) != VG_OK) {
+            if (r->ooms++ == 0)
+                snprintf(r->first_oom, sizeof r->first_oom, "%s", vg_last_error());
+            r->ptrs[op->slot] = NULL;
+        }
+    } else if (r->ptrs[op->slot]) {
+        vg_free(r->ptrs[op->slot], s);
+        r->ptrs[op->slot] = NULL;
+    }
+    if (ticks)
+        ticks[i] = __rdtsc() - c0;
+}
+
+/* --threads=log: one worker per thread of the log runs that thread's events, each when
+ * its turn comes (the log's order, as RMM's replay benchmark keeps it). */
+typedef struct worker {
+    replay_t *r;
+    uint16_t thread;
+    uint64_t *ticks;
+} worker_t;
+
+static void *worker_main(void *arg) {
+    worker_t *w = arg;
+    replay_t *r = w->r;
+    uint64_t spent = 0;
+    for (size_t i = 0; i < r->t->nops; i++) {
+        if (r->t->ops[i].thread != w->thread)
+            continue;
+        pthread_mutex_lock(&r->turn_lock);
+        while (r->turn != i)
+            pthread_cond_wait(&r->turn_cond, &r->turn_lock);
+        pthread_mutex_unlock(&r->turn_lock);
+        uint64_t c0 = __rdtsc();
+        run_op(r, i, w->ticks);
+        spent += __rdtsc() - c0;
+        pthread_mutex_lock(&r->turn_lock);
+        r->turn = i + 1;
+        pthread_cond_broadcast(&r->turn_cond);
+        pthread_mutex_unlock(&r->turn_lock);
+    }
+    atomic_fetch_add(&r->op_ticks, spent);
+    return NULL;
+}
+
+static bool run_threaded(replay_t *r, uint64_t *ticks) {
+    uint32_t n = r->t->nthreads;
+    pthread_t tid[VG_TRACE_THREADS];
+    worker_t w[VG_TRACE_THREADS];
+    r->turn = 0;
+    atomic_store(&r->op_ticks, 0);
+    uint32_t started = 0;
+    for (; started < n; started++) {
+        w[started] = (worker_t){r, (uint16_t)started, ticks};
+        if (pthread_create(&tid[started], NULL, worker_main, &w[started]) != 0)
+            break;
+    }
+    if (started < n) { /* (a thread could not start: its events run here, in turn) */
+        for (uint32_t k = started; k < n; k++) {
+            w[k] = (worker_t){r, (uint16_t)k, ticks};
+            worker_main(&w[k]);
+        }
+    }
+    for (uint32_t k = 0; k < started; k++)
+        pthread_join(tid[k], NULL);
+    return true;
+}
+
 /* Run every event once; returns false if validation failed. */
 static bool run_once(replay_t *r, uint64_t *ticks) {
     const vg_trace_t *t = r->t;
+    if (r->threaded)
+        return run_threaded(r, ticks);
     for (size_t i = 0; i < t->nops; i++) {
-        const vg_trace_op_t *op = &t->ops[i];
-        CUstream s = r->streams[op->stream];
-        uint64_t c0 = ticks ? __rdtsc() : 0;
-        if (op->alloc) {
-            if (vg_malloc(&r->ptrs[op->slot], op->size, s) != VG_OK) {
-                if (r->ooms++ == 0)
-                    snprintf(r->first_oom, sizeof r->first_oom, "%s", vg_last_error());
-                r->ptrs[op->slot] = NULL;
-            }
-        } else if (r->ptrs[op->slot]) {
-            vg_free(r->ptrs[op->slot], s);
-            r->ptrs[op->slot] = NULL;
-        }
-        if (ticks)
-            ticks[i] = __rdtsc() - c0;
+        CUstream s = r->streams[t->ops[i].stream];
+        run_op(r, i, ticks);
         if (r->lag) {
             uint64_t pos = atomic_fetch_add_explicit(&g_host_pos, 1, memory_order_release) + 1;
             r->gates[i] = pos + r->lag;
@@ -294,6 +362,17 @@ int cmd_replay(int argc, char **argv) {
                      "a seed: 0 for the trace's own order, or a positive number", &seed))
         return CLI_USAGE;
     long repeats = (long)reps;
+    const char *threads = cli_flag(&a, "threads", NULL);
+    if (threads && strcmp(threads, "one") != 0 && strcmp(threads, "log") != 0) {
+        cli_error("bad value '%s' for --threads (expected one or log)", threads);
+        return CLI_USAGE;
+    }
+    bool threaded = threads && strcmp(threads, "log") == 0;
+    if (threaded && (lag_events || validate)) {
+        cli_error("--threads=log replays without --lag and --validate (they follow one host "
+                  "thread)");
+        return CLI_USAGE;
+    }
     pytorch_figures_t pf;
     read_pytorch_figures(path, &pf);
     vg_trace_t t;
@@ -324,7 +403,10 @@ int cmd_replay(int argc, char **argv) {
         vg_trace_free(&t);
         return CLI_USAGE;
     }
-    replay_t r = {.t = &t, .validate = validate, .lag = lag_events};
+    replay_t r = {.t = &t, .validate = validate, .lag = lag_events,
+                  .threaded = threaded && t.nthreads > 1};
+    pthread_mutex_init(&r.turn_lock, NULL);
+    pthread_cond_init(&r.turn_cond, NULL);
     r.ptrs = calloc(t.nslots ? t.nslots : 1, sizeof *r.ptrs);
     r.gates = calloc(t.nops ? t.nops : 1, sizeof *r.gates);
     r.streams = calloc(t.nstreams, sizeof *r.streams);
@@ -351,11 +433,15 @@ int cmd_replay(int argc, char **argv) {
     }
     g_host_tid = (pid_t)syscall(SYS_gettid);
     int rc = CLI_OK;
+    /* (--threads=log: the host time is the operations' own, by the cycle counter: a
+     * thread's CPU time would count the hand-overs between threads) */
+    double tick_ns = ns_per_tick();
     for (long k = 0; k < repeats; k++) {
         uint64_t t0 = now_ns(), c0 = cpu_ns();
         bool ok = run_once(&r, NULL);
         times[k] = now_ns() - t0;
-        cpus[k] = cpu_ns() - c0;
+        cpus[k] = r.threaded ? (uint64_t)((double)atomic_load(&r.op_ticks) * tick_ns)
+                             : cpu_ns() - c0;
         if (!ok) {
             cli_error("the allocator's invariants broke %s", r.validate_error);
             return CLI_FAILED;
@@ -366,7 +452,6 @@ int cmd_replay(int argc, char **argv) {
     vg_stats_t s = {.size = sizeof s};
     vg_get_stats(0, &s);
     /* One more repeat with a cycle-counter reading around every operation. */
-    double tick_ns = ns_per_tick();
     run_once(&r, ticks);
     free_live(&r);
     qsort(ticks, t.nops, sizeof *ticks, cmp_u64);
@@ -403,7 +488,8 @@ int cmd_replay(int argc, char **argv) {
                (unsigned long long)peak_res, ratio, (unsigned long long)ooms_timed,
                (unsigned long long)s.num_device_alloc, (unsigned long long)s.num_device_free,
                (unsigned long long)s.num_alloc_retries, (unsigned long long)g_stalls);
-        printf(",\"threads\":%u,\"log_failures\":%zu", t.nthreads, t.failures);
+        printf(",\"threads\":%u,\"replay_threads\":%u,\"log_failures\":%zu", t.nthreads,
+               r.threaded ? t.nthreads : 1, t.failures);
         if (pf.peak_reserved)
             printf(",\"pytorch_peak_reserved\":%llu", (unsigned long long)pf.peak_reserved);
         if (pf.peak_allocated)
@@ -415,8 +501,11 @@ int cmd_replay(int argc, char **argv) {
         printf("  %zu events, %zu allocations, %zu still live at the end of the trace\n", t.nops,
                t.nslots, t.live_at_end);
         if (t.nthreads > 1 || t.failures)
-            printf("  %u thread%s in the log (replayed in the log's order on this one)%s", t.nthreads,
-                   t.nthreads == 1 ? "" : "s", t.failures ? "; " : "\n");
+            printf("  %u thread%s in the log (%s)%s", t.nthreads, t.nthreads == 1 ? "" : "s",
+                   r.threaded ? "each replayed on a thread of its own, in the log's order"
+                              : "replayed in the log's order on one thread; --threads=log: "
+                                "each on its own",
+                   t.failures ? "; " : "\n");
         if (t.failures)
             printf("%zu allocation failure%s in the log (the program's allocation failed "
                    "there: not replayed)\n",
@@ -436,8 +525,14 @@ int cmd_replay(int argc, char **argv) {
             printf("  allocator time:   %.0f ns per operation (median of %ld repeats; the first, "
                    "cold: %.0f ns)\n",
                    nsop, repeats, cold);
-        printf("  host CPU time:    %.0f ns per operation (the allocating thread's own work)\n",
-               cpuop);
+        if (r.threaded)
+            printf("  host time:        %.0f ns per operation (the operations alone, by the "
+                   "cycle counter; the threads hand over between them)\n",
+                   cpuop);
+        else
+            printf("  host CPU time:    %.0f ns per operation (the allocating thread's own "
+                   "work)\n",
+                   cpuop);
         printf("  latency:          p50 %.0f ns, p99 %.0f ns per operation\n", p50, p99);
         printf("  peak allocated:   %s (%llu bytes)\n", vg__fmt_bytes(b1, peak_alloc),
                (unsigned long long)peak_alloc);

@@ -24,6 +24,9 @@ static const cli_flag_spec_t replay_flags[] = {
                  "is (default 0)"},
     {"perturb", "SEED", "delay 1 free in 50 by 1 to 8 events, in an order drawn from SEED\n"
                         "(0, the default: the trace's own order)"},
+    {"threads", "one|log", "one: every event on one thread (the default); log: each\n"
+                           "thread of the log on a thread of its own, the events still\n"
+                           "in the log's order, as RMM's replay benchmark runs them"},
     {"json", NULL, "print the figures as one JSON object"},
     {"validate", NULL, "check the allocator's invariants after every operation (slow)"},
     {0},

@@ -163,7 +163,23 @@ trace_rmm_format)
     [ "$streams" -ge 2 ] || fail "one stream in the trace"
     run 0 "$VG" replay --json --repeat=1 "$TMP/trace.csv"
     [ "$(json_field threads)" = "$threads" ] || fail "replay saw $(json_field threads) threads"
-    [ "$(json_field ooms)" = 0 ] || fail "OOMs replaying the trace" ;;
+    [ "$(json_field replay_threads)" = 1 ] || fail "not replayed on one thread"
+    [ "$(json_field ooms)" = 0 ] || fail "OOMs replaying the trace"
+    events=$(json_field events)
+    # --threads=log: each of the log's threads on its own, in the log's order (the same
+    # events, the same peaks: the order is the log's), in both modes.
+    peak=$(json_field peak_allocated)
+    for m in fast guard; do
+        run 0 "$VG" replay --json --repeat=2 --threads=log --mode=$m "$TMP/trace.csv"
+        [ "$(json_field replay_threads)" = "$threads" ] || fail "$m: $(cat "$TMP/out")"
+        [ "$(json_field events)" = "$events" ] || fail "$m: other events"
+        [ "$(json_field peak_allocated)" = "$peak" ] || [ $m = guard ] ||
+            fail "$m: peak allocated $(json_field peak_allocated), one thread: $peak"
+        [ "$(json_field ooms)" = 0 ] || fail "$m: OOMs"
+    done
+    grep -q "ERROR SUMMARY: no errors found" "$TMP/err" || { cat "$TMP/err" >&2; fail "guard mode reported errors"; }
+    run 2 "$VG" replay --threads=many "$TMP/trace.csv"; one_line_error "'many' for --threads"
+    run 2 "$VG" replay --threads=log --lag=5 "$TMP/trace.csv"; one_line_error "without --lag" ;;
 replay_malformed)
     printf 'Thread,Time,Action,Pointer,Size,Stream\n0,0,allocate,0x1000,512,0\n0,1,allocate,0x2000,-5,0\n' >"$TMP/neg.csv"
     run 2 "$VG" replay "$TMP/neg.csv"; one_line_error "line 3"
