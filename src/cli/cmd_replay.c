@@ -187,7 +187,8 @@ static bool perturb(vg_trace_t *t, uint64_t seed) {
 }
 
 /* Run event i of the trace. */
-static void run_op(replay_t *r, size_t i, uint64_t *ticks) {
+static inline __attribute__((always_inline)) void run_op(replay_t *r, size_t i,
+                                                        uint64_t *ticks) {
     const vg_trace_op_t *op = &r->t->ops[i];
     CUstream s = r->streams[op->stream];
     uint64_t c0 = ticks ? __rdtsc() : 0;
