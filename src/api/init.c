@@ -188,7 +188,7 @@ static bool account_gone(vg_block_t *b, void *arg) {
     return true;
 }
 
-static void heap_retiring(vg_heap_t *h) {
+static void heap_gone(vg_heap_t *h) {
     vg__heap_each_block(h, account_gone, NULL);
     vg__guard_heap_release(h);
 }
@@ -196,7 +196,7 @@ static void heap_retiring(vg_heap_t *h) {
 static void open_doors(void) {
     vg__alloc_hooks = (vg_alloc_hooks_t){
         .heap_created = vg__guard_heap_init,
-        .heap_retiring = heap_retiring,
+        .heap_retiring = heap_gone,
         .before_free = vg__guard_before_free,
         .quarantine = vg__guard_quarantine,
         .shrink_quarantine = vg__guard_shrink_quarantine,
