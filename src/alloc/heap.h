@@ -339,7 +339,8 @@ static inline bool vg__heap_retired(vg_heap_t *h) {
  * moves it by user_offset). On VG_ERR_OUT_OF_MEMORY the explanation is in vg_last_error(). */
 vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
                            uint64_t user_offset, CUstream stream, vg_block_t **out);
-/* Make the heap's context current for driver calls (returns whether it pushed). */
+/* Make the heap's context current for driver calls (returns whether it pushed;
+ * context.c). */
 bool vg__heap_ctx_enter(vg_heap_t *h);
 void vg__heap_ctx_leave(bool pushed);
 /* The most recent free of (user, id) in the heap's history, or NULL (heap lock held). */
@@ -394,7 +395,7 @@ vg_stream_t *vg__heap_stream_find(vg_heap_t *h, CUstream handle);
  * name, the legacy stream (every per-thread stream synchronises with it). */
 CUstream vg__stream_handle_here(const vg_stream_t *s);
 
-/* Is the stream being captured into a CUDA graph (heap.c)? Always false until
+/* Is the stream being captured into a CUDA graph (context.c)? Always false until
  * vg__captures_seen_set: a capture began (the interposer's hook) or a graph pool did. */
 bool vg__stream_capturing(CUstream stream);
 void vg__captures_seen_set(void);
@@ -421,7 +422,8 @@ void vg__segment_each_unmapped(const vg_segment_t *seg, uint64_t page,
                                bool (*fn)(uint64_t offset, uint64_t bytes, void *arg), void *arg);
 
 /* graphpool.c */
-/* The pool a request on `stream` goes to, or NULL (heap lock held; nroutes > 0). */
+/* The pool a request on `stream` goes to, or NULL (heap lock held; nroutes > 0;
+ * context.c). */
 vg_gpool_t *vg__gpool_route(vg_heap_t *h, CUstream stream);
 /* A capture begins/ends routing requests into pool id (heap lock held). */
 vg_status_t vg__gpool_begin(vg_heap_t *h, const uint64_t id[2], vg_gpool_filter_fn filter,

@@ -34,8 +34,9 @@
  *
  * Errors come back through a log in pinned host memory mapped for the device, read with
  * plain loads (guard_abi.h), so what a kernel found can be reported even after a sticky
- * error has killed the context. A damaged range is reported once per allocation. Check
- * points and the reading of the log are in guard_check.c.
+ * error has killed the context. A damaged range is reported once per allocation. The
+ * kernels' launches and the reading of the log are in guard_log.c, check points in
+ * guard_check.c.
  */
 #define _GNU_SOURCE
 #include "guard.h"
