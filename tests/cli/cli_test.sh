@@ -120,6 +120,30 @@ replay_guard_*)
     run 0 "$VG" replay --mode=guard --repeat=1 "$TRACES/$t.csv"
     grep -q "ERROR SUMMARY: no errors found" "$TMP/err" || { cat "$TMP/err" >&2; fail "guard mode reported errors"; }
     grep -q "out-of-memory failures: 0" "$TMP/out" || fail "OOMs during the replay" ;;
+pkgconfig_build_tree)
+    # Before any install, pkg-config finds vramguard in the build tree (its -uninstalled
+    # .pc): the include folder is the source's, the library the build's.
+    PKG_CONFIG_PATH="$BUILD" pkg-config --exists vramguard || fail "no vramguard.pc in $BUILD"
+    inc=$(PKG_CONFIG_PATH="$BUILD" pkg-config --cflags vramguard | sed 's/^-I//; s/ *$//')
+    [ -e "$inc/vramguard.h" ] || fail "pkg-config's include folder '$inc' has no vramguard.h"
+    printf '#include <stdio.h>\n#include <vramguard.h>\nint main(void) { void *p = NULL;\n  if (vg_malloc(&p, 1000, NULL) != VG_OK || vg_free(p, NULL) != VG_OK) {\n    fprintf(stderr, "%%s\\n", vg_last_error()); return 1; }\n  puts("build tree works"); return 0; }\n' >"$TMP/use.c"
+    cc "$TMP/use.c" -o "$TMP/use" $(PKG_CONFIG_PATH="$BUILD" pkg-config --cflags --libs vramguard) ||
+        fail "building with the build tree's pkg-config failed"
+    LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$TMP/use"
+    grep -q "build tree works" "$TMP/out" || fail "$(cat "$TMP/out" "$TMP/err")" ;;
+c_api_example)
+    # The README's C example is a whole program (examples/c_api.c): correct, it exits 0 with
+    # no report; with its kernel writing past the allocation, guard mode's check names the
+    # allocation, its line and the kernel, and the program exits 1.
+    LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$EXAMPLES/c_api"
+    grep -q "c_api: 0 errors found" "$TMP/out" || fail "correct: $(cat "$TMP/out")"
+    grep -q "ERROR SUMMARY: no errors found" "$TMP/err" || fail "correct: $(cat "$TMP/err")"
+    grep -q "vramguard CUDA memory summary, device ID 0" "$TMP/out" || fail "no summary"
+    LD_LIBRARY_PATH="$VGSIM_DIR" run 1 "$EXAMPLES/c_api" overrun
+    for want in "64 bytes overwritten right after the end of a 4000-byte allocation" \
+                "#0 main (.*c_api.c:26)" "ex_fill on stream" "1 error: 1 out_of_bounds_after"; do
+        grep -qE "$want" "$TMP/err" || { cat "$TMP/err" >&2; fail "overrun: no '$want'"; }
+    done ;;
 replay_rmm_log)
     # A log as RMM's logging_resource_adaptor writes it (its code, 2024-2026: OS thread ids,
     # the clock time of day, `allocate failure` with (nil), streams 0 or hex), and the
