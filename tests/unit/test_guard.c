@@ -33,6 +33,16 @@ static void guard_init(const char *extra) {
     vg_set_output_callback(capture, NULL);
 }
 
+/* The current context's heap, set up now. A test that holds a stream before its first
+ * allocation calls it first: setting up guard mode's heap loads the checker kernels
+ * (cuModuleLoadData), and on the real driver that may wait for the context's queued work,
+ * so with the stream held by a gate the set-up would wait for the test to open it (three
+ * such tests hung on an H200: docs/gpu-validation.md, 2026-11-26). */
+static void heap_ready(void) {
+    vg_heap_t *h;
+    CHECK_MSG(vg__heap_current(&h) == VG_OK, "no heap: %s", vg_last_error());
+}
+
 /* A device write of n bytes of value v at p (what an out-of-bounds kernel does). First,
  * what vramguard run's interposer does before it forwards a synchronous copy: the guard
  * work waiting on any stream is launched (with guard_defer=on it waits for this; CTest
@@ -175,6 +185,7 @@ VG_TEST(free_on_another_stream_than_the_allocation) {
     CUstream a, b;
     CHECK_CU(vg__cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
     CHECK_CU(vg__cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    heap_ready();
     vgt_gate_t busy;
     vgt_gate_close(&busy, a); /* stream a is busy until after the free */
     void *p;
@@ -239,6 +250,7 @@ VG_TEST(a_write_right_after_a_free_on_the_stream_it_was_handed_to_is_caught) {
     CUstream a = vgt_stream(), b = vgt_stream();
     CUevent e;
     CHECK_CU(vg__cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    heap_ready();
     vgt_gate_t first, second;
     vgt_gate_close(&first, a);
     void *p;
@@ -336,6 +348,7 @@ VG_TEST(a_synchronous_allocation_waits_for_its_fill_alone) {
      * program's work on the legacy stream, which here is held until the watchdog gives up
      * (a PyTorch cudaMalloc waited for a long kernel that way on the H100). */
     guard_init("");
+    heap_ready();
     vgt_gate_t gate;
     vgt_gate_close(&gate, NULL); /* (the legacy stream: blocking streams wait for it too) */
     watchdog_t w = {.gate = &gate, .m = PTHREAD_MUTEX_INITIALIZER, .c = PTHREAD_COND_INITIALIZER};
