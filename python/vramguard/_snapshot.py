@@ -24,7 +24,12 @@ def _frame(text):
 
 
 def _frames(sites, site_id):
-    return [_frame(f) for f in sites.get(site_id, [])]
+    """A site's frames, innermost first; a frame the symbolizer found inlined ("f (a.c:3)
+    inlined into g (b.c:9)") is each function's own frame, as PyTorch lists them."""
+    out = []
+    for text in sites.get(site_id, []):
+        out.extend(_frame(part) for part in text.split(" inlined into "))
+    return out
 
 
 def _addr(v):
