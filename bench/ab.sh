@@ -18,7 +18,7 @@ one() { # one BUILD TRACE: host ns per op
     "$1/vramguard" replay --json --repeat=15 --driver="$1/vgsim/libcuda.so.1" "$2" |
         grep -oE '"cpu_ns_per_op":[0-9.]+' | head -1 | cut -d: -f2
 }
-stats() { sort -g | awk '{v[NR] = $0} END {printf "%.1f %.1f", v[1], v[int((NR + 1) / 2)]}'; }
+stats() { sort -g | awk '{v[NR] = $0} END {printf "%.1f %.1f\n", v[1], v[int((NR + 1) / 2)]}'; }
 echo "| trace | old, min / median | new, min / median | new / old (min) |"
 echo "|---|---|---|---|"
 for t in bench/traces/*.csv; do
