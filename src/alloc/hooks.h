@@ -3,9 +3,9 @@
  *
  * The allocator knows nothing of guard mode, of compute-sanitizer or of reports. Where it
  * needs them — a block leaving the heap, an out of memory to explain, a tool to tell of a
- * new segment — it calls through this table, which it declares and the layers above fill
- * once, at initialisation (vg__init: check/guard.c, check/nvtx.c, diag/oom.c and
- * api/api.c each fill their part), before any heap exists. An empty slot means "nobody
+ * new segment — it calls through this table, which it declares and the layer above fills
+ * once, at initialisation (api/init.c's open_doors: with check/guard*.c's, check/nvtx.c's
+ * and diag/oom.c's functions), before any heap exists. An empty slot means "nobody
  * asked": the allocator then does what it would do alone.
  *
  * Cost: the fast paths test the same things as before (a heap's guard pointer, a
