@@ -33,7 +33,7 @@
 #include "base/options.h"
 
 /* An allocation failed: the layer above explains it (diag/oom.c), or it is said plainly. */
-static void vg__heap_explain_oom(vg_heap_t *h, uint64_t requested, uint64_t size,
+static void explain_oom(vg_heap_t *h, uint64_t requested, uint64_t size,
                                  CUstream stream) {
     if (vg__alloc_hooks.explain_oom)
         vg__alloc_hooks.explain_oom(h, requested, size, stream);
@@ -640,7 +640,7 @@ static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, u
         st = place_in_general(h, size, requested, uoff, s, out);
     if (st == VG_ERR_OUT_OF_MEMORY) {
         h->stats.num_ooms++;
-        vg__heap_explain_oom(h, requested, size, s ? s->handle : NULL);
+        explain_oom(h, requested, size, s ? s->handle : NULL);
     }
     vg__heap_ctx_leave(pushed);
     return st;
@@ -673,14 +673,14 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
     uint64_t rounded = vg__align_up(size ? size : 1, VG_ALIGN);
     if (rounded < size || rounded > (1ull << 56)) {
         h->stats.num_ooms++;
-        vg__heap_explain_oom(h, requested, rounded < size ? UINT64_MAX : rounded, stream);
+        explain_oom(h, requested, rounded < size ? UINT64_MAX : rounded, stream);
         return VG_ERR_OUT_OF_MEMORY;
     }
     if (!s)
         return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
     if (h->limit && rounded > h->limit) { /* cannot succeed: say so without touching anything */
         h->stats.num_ooms++;
-        vg__heap_explain_oom(h, requested, rounded, stream);
+        explain_oom(h, requested, rounded, stream);
         return VG_ERR_OUT_OF_MEMORY;
     }
     if (VG_UNLIKELY(h->nroutes > 0)) { /* a CUDA graph is being captured */

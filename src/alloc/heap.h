@@ -407,7 +407,8 @@ void vg__capture_ended(void);
  * Then nothing may wait for the whole context (heap lock held). */
 bool vg__heap_capturing(vg_heap_t *h);
 
-/* The block (any state) whose range holds p, or NULL (heap lock held). */
+/* The allocated or quarantined block whose range (redzones included) holds p, or NULL
+ * (heap lock held; the address index, vg__heap_block_at, started if it was not). */
 vg_block_t *vg__heap_block_containing(vg_heap_t *h, uint64_t p);
 /* How the rooms above walk a heap (heap lock held, or the heap not shared): every block
  * in address order, segment by segment; every segment; a segment's blocks; every stream

@@ -67,7 +67,7 @@ static void describe_heap(const vg_heap_t *h) {
 }
 
 /* The layers above learn of a new heap (guard mode sets up its state there). */
-static vg_status_t vg__heap_created(vg_heap_t *h) {
+static vg_status_t heap_created(vg_heap_t *h) {
     return vg__alloc_hooks.heap_created ? vg__alloc_hooks.heap_created(h) : VG_OK;
 }
 
@@ -90,7 +90,7 @@ static vg_status_t heap_create(CUcontext ctx, int device, bool managed, vg_heap_
                                                                   oversubscribe the device) */
     bool pushed = vg__heap_ctx_enter(h);
     vg_status_t st = vg__heap_init_segments(h);
-    if (st == VG_OK && (st = vg__heap_created(h)) != VG_OK)
+    if (st == VG_OK && (st = heap_created(h)) != VG_OK)
         vg__segment_release_all(h);
     vg__heap_ctx_leave(pushed);
     if (st != VG_OK) {
@@ -194,13 +194,16 @@ static vg_status_t heap_for_ctx(CUcontext ctx, int device, vg_heap_t **out) {
 }
 
 vg_block_t *vg__heap_block_containing(vg_heap_t *h, uint64_t p) {
-    for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
-        if (p < seg->base || p >= seg->base + seg->size)
-            continue;
-        for (vg_block_t *b = seg->first; b; b = b->next)
-            if (p >= b->addr && p < b->addr + b->size)
-                return b;
-    }
+    vg_block_t *b = NULL;
+    vg_at_t at = vg__heap_block_at(h, p, &b); /* (the address index: O(levels)) */
+    if (at != VG_AT_UNKNOWN)
+        return at == VG_AT_BLOCK ? b : NULL;
+    for (vg_segment_t *seg = h->segments; seg; seg = seg->next) /* (no index: a scan) */
+        for (b = seg->first; b; b = b->next)
+            if (p >= b->addr && p - b->addr < b->size)
+                return b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED
+                           ? b
+                           : NULL;
     return NULL;
 }
 
@@ -220,24 +223,13 @@ void vg__heap_each_segment(vg_heap_t *h, bool (*fn)(vg_segment_t *seg, void *arg
     }
 }
 
-typedef struct {
-    bool (*fn)(vg_block_t *b, void *arg);
-    void *arg;
-} each_block_t;
-
-static bool segment_blocks(vg_segment_t *seg, void *arg) {
-    each_block_t *e = arg;
-    for (vg_block_t *b = seg->first, *next; b; b = next) {
-        next = b->next;
-        if (!e->fn(b, e->arg))
-            return false;
-    }
-    return true;
-}
-
 void vg__heap_each_block(vg_heap_t *h, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
-    each_block_t e = {fn, arg};
-    vg__heap_each_segment(h, segment_blocks, &e);
+    for (vg_segment_t *seg = h->segments; seg; seg = seg->next)
+        for (vg_block_t *b = seg->first, *next; b; b = next) {
+            next = b->next;
+            if (!fn(b, arg))
+                return;
+        }
 }
 
 void vg__heap_each_stream(vg_heap_t *h, bool (*fn)(vg_stream_t *s, void *arg), void *arg) {

@@ -178,7 +178,7 @@ vg_status_t vg__heap_init_segments(vg_heap_t *h) {
                 vg__drv_has(cuMemAddressReserve) && vg__drv_has(cuMemRelease) &&
                 vg__drv_has(cuMemGetAllocationGranularity);
     if (vg__opt.vmm == VG_VMM_OFF || h->managed || /* (managed: cuMemAllocManaged chunks) */
-        vg__alloc_plain_segments())                  /* (compute-sanitizer's pools: G12) */
+        vg__alloc_plain_segments())                 /* (compute-sanitizer's pools: G12) */
         have = false;
     else if (vg__opt.vmm == VG_VMM_ON && !have)
         return vg__error(VG_ERR_NOT_SUPPORTED,

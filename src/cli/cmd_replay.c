@@ -210,7 +210,7 @@ static inline __attribute__((always_inline)) void run_op(replay_t *r, size_t i,
  * its turn comes (the log's order, as RMM's replay benchmark keeps it). */
 typedef struct worker {
     replay_t *r;
-    uint16_t thread;
+    uint32_t first, last; /* the log threads whose events it runs: [first, last) */
     uint64_t *ticks;
 } worker_t;
 
@@ -219,7 +219,7 @@ static void *worker_main(void *arg) {
     replay_t *r = w->r;
     uint64_t spent = 0;
     for (size_t i = 0; i < r->t->nops; i++) {
-        if (r->t->ops[i].thread != w->thread)
+        if (r->t->ops[i].thread < w->first || r->t->ops[i].thread >= w->last)
             continue;
         pthread_mutex_lock(&r->turn_lock);
         while (r->turn != i)
@@ -245,15 +245,13 @@ static bool run_threaded(replay_t *r, uint64_t *ticks) {
     atomic_store(&r->op_ticks, 0);
     uint32_t started = 0;
     for (; started < n; started++) {
-        w[started] = (worker_t){r, (uint16_t)started, ticks};
+        w[started] = (worker_t){r, started, started + 1, ticks};
         if (pthread_create(&tid[started], NULL, worker_main, &w[started]) != 0)
             break;
     }
-    if (started < n) { /* (a thread could not start: its events run here, in turn) */
-        for (uint32_t k = started; k < n; k++) {
-            w[k] = (worker_t){r, (uint16_t)k, ticks};
-            worker_main(&w[k]);
-        }
+    if (started < n) { /* (threads that could not start: their events run here, in turn) */
+        worker_t rest = {r, started, n, ticks};
+        worker_main(&rest);
     }
     for (uint32_t k = 0; k < started; k++)
         pthread_join(tid[k], NULL);

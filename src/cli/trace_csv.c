@@ -92,20 +92,23 @@ static void live_erase(live_map_t *m, size_t s) {
     }
 }
 
-static bool field_is(const char *s, const char *e, const char *word);
-
-static bool parse_u64(const char *s, const char *e, int base, uint64_t *out) {
+/* Field [s, e) without the blanks around it, as a C string in buf (false: too long). */
+static bool field_text(const char *s, const char *e, char *buf, size_t n) {
     while (s < e && isspace((unsigned char)*s))
         s++;
     while (e > s && isspace((unsigned char)e[-1]))
         e--;
-    if (s == e || *s == '-' || *s == '+')
+    if ((size_t)(e - s) >= n)
         return false;
+    memcpy(buf, s, (size_t)(e - s));
+    buf[e - s] = '\0';
+    return true;
+}
+
+static bool parse_u64(const char *s, const char *e, int base, uint64_t *out) {
     char tmp[40];
-    if ((size_t)(e - s) >= sizeof tmp)
+    if (!field_text(s, e, tmp, sizeof tmp) || !tmp[0] || tmp[0] == '-' || tmp[0] == '+')
         return false;
-    memcpy(tmp, s, (size_t)(e - s));
-    tmp[e - s] = '\0';
     char *end;
     errno = 0;
     unsigned long long v = strtoull(tmp, &end, base);
@@ -115,27 +118,25 @@ static bool parse_u64(const char *s, const char *e, int base, uint64_t *out) {
     return true;
 }
 
+static bool field_is(const char *s, const char *e, const char *word) {
+    char tmp[40];
+    return field_text(s, e, tmp, sizeof tmp) && strcasecmp(tmp, word) == 0;
+}
+
 /* RMM's Time: the clock time of day as spdlog writes it, HH:MM:SS.ffffff (before 2021
  * HH:MM:SS:ffffff), or a whole number (vramguard's own traces before 2026-11-26, and
  * traces converted from PyTorch). */
 static bool parse_time(const char *s, const char *e) {
     uint64_t v;
+    char tmp[40];
     if (parse_u64(s, e, 10, &v))
         return true;
-    while (s < e && isspace((unsigned char)*s))
-        s++;
-    while (e > s && isspace((unsigned char)e[-1]))
-        e--;
     unsigned h, m, sec, frac;
     char d1, d2, d3;
-    char tmp[32];
     int used = 0;
-    if ((size_t)(e - s) >= sizeof tmp)
-        return false;
-    memcpy(tmp, s, (size_t)(e - s));
-    tmp[e - s] = '\0';
-    return sscanf(tmp, "%2u%c%2u%c%2u%c%6u%n", &h, &d1, &m, &d2, &sec, &d3, &frac, &used) == 7 &&
-           used == (int)(e - s) && d1 == ':' && d2 == ':' && (d3 == '.' || d3 == ':') &&
+    return field_text(s, e, tmp, sizeof tmp) &&
+           sscanf(tmp, "%2u%c%2u%c%2u%c%6u%n", &h, &d1, &m, &d2, &sec, &d3, &frac, &used) == 7 &&
+           used == (int)strlen(tmp) && d1 == ':' && d2 == ':' && (d3 == '.' || d3 == ':') &&
            h < 24 && m < 60 && sec < 61;
 }
 
@@ -152,20 +153,9 @@ static bool parse_pointer(const char *s, const char *e, uint64_t *out) {
  * and hex otherwise (0x1 the legacy stream, 0x2 the per-thread one); before 2024 always
  * hex (0x0). A decimal number is taken too (vramguard's own traces before 2026-11-26). */
 static bool parse_stream(const char *s, const char *e, uint64_t *out) {
-    while (s < e && isspace((unsigned char)*s))
-        s++;
-    if (e - s > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
-        return parse_u64(s, e, 16, out);
-    return parse_u64(s, e, 10, out);
-}
-
-static bool field_is(const char *s, const char *e, const char *word) {
-    while (s < e && isspace((unsigned char)*s))
-        s++;
-    while (e > s && isspace((unsigned char)e[-1]))
-        e--;
-    size_t n = strlen(word);
-    return (size_t)(e - s) == n && strncasecmp(s, word, n) == 0;
+    char tmp[40];
+    bool hex = field_text(s, e, tmp, sizeof tmp) && tmp[0] == '0' && (tmp[1] | 0x20) == 'x';
+    return parse_u64(s, e, hex ? 16 : 10, out);
 }
 
 int vg_trace_parse(const char *data, size_t len, vg_trace_t *out, char *err, size_t errlen) {

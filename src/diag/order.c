@@ -301,7 +301,4 @@ bool vg__order_may_race(CUstream s, uint64_t since) {
  * The launch number (report.c's launch record numbers launches; the order counts them)
  * ------------------------------------------------------------------------------------- */
 
-static _Atomic uint64_t g_launch_seq;
-
-uint64_t vg__launch_seq(void) { return atomic_load(&g_launch_seq); }
-void vg__launch_seq_publish(uint64_t seq) { atomic_store(&g_launch_seq, seq); }
+_Atomic uint64_t vg__launches;

@@ -24,6 +24,7 @@
 #ifndef VG_ORDER_H
 #define VG_ORDER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -62,7 +63,8 @@ bool vg__order_waited_after(CUstream s, CUstream t, uint64_t tick);
 
 /* The number of the last kernel or copy launched (0: none yet); report.c publishes each
  * new one, under its launch lock. */
-uint64_t vg__launch_seq(void);
-void vg__launch_seq_publish(uint64_t seq);
+extern _Atomic uint64_t vg__launches;
+static inline uint64_t vg__launch_seq(void) { return atomic_load(&vg__launches); }
+static inline void vg__launch_seq_publish(uint64_t seq) { atomic_store(&vg__launches, seq); }
 
 #endif /* VG_ORDER_H */
