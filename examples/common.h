@@ -50,12 +50,30 @@ typedef struct ex_launch {
     void *params[32];
 } ex_launch_t;
 
+/* The twins tell vgsim of each global-memory access before they make it (vgsim.h's
+ * vgsim_access), as a GPU's patched kernel calls the Compute Sanitizer callback, so that
+ * vramguard's memcheck mode checks them. Element i is thread i of the launch's grid. */
+static void (*ex_vgsim_access)(const volatile void *p, unsigned size, unsigned flags);
+static void (*ex_vgsim_thread)(unsigned block, unsigned thread);
+
+static inline void ex_access(const ex_launch_t *l, unsigned long long i, const volatile void *p,
+                             unsigned size, unsigned flags) {
+    if (!ex_vgsim_access)
+        return;
+    unsigned long long threads = (unsigned long long)l->grid[0] * l->block[0];
+    unsigned long long t = threads ? i % threads : 0;
+    ex_vgsim_thread((unsigned)(t / l->block[0]), (unsigned)(t % l->block[0]));
+    ex_vgsim_access(p, size, flags);
+}
+#define EX_LOAD(l, i, p) (ex_access((l), (i), (p), sizeof *(p), 1), *(p))
+#define EX_STORE(l, i, p, v) (ex_access((l), (i), (p), sizeof *(p), 2), *(p) = (v))
+
 static void ex_fill_host(const ex_launch_t *l) {
     float *x = *(float **)l->params[0];
     float v = *(float *)l->params[1];
     unsigned long long n = *(unsigned long long *)l->params[2];
     for (unsigned long long i = 0; i < n; i++)
-        x[i] = v;
+        EX_STORE(l, i, &x[i], v);
 }
 
 static void ex_scatter_host(const ex_launch_t *l) {
@@ -64,7 +82,7 @@ static void ex_scatter_host(const ex_launch_t *l) {
     unsigned n = *(unsigned *)l->params[2];
     float v = *(float *)l->params[3];
     for (unsigned i = 0; i < n; i++)
-        x[idx[i]] = v;
+        EX_STORE(l, i, &x[EX_LOAD(l, i, &idx[i])], v);
 }
 
 typedef struct ex_span { /* kernels.cu's */
@@ -76,7 +94,7 @@ static void ex_fill_span_host(const ex_launch_t *l) {
     float v = *(float *)l->params[0];
     ex_span_t s = *(ex_span_t *)l->params[1];
     for (unsigned long long i = 0; i < s.n; i++)
-        s.x[i] = v;
+        EX_STORE(l, i, &s.x[i], v);
 }
 
 static void ex_sum_host(const ex_launch_t *l) {
@@ -85,16 +103,16 @@ static void ex_sum_host(const ex_launch_t *l) {
     unsigned long long n = *(unsigned long long *)l->params[2];
     float *out = *(float **)l->params[3], s = 0.0f;
     for (unsigned long long i = first; i < first + n; i++)
-        s += x[i];
-    *out = s;
+        s += EX_LOAD(l, 0, &x[i]);
+    EX_STORE(l, 0, out, s);
 }
 
 static void ex_sum_range_host(const ex_launch_t *l) {
     const float *begin = *(const float **)l->params[0], *end = *(const float **)l->params[1];
     float *out = *(float **)l->params[2], s = 0.0f;
     for (const float *p = begin; p < end; p++)
-        s += *p;
-    *out = s;
+        s += EX_LOAD(l, 0, p);
+    EX_STORE(l, 0, out, s);
 }
 
 static void ex_fill_bytes_host(const ex_launch_t *l) {
@@ -102,7 +120,7 @@ static void ex_fill_bytes_host(const ex_launch_t *l) {
     unsigned char v = *(unsigned char *)l->params[1];
     unsigned long long n = *(unsigned long long *)l->params[2];
     for (unsigned long long i = 0; i < n; i++)
-        p[i] = v;
+        EX_STORE(l, i, &p[i], v);
 }
 
 typedef struct ex {
@@ -123,6 +141,10 @@ static inline ex_t ex_init_device(int ordinal) {
         (int (*)(const char *, void (*)(const ex_launch_t *)))dlsym(RTLD_DEFAULT,
                                                                    "vgsim_register_kernel");
     if (reg) { /* vgsim: the kernels run on the host */
+        *(void **)&ex_vgsim_access = dlsym(RTLD_DEFAULT, "vgsim_access");
+        *(void **)&ex_vgsim_thread = dlsym(RTLD_DEFAULT, "vgsim_thread");
+        if (!ex_vgsim_thread)
+            ex_vgsim_access = NULL;
         reg("ex_fill", ex_fill_host);
         reg("ex_scatter", ex_scatter_host);
         reg("ex_fill_span", ex_fill_span_host);

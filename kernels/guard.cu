@@ -2,6 +2,7 @@
 // Regenerate kernels/guard.ptx with kernels/regen-ptx.sh after any change; vgsim runs the
 // host twins of these kernels (vgsim/module.c), which must behave the same way.
 #include "guard_abi.h"
+#include "memcheck_abi.h"
 
 __device__ static unsigned char pattern_byte(unsigned int pattern, unsigned long long a) {
     return (unsigned char)(pattern >> (8u * (unsigned)(a & 3ull)));
@@ -118,4 +119,13 @@ extern "C" __global__ void vg_guard_ranges(const vg_guard_batch_t batch, vg_guar
     __shared__ unsigned long long sh[3];
     for (unsigned int i = blockIdx.x; i < batch.n; i += gridDim.x)
         one(batch.d[i], batch.poison_max, batch.poison_end, log, sh);
+}
+
+// memcheck mode (kernels/memcheck_abi.h): one block's shadow words, at its allocation or
+// its free, in stream order.
+extern "C" __global__ void vg_guard_shadow(const vg_mc_shadow_op_t op) {
+    uint16_t *w = (uint16_t *)op.shadow;
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < op.n;
+         i += gridDim.x * blockDim.x)
+        w[i] = vg_mc_shadow_word(&op, i);
 }

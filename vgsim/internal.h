@@ -155,6 +155,10 @@ enum {
 
 typedef struct sim_event sim_event_t;
 
+/* A Compute Sanitizer device callback's host twin (sanitizer.c), called by vgsim_access. */
+typedef int (*sim_patch_fn)(void *userdata, uint64_t pc, void *ptr, uint32_t size,
+                            uint32_t flags, const void *new_value);
+
 typedef struct sim_op {
     struct sim_op *next;
     int kind;
@@ -166,6 +170,7 @@ typedef struct sim_op {
         struct { void *dst; const void *src; size_t n; void *staging; } copy;
         struct { void *dst; uint32_t value; unsigned elem; size_t count; } set;
         struct { vgsim_kernel_fn fn; vgsim_launch_t launch; const char *name;
+                 sim_patch_fn patch; void *patch_ud; /* sanitizer.c: the access callback */
                  unsigned char *storage; /* heap copy of the arguments if too big */
                  size_t nstorage;        /* bytes of arguments */
                  unsigned char inline_args[4096] __attribute__((aligned(16))); } kernel;
@@ -376,5 +381,20 @@ sim_op_t *sim_op_clone(const sim_op_t *op);
 
 /* module.c */
 void sim_register_builtin_kernels(void);
+
+
+/* sanitizer.c: the Compute Sanitizer API's stand-in. A module was loaded (module.c); a
+ * kernel of `module` is being launched: the patch its op runs with (fn NULL: none). */
+void sim_sanitizer_module_loaded(CUmodule module, CUlibrary library);
+typedef struct sim_patch {
+    sim_patch_fn fn;
+    void *ud;
+} sim_patch_t;
+sim_patch_t sim_sanitizer_launch_begin(CUmodule module, CUfunction f, const char *name,
+                                       CUstream stream, const vgsim_launch_t *l);
+void sim_sanitizer_launch_end(CUmodule module, CUfunction f, const char *name, CUstream stream,
+                              const vgsim_launch_t *l);
+/* The worker runs a kernel op's host twin with its patch (NULL: none) in effect. */
+void sim_sanitizer_run(const sim_op_t *op, void (*run)(void *), void *arg);
 
 #endif /* VGSIM_INTERNAL_H */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../kernels/guard_abi.h"
+#include "../kernels/memcheck_abi.h"
 
 #define MAX_KERNELS 256
 #define MAX_NAME 128
@@ -38,6 +39,7 @@ enum { SIM_FUNCTION = 0x46554e43, SIM_KERNEL = 0x4b45524e }; /* a handle's kind 
 typedef struct sim_func {
     uint32_t kind; /* SIM_FUNCTION or SIM_KERNEL */
     struct sim_func *function; /* a kernel's function (cuKernelGetFunction) */
+    struct sim_module *module; /* the module (or library) it came from */
     char name[MAX_NAME];
     vgsim_kernel_fn impl; /* cached at the first launch */
     int nparams;
@@ -209,6 +211,8 @@ static CUresult load_ptx(const void *image, sim_module_t **out) {
         free(m);
         return CUDA_ERROR_INVALID_IMAGE;
     }
+    for (int i = 0; i < m->nfuncs; i++)
+        m->funcs[i].module = m;
     *out = m;
     return CUDA_SUCCESS;
 }
@@ -220,7 +224,9 @@ VGSIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
         return r;
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
-    return load_ptx(image, (sim_module_t **)module);
+    if ((r = load_ptx(image, (sim_module_t **)module)) == CUDA_SUCCESS)
+        sim_sanitizer_module_loaded(*module, NULL);
+    return r;
 }
 
 /* Context-independent loading (CUDA 12.0). JIT and library options change nothing here. */
@@ -249,6 +255,7 @@ VGSIM_API CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
         m->kernels[i].function = &m->funcs[i];
     }
     *library = (CUlibrary)m;
+    sim_sanitizer_module_loaded((CUmodule)m, *library);
     return CUDA_SUCCESS;
 }
 
@@ -449,7 +456,12 @@ VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
     op->u.kernel.name = fn->name;
     op->u.kernel.storage = storage;
     op->u.kernel.nstorage = total;
-    return sim_enqueue(s, op);
+    sim_patch_t patch = sim_sanitizer_launch_begin((CUmodule)fn->module, f, fn->name, stream, l);
+    op->u.kernel.patch = patch.fn;
+    op->u.kernel.patch_ud = patch.ud;
+    if ((r = sim_enqueue(s, op)) == CUDA_SUCCESS)
+        sim_sanitizer_launch_end((CUmodule)fn->module, f, fn->name, stream, l);
+    return r;
 }
 
 /* CUDA 12's cuLaunchKernelEx, what cudaLaunchKernelEx and cluster launches reach: the same
@@ -572,7 +584,18 @@ static void guard_ranges_kernel(const vgsim_launch_t *l) {
         guard_one(&b->d[i], b->poison_max, b->poison_end, log);
 }
 
+/* memcheck mode's shadow kernel (kernels/guard.cu, kernels/memcheck_abi.h). */
+static void guard_shadow_kernel(const vgsim_launch_t *l) {
+    const vg_mc_shadow_op_t *op = l->params[0];
+    uint16_t *w = (uint16_t *)(uintptr_t)op->shadow;
+    if (g_sim.skip_guard)
+        return;
+    for (uint32_t i = 0; i < op->n; i++)
+        w[i] = vg_mc_shadow_word(op, i);
+}
+
 void sim_register_builtin_kernels(void) {
+    vgsim_register_kernel("vg_guard_shadow", guard_shadow_kernel);
     vgsim_register_kernel("vg_guard_check", guard_check_kernel);
     vgsim_register_kernel("vg_guard_ranges", guard_ranges_kernel);
 }

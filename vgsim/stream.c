@@ -177,9 +177,13 @@ static void run_memop(void *arg) {
     }
 }
 
-static void run_kernel(void *arg) {
+static void run_twin(void *arg) {
     sim_op_t *op = ((run_arg_t *)arg)->op;
     op->u.kernel.fn(&op->u.kernel.launch);
+}
+
+static void run_kernel(void *arg) { /* (with its Compute Sanitizer patch, if any) */
+    sim_sanitizer_run(((run_arg_t *)arg)->op, run_twin, arg);
 }
 
 static void execute(sim_stream_t *s, sim_op_t *op) {

@@ -50,6 +50,17 @@ const char *vgsim_version(void);
  * device d. 0 if p is not mapped through the VMM calls. For tests. */
 unsigned vgsim_access_devices(unsigned long long p);
 
+/* The Compute Sanitizer API's stand-in (vgsim/sanitizer.c; vramguard's memcheck mode
+ * patches modules through it). A kernel's host twin reports each global-memory access it
+ * makes, before making it, as a GPU's patched kernel calls the device callback:
+ * flags 1 read, 2 write, 4 atomic (Sanitizer_DeviceMemoryFlags). Nothing happens unless
+ * the kernel's module was patched. vgsim_thread names the thread block and thread (x) the
+ * twin is playing, for the reports; both are 0 at the start of each launch. */
+void vgsim_access(const volatile void *p, unsigned size, unsigned flags);
+void vgsim_thread(unsigned block, unsigned thread);
+
+typedef void (*vgsim_access_fn)(const volatile void *p, unsigned size, unsigned flags);
+typedef void (*vgsim_thread_fn)(unsigned block, unsigned thread);
 typedef const char *(*vgsim_version_fn)(void);
 typedef int (*vgsim_register_kernel_fn)(const char *name, vgsim_kernel_fn fn);
 

@@ -256,6 +256,7 @@ struct vg_heap {
     bool memory_short;          /* a page could not be created (limit or device full) */
     vg_free_rec_t *history;     /* the last VG_FREE_HISTORY frees (allocated lazily) */
     void *guard;                /* guard mode's state (guard.c), or NULL */
+    void *memcheck;             /* memcheck mode's state of its context (memcheck.c), or NULL */
     uint64_t nhistory;          /* frees recorded so far */
     vg_events_t events;         /* the last allocator events, for snapshots */
     vg_gpool_t *gpools;         /* CUDA graph pools (graphpool.c) */

@@ -60,6 +60,8 @@ static void describe_heap(const vg_heap_t *h) {
     else
         vg__log("  cuMemAlloc segments (%s): a block never spans two, and free memory joins "
                 "only within a segment", vg__opt.vmm == VG_VMM_OFF ? "vmm=off"
+                : vg__opt.mode == VG_MODE_MEMCHECK && vg__opt.vmm == VG_VMM_AUTO
+                    ? "memcheck mode keeps a shadow per cuMemAlloc segment (G13)"
                 : vg__alloc_plain_segments()
                     ? "an NVTX tool is named, and compute-sanitizer takes no pool in virtual "
                       "memory (G12)"

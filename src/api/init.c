@@ -21,6 +21,7 @@
 #include "base/common.h"
 #include "base/options.h"
 #include "check/guard.h"
+#include "check/memcheck.h"
 #include "check/nvtx.h"
 #include "diag/leaks.h"
 #include "diag/oom.h"
@@ -193,6 +194,22 @@ static void heap_gone(vg_heap_t *h) {
     vg__guard_heap_release(h);
 }
 
+/* Segments, for the tools that keep a view of them: compute-sanitizer's (NVTX) and
+ * memcheck mode's shadow. */
+static void tool_segment_added(vg_heap_t *h, vg_segment_t *seg) {
+    vg__nvtx_segment_added_slow(h, seg);
+    vg__memcheck_segment_added(h, seg);
+}
+static void tool_segment_removed(vg_heap_t *h, vg_segment_t *seg) {
+    vg__nvtx_segment_removed_slow(h, seg);
+    vg__memcheck_segment_removed(h, seg);
+}
+/* memcheck's shadow is kept per cuMemAlloc segment (docs/decisions.md G13), and
+ * compute-sanitizer takes no pool in virtual memory (G12). */
+static bool tool_plain_segments(void) {
+    return (vg__memcheck_on() && vg__opt.vmm == VG_VMM_AUTO) || vg__nvtx_plain_segments();
+}
+
 static void open_doors(void) {
     vg__alloc_hooks = (vg_alloc_hooks_t){
         .heap_created = vg__guard_heap_init,
@@ -204,14 +221,14 @@ static void open_doors(void) {
         .flush = vg__guard_flush,
         .poll = vg__guard_poll,
         .graph_fill = vg__guard_graph_fill,
-        .segment_added = vg__nvtx_segment_added_slow,
-        .segment_removed = vg__nvtx_segment_removed_slow,
+        .segment_added = tool_segment_added,
+        .segment_removed = tool_segment_removed,
         .region_added = vg__nvtx_region_added_slow,
         .region_named = vg__nvtx_region_named_slow,
         .region_removed = vg__nvtx_region_removed_slow,
         .pool_adopted = vg__nvtx_pool_adopted_slow,
         .pool_released = vg__nvtx_pool_released_slow,
-        .plain_segments = vg__nvtx_plain_segments,
+        .plain_segments = tool_plain_segments,
         .explain_oom = vg__oom_explain,
     };
 }
@@ -220,7 +237,10 @@ vg_status_t vg__modules_init(void) {
     open_doors();
     vg__sites_init();
     vg__nvtx_init();
-    vg_status_t st = vg__suppressions_load(vg__opt.suppressions);
+    vg_status_t st = vg__memcheck_init();
+    if (st != VG_OK)
+        return st;
+    st = vg__suppressions_load(vg__opt.suppressions);
     return st != VG_OK ? st : vg__trace_open();
 }
 
@@ -237,6 +257,7 @@ void vg__modules_shutdown(void) {
         vg__leak_report(NULL, "at exit");
     vg__snapshot_at_exit();
     vg__trace_close();
+    vg__memcheck_exit_summary();
     if (vg__opt.verbose)
         vg__heaps_describe_exit();
     vg__report_finish();

@@ -28,8 +28,10 @@
 #define VG_OPTIONS(X)                                                                        \
     X(driver, STR, "libcuda.so.1", "",                                                       \
       "CUDA driver library to load (a path to vgsim's libcuda.so.1 runs on the CPU)")        \
-    X(mode, ENUM, "fast", "fast|guard",                                                      \
-      "fast: caching allocator only; guard: redzones, poison, quarantine and checks")        \
+    X(mode, ENUM, "fast", "fast|guard|memcheck",                                             \
+      "fast: caching allocator only; guard: redzones, poison, quarantine and checks; "      \
+      "memcheck: guard mode plus every load and store of every kernel checked on the "      \
+      "device (NVIDIA's Compute Sanitizer API; docs/memcheck.md)")                           \
     X(verbose, BOOL, "0", "",                                                                \
       "print every option and where its value came from, the driver and each device as "   \
       "vramguard sets it up, and each device's peak memory and counts at exit")            \
@@ -69,6 +71,14 @@
       "guard: freed blocks up to this size are poisoned whole (0: every block)")            \
     X(poison_ends, SIZE, "4K", "16..1G",                                                     \
       "guard: larger freed blocks are poisoned at their first and last this many bytes")    \
+    X(memcheck_every, INT, "1", "1..1000000000",                                            \
+      "memcheck: check every Nth kernel launch (1: all), for long runs")                     \
+    X(memcheck_kernels, STR, "", "",                                                        \
+      "memcheck: check only kernels whose name matches one of these comma-separated shell "  \
+      "patterns (*gather*,*index*; empty: all)")                                             \
+    X(sanitizer_lib, STR, "", "",                                                           \
+      "memcheck: the Compute Sanitizer API library (default: libsanitizer-public.so of the " \
+      "CUDA toolkit's compute-sanitizer, found under $CUDA_HOME, /usr/local/cuda or PATH)")  \
     X(free_batch, INT, "1", "1..16",                                                        \
       "guard, when not deferred: frees whose check and poison share one launch (1: at once, "  \
       "so a kernel that still uses a freed block is caught; more: fewer launches)")            \
@@ -111,7 +121,8 @@
     X(growth_steps, INT, "5", "0..1000000",                                                 \
       "report a site whose live bytes grew at each of this many vg_step() calls (0: off)")
 
-typedef enum { VG_MODE_FAST = 0, VG_MODE_GUARD = 1 } vg_mode_t;
+/* Memcheck is guard mode and more: `mode >= VG_MODE_GUARD` means guard mode's checks. */
+typedef enum { VG_MODE_FAST = 0, VG_MODE_GUARD = 1, VG_MODE_MEMCHECK = 2 } vg_mode_t;
 typedef enum { VG_VMM_AUTO = 0, VG_VMM_ON = 1, VG_VMM_OFF = 2 } vg_vmm_t;
 typedef enum { VG_UNWIND_FP = 0, VG_UNWIND_FULL = 1 } vg_unwind_t;
 typedef enum { VG_LEAKS_AUTO = 0, VG_LEAKS_ON = 1, VG_LEAKS_OFF = 2 } vg_leaks_t;

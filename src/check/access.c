@@ -90,6 +90,18 @@ static int classify(vg_heap_t *h, uint64_t p, vg_access_fault_t *f, vg_block_t *
     return 1;
 }
 
+int vg__access_classify_locked(vg_heap_t *h, uint64_t p, uint64_t bytes, vg_access_fault_t *f) {
+    memset(f, 0, sizeof *f);
+    vg_block_t *b;
+    int c = classify(h, p, f, &b);
+    if (c != 0 || !b)
+        return c;
+    from_block(f, h, b);
+    bool inside = p >= b->user && p - b->user + bytes <= b->requested;
+    f->what = inside ? 0 : VG_FAULT_BOUNDS;
+    return inside ? 0 : 1;
+}
+
 bool vg__access_check(const vg_access_t *a, vg_access_fault_t *f) {
     if (a->bytes == 0 || !vg__addrindex_maybe_ours(a->first, a->bytes))
         return true;
@@ -132,7 +144,7 @@ static uint64_t mix(uint64_t a, uint64_t b) {
     return (a ^ (b * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull;
 }
 
-static void fill_block(vg_report_t *r, const vg_access_fault_t *f) {
+void vg__access_fill_report(vg_report_t *r, const vg_access_fault_t *f) {
     r->device = f->device;
     r->stream = f->alloc_stream;
     r->has_block = f->has_block;
@@ -160,7 +172,7 @@ void vg__access_report(const vg_access_fault_t *f, uint32_t site) {
     bool memset = strstr(a->call, "Memset") != NULL;
     const char *op = memset ? "memset" : "copy", *verb = a->write ? "writes" : "reads";
     vg_report_t r = {.kind = VG_REPORT_OOB_COPY, .clean_seq = UINT64_MAX, .call_site = site};
-    fill_block(&r, f);
+    vg__access_fill_report(&r, f);
     char head[96], role[64];
     int64_t lo = (int64_t)(a->first - f->user), hi = lo + (int64_t)a->bytes; /* vs the user */
     int64_t past = hi - (int64_t)f->size, before = -lo;
@@ -259,7 +271,7 @@ void vg__access_check_args(const char *name, CUstream stream, uint32_t site,
             continue;
         vg_report_t r = {.kind = VG_REPORT_FREED_ARG, .clean_seq = UINT64_MAX,
                          .call_site = site, .kernel = name};
-        fill_block(&r, &f);
+        vg__access_fill_report(&r, &f);
         char arg[48], st[48];
         if (byte)
             snprintf(arg, sizeof arg, "argument %u (bytes %u-%u)", index, byte, byte + 7);

@@ -51,6 +51,16 @@ enum {
  * Takes the heap locks one at a time. A range of 0 bytes is always fine. */
 bool vg__access_check(const vg_access_t *a, vg_access_fault_t *f);
 
+/* What holds [p, p + bytes) in heap h (lock held), for a check that saw the access on
+ * the device (memcheck): -1 not h's; 0 a live allocation's bytes (*f names it) or no
+ * verdict; 1 and *f says what is wrong (as vg__access_check's). */
+struct vg_heap;
+int vg__access_classify_locked(struct vg_heap *h, uint64_t p, uint64_t bytes,
+                               vg_access_fault_t *f);
+/* The allocation of fault f into report r. */
+struct vg_report;
+void vg__access_fill_report(struct vg_report *r, const vg_access_fault_t *f);
+
 /* Report f (out_of_bounds_copy, or use_after_free for freed memory), the call made at
  * `site`, once per call site, allocation site and kind. No heap lock may be held. */
 void vg__access_report(const vg_access_fault_t *f, uint32_t site);

@@ -48,6 +48,7 @@
 
 #include "base/common.h"
 #include "guard_impl.h"
+#include "memcheck.h"
 #include "nvtx.h"
 #include "base/options.h"
 #include "diag/order.h"
@@ -71,7 +72,7 @@ typedef struct pending {
     uint64_t oldest_ns;             /* when the oldest was added */
 } pending_t;
 
-bool vg__guard_on(void) { return vg__opt.mode == VG_MODE_GUARD; }
+bool vg__guard_on(void) { return vg__opt.mode >= VG_MODE_GUARD; }
 
 static _Atomic bool g_launches_seen; /* the interposer forwards the program's launches */
 
@@ -113,13 +114,16 @@ vg_status_t vg__guard_heap_init(vg_heap_t *h) {
     vg_guard_t *g = calloc(1, sizeof *g);
     if (!g)
         return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for guard mode");
+    vg__memcheck_own_module(true);
     CUresult r = vg__cuModuleLoadData(&g->module, vg_guard_ptx);
+    vg__memcheck_own_module(false);
     if (r != CUDA_SUCCESS) {
         free(g);
         return cu_fail(r, "loading the checker kernels (cuModuleLoadData)");
     }
     if ((r = vg__cuModuleGetFunction(&g->fn_check, g->module, "vg_guard_check")) ||
-        (r = vg__cuModuleGetFunction(&g->fn_ranges, g->module, "vg_guard_ranges"))) {
+        (r = vg__cuModuleGetFunction(&g->fn_ranges, g->module, "vg_guard_ranges")) ||
+        (r = vg__cuModuleGetFunction(&g->fn_shadow, g->module, "vg_guard_shadow"))) {
         vg__cuModuleUnload(g->module);
         free(g);
         return cu_fail(r, "finding the checker kernels");
@@ -152,7 +156,7 @@ vg_status_t vg__guard_heap_init(vg_heap_t *h) {
     g->log->capacity = LOG_CAPACITY;
     g->q_limit = vg__opt.quarantine;
     h->guard = g;
-    return VG_OK;
+    return vg__memcheck_heap_init(h, g->fn_shadow);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -445,6 +449,7 @@ vg_status_t vg__guard_after_alloc(vg_heap_t *h, vg_block_t *b, CUstream stream) 
     b->clean_seq = vg__launch_seq();
     b->alloc_launch = b->clean_seq;
     b->alloc_tick = vg__order_tick();
+    vg__memcheck_alloc(h, b, stream, t_sync_call || b->gpool);
     if (b->gpool || vg__stream_capturing(stream)) { /* a graph's: no kernel may join it */
         if (b->gpool) /* (its redzones are filled once the capture is over) */
             vg__gpool_guard_note(b, vg__launch_seq());
@@ -687,6 +692,7 @@ bool vg__guard_quarantine(vg_heap_t *h, vg_block_t *b, CUstream stream) {
     if (!p || !q_reserve(g))
         return false; /* no memory to track it: let the heap reuse it normally */
     b->state = VG_BLOCK_QUARANTINED;
+    vg__memcheck_free(h, b, stream);
     bool defer = deferring() && !t_sync_call;
     b->free_ns = defer ? 0 : vg__now_coarse_ns(); /* (the age of eager frees' work) */
     if (b->flags & CROSS_FREE) { /* at once, on the guard stream, after both streams */
@@ -776,6 +782,7 @@ void vg__guard_heap_release(vg_heap_t *h) {
     vg_guard_t *g = h->guard;
     if (!g || !g->log)
         return;
+    vg__memcheck_heap_release(h); /* (before the module of its shadow kernel goes) */
     bool pushed = vg__heap_ctx_enter(h);
     if (g->stream) { /* (its last check has run: heap shutdown waited for it) */
         vg__cuStreamSynchronize(g->stream);

@@ -32,7 +32,7 @@ typedef struct desc_buf {
 } desc_buf_t;
 
 typedef struct vg_guard {
-    CUfunction fn_check, fn_ranges;
+    CUfunction fn_check, fn_ranges, fn_shadow;
     CUmodule module;
     vg_guard_log_t *log;        /* pinned, mapped for the device */
     CUdeviceptr log_dev;

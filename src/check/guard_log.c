@@ -17,6 +17,7 @@
 #include "diag/report.h"
 #include "diag/sites.h"
 #include "guard_impl.h"
+#include "memcheck.h"
 #include "nvtx.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -75,6 +76,8 @@ static void handle_error(vg_heap_t *h, const vg_guard_error_t *e, const char *or
     int flag = base == VG_RANGE_LEFT ? REP_LEFT : base == VG_RANGE_RIGHT ? REP_RIGHT : REP_POISON;
     vg_report_t r = damage_report(h, e);
     bool freed;
+    if (vg__memcheck_saw(e->tag, base == VG_RANGE_LEFT ? 0 : base == VG_RANGE_RIGHT ? 1 : 2))
+        return; /* (memcheck named the kernel that did it) */
     if (b) {
         if (b->flags & flag)
             return; /* already reported */
@@ -117,6 +120,7 @@ void vg__guard_poll(vg_heap_t *h, const char *origin) {
     vg_guard_t *g = h->guard;
     if (!g || !g->log) /* (released: the heap retired) */
         return;
+    vg__memcheck_poll(h);
     vg_guard_log_t *log = g->log;
     uint32_t count = __atomic_load_n(&log->count, __ATOMIC_ACQUIRE);
     if (count - g->log_read > LOG_CAPACITY) { /* more errors than the ring holds */

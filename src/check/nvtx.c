@@ -35,6 +35,7 @@
  */
 #define _GNU_SOURCE
 #include "nvtx.h"
+#include "memcheck.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -175,7 +176,7 @@ static void load_once(void) {
     const char *path = secure_getenv("NVTX_INJECTION64_PATH");
     g_loaded = path && *path && load_tool(path);
     if (!g_loaded)
-        atomic_store(&vg__alloc_tool, false);
+        atomic_store(&vg__alloc_tool, vg__memcheck_on());
 }
 
 /* The first heap registration's outcome (taken: true) decides for all. Said once. */
@@ -184,7 +185,7 @@ static bool heaps_decide(bool taken) {
     if (!atomic_compare_exchange_strong(&g_heaps_state, &was, want))
         return was == HEAPS_TAKEN;
     if (!taken) {
-        atomic_store(&vg__alloc_tool, false);
+        atomic_store(&vg__alloc_tool, vg__memcheck_on());
         if (vg__opt.verbose)
             vg__log("NVTX: the tool registered no heap for vramguard's first segment: "
                     "allocations are not told to it");
@@ -193,7 +194,7 @@ static bool heaps_decide(bool taken) {
     if (vg__opt.verbose)
         vg__log("NVTX: the tool takes vramguard's segments as heaps and its allocations as "
                 "regions");
-    if (vg__opt.mode == VG_MODE_GUARD)
+    if (vg__opt.mode >= VG_MODE_GUARD)
         vg__log("guard mode under an NVTX memory checker (compute-sanitizer): it checks "
                 "every access against vramguard's allocations, so guard mode launches no "
                 "redzone fills or checks of its own; layout, quarantine and host checks "
@@ -206,7 +207,7 @@ static bool g_named; /* NVTX_INJECTION64_PATH names a tool (set at initialisatio
 void vg__nvtx_init(void) {
     const char *path = secure_getenv("NVTX_INJECTION64_PATH");
     g_named = path && *path;
-    atomic_store(&vg__alloc_tool, g_named);
+    atomic_store(&vg__alloc_tool, g_named || vg__memcheck_on()); /* (memcheck's shadow) */
 }
 
 bool vg__nvtx_plain_segments(void) {

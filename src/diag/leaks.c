@@ -95,7 +95,7 @@ static const char *caching_allocator(uint32_t site) {
 }
 
 bool vg__leaks_wanted(void) {
-    return vg__opt.leaks == VG_LEAKS_ON || (vg__opt.leaks == VG_LEAKS_AUTO && vg__opt.mode == VG_MODE_GUARD);
+    return vg__opt.leaks == VG_LEAKS_ON || (vg__opt.leaks == VG_LEAKS_AUTO && vg__opt.mode >= VG_MODE_GUARD);
 }
 
 typedef struct {

@@ -148,6 +148,16 @@ typedef struct copy_info {
     uint64_t bytes;
 } copy_info_t;
 
+static VG_TLS_FAST uint64_t t_noted; /* this thread's last kernel launch noted */
+static VG_TLS_FAST uint32_t t_noted_site;
+
+uint64_t vg__launch_take_noted(uint32_t *site) {
+    uint64_t seq = t_noted;
+    *site = t_noted_site;
+    t_noted = 0;
+    return seq;
+}
+
 static uint64_t note(const char *name, CUstream stream, uint32_t site, const uint64_t *ptrs,
                      const uint16_t *where, int nptrs, int captured,
                      const copy_info_t *copy) {
@@ -184,11 +194,16 @@ static uint64_t note(const char *name, CUstream stream, uint32_t site, const uin
     l->t_ns = vg__now_coarse_ns();
     l->captured = captured != 0;
     l->copy = copy != NULL;
-    if (!captured && vg__opt.mode == VG_MODE_GUARD) /* (G7 is guard mode's; under the
+    if (!captured && vg__opt.mode >= VG_MODE_GUARD) /* (G7 is guard mode's; under the
                                                      * launch lock: a free sees both or neither) */
         vg__order_launch(stream, seq);
     vg__launch_seq_publish(seq);
+    uint32_t kept_site = l->site;
     pthread_mutex_unlock(&g_launch_lock);
+    if (!copy) { /* (memcheck's launch callback, inside the driver's launch, takes it) */
+        t_noted = seq;
+        t_noted_site = kept_site;
+    }
     return seq;
 }
 
@@ -357,7 +372,7 @@ static void launch_site_text(vg_buf_t *b, uint32_t site) {
  * and in guard mode its redzones (a pointer there is no error by itself, docs/decisions.md
  * G11, but a kernel given one is a likely culprit of damage to the allocation). */
 static void touching_range(uint64_t user, uint64_t size, uint64_t *lo, uint64_t *hi) {
-    bool guard = vg__opt.mode == VG_MODE_GUARD; /* (guard.c's layout: the left redzone is
+    bool guard = vg__opt.mode >= VG_MODE_GUARD; /* (guard.c's layout: the left redzone is
                                                   * `redzone` rounded up to 512 bytes, the
                                                   * right one at least `redzone`) */
     uint64_t l = guard ? vg__align_up(vg__opt.redzone, 512) : 0, r = guard ? vg__opt.redzone : 0;
@@ -755,7 +770,7 @@ void vg__report(const vg_report_t *r) {
         site_lines(&b, r->alloc_site, PREFIX "    ", 12);
     }
     if (r->call_site) {
-        vg__buf_printf(&b, PREFIX "  the call was at:\n");
+        vg__buf_printf(&b, PREFIX "  %s:\n", r->call_what ? r->call_what : "the call was at");
         site_lines(&b, r->call_site, PREFIX "    ", 12);
     }
     if (r->has_block && r->has_damage && r->clean_seq != UINT64_MAX) {
@@ -906,7 +921,7 @@ void vg__report_finish(void) {
     pthread_mutex_unlock(&g_lock);
     char supp[1024]; /* (a fast-mode run whose reports were all suppressed says so too) */
     vg__suppressions_summary(supp, sizeof supp);
-    if (vg__opt.mode == VG_MODE_GUARD || total || supp[0]) {
+    if (vg__opt.mode >= VG_MODE_GUARD || total || supp[0]) {
         vg_buf_t b = {0};
         if (!total) {
             vg__buf_printf(&b, PREFIX "ERROR SUMMARY: no errors found\n");

@@ -65,6 +65,8 @@ typedef struct vg_report {
     int kernel_arg;           /* its argument pointing into the allocation, */
     CUstream free_stream;     /* and the stream of the free */
     const char *found;        /* what found it: "when the allocation was freed", ... */
+    const char *call_what;    /* the call_site's line ("the kernel was launched at"), or
+                                 NULL: "the call was at" */
     const char *headline;     /* instead of the kind's ("copy reads freed memory"), or NULL */
     const char *kernel;       /* a kernel's name, matched by suppressions too, or NULL */
     char json[512];           /* more JSON members (",\"access\":{...}"), or "" */
@@ -111,6 +113,10 @@ char *vg__reports_json(void);
  * those that fall inside a vramguard allocation are named in reports ("argument 0 =
  * allocation #7 + 0"); `where` (NULL: word i is argument i) says where each lies. */
 uint64_t vg__launch_note(const char *name, CUstream stream, uint32_t site);
+/* The number and site of the last kernel launch this thread noted, once (0: none since
+ * the last call): memcheck's launch callback, called inside the driver's launch, names
+ * the launch the interposer noted just before. */
+uint64_t vg__launch_take_noted(uint32_t *site);
 /* An asynchronous copy or memset on `stream` (the interposer's hooks): recorded as a
  * launch named "CALL of N bytes" ("CALL (copy 2 of 3) of N bytes" for copy `index` of a
  * batch of `count` > 1), with its device pointers (dst: argument 0, src: argument 1; 0

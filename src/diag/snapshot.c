@@ -195,7 +195,7 @@ char *vg__snapshot_build(const char *reason) {
                    vg__rank(), env_int("LOCAL_RANK"));
     vg__buf_json_str(&b, host);
     vg__buf_printf(&b, ",\"time_ns\":%llu,\"mode\":\"%s\",\"last_event\":%llu,\"devices\":[",
-                   (unsigned long long)vg__now_ns(), vg__opt.mode == VG_MODE_GUARD ? "guard" : "fast",
+                   (unsigned long long)vg__now_ns(), vg__opt.mode == VG_MODE_MEMCHECK ? "memcheck" : vg__opt.mode == VG_MODE_GUARD ? "guard" : "fast",
                    (unsigned long long)vg__event_seq());
     for (int i = 0; i < vg__heap_count(); i++) {
         if (i)

@@ -108,6 +108,7 @@
     X(cuStreamEndCapture, cuStreamEndCapture)                                               \
     X(cuGraphLaunch, cuGraphLaunch)                                                         \
     /* entry points */                                                                      \
+    X(cuInit, cuInit)                                                                       \
     X(cuGetProcAddress, cuGetProcAddress_v2)
 
 /* X(api, symbol, twin): the twin has the symbol's signature; a NULL stream means the

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "check/access.h"
 #include "base/common.h"
@@ -284,6 +285,20 @@ VG_API CUresult cuEventSynchronize(CUevent event) {
 
 /* Queries that say "complete" order the host after the work, as a synchronisation does
  * (a program may poll instead of waiting): for guard mode's check of frees (G7). */
+/* memcheck mode starts vramguard at cuInit, before the program loads any module: the
+ * Compute Sanitizer API patches only modules loaded after its subscriber (docs/memcheck.md).
+ * Other modes start at the first call they need. */
+VG_API CUresult cuInit(unsigned int flags) {
+    __typeof__(&cuInit) real = NEXT_FN(cuInit);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult r = real(flags);
+    const char *opts = getenv("VRAMGUARD_OPTIONS");
+    if (r == CUDA_SUCCESS && opts && strstr(opts, "mode=memcheck"))
+        vgp_ready();
+    return r;
+}
+
 VG_API CUresult cuStreamQuery(CUstream stream) {
     __typeof__(&cuStreamQuery) real = NEXT_FN(cuStreamQuery);
     if (!real)

@@ -94,7 +94,7 @@ static uintptr_t page_size(void) {
 
 bool vgp_race_enabled(void) {
     return vg__opt.host_race == VG_RACE_ON ||
-           (vg__opt.host_race == VG_RACE_AUTO && vg__opt.mode == VG_MODE_GUARD);
+           (vg__opt.host_race == VG_RACE_AUTO && vg__opt.mode >= VG_MODE_GUARD);
 }
 
 /* ---------------------------------------------------------------------------------------

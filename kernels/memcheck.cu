@@ -1,0 +1,42 @@
+// memcheck.cu — memcheck mode's device callback (docs/memcheck.md, kernels/memcheck_abi.h).
+//
+// NVIDIA's Compute Sanitizer API patches a call to vg_memcheck_access() before every
+// global-memory load, store and atomic of every kernel vramguard patches (sanitizer
+// patches: compiled with --compile-as-tools-patch, loaded with sanitizerAddPatches).
+// It checks the access against vramguard's shadow and logs the ones the shadow refuses.
+// Regenerate memcheck.fatbin with:  kernels/regen-ptx.sh
+#include "memcheck_abi.h"
+
+extern "C" __device__ __noinline__ int vg_memcheck_access(void *userdata, uint64_t pc, void *ptr,
+                                                          uint32_t size, uint32_t flags,
+                                                          const void *new_value) {
+    (void)new_value;
+    uint64_t ud = (uint64_t)userdata;
+    if (ud == 0 || (flags & VG_MC_PREFETCH))
+        return 0; // (SANITIZER_PATCH_SUCCESS)
+    const vg_mc_state_t *st = (const vg_mc_state_t *)(ud & ~(uint64_t)(VG_MC_LAUNCH_SPAN - 1));
+    const vg_mc_table_t *t = (const vg_mc_table_t *)st->table;
+    if (t == 0)
+        return 0;
+    uint32_t w = vg_mc_refuses(t, (uint64_t)ptr, size);
+    if (w == 0)
+        return 0;
+    vg_mc_log_t *log = (vg_mc_log_t *)st->log;
+    if (*(volatile uint32_t *)&log->count - *(volatile uint32_t *)&log->read >= log->capacity) {
+        atomicAdd(&log->dropped, 1u);
+        return 0;
+    }
+    uint32_t k = atomicAdd(&log->count, 1u);
+    vg_mc_record_t *r = &log->rec[k % log->capacity];
+    r->addr = (uint64_t)ptr;
+    r->pc = pc;
+    r->launch = (uint32_t)(ud & (VG_MC_LAUNCH_SPAN - 1));
+    r->size = size;
+    r->flags = flags;
+    r->shadow = w;
+    r->block[0] = blockIdx.x, r->block[1] = blockIdx.y, r->block[2] = blockIdx.z;
+    r->thread[0] = threadIdx.x, r->thread[1] = threadIdx.y, r->thread[2] = threadIdx.z;
+    __threadfence_system();
+    *(volatile uint32_t *)&r->seq = k + 1;
+    return 0;
+}

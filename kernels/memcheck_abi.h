@@ -1,0 +1,149 @@
+/* memcheck_abi.h — the interface of memcheck mode's device callback (docs/memcheck.md).
+ *
+ * Shared by kernels/memcheck.cu (the callback NVIDIA's Compute Sanitizer API calls before
+ * every global load, store and atomic of every patched kernel, compiled to
+ * kernels/memcheck.fatbin), by vgsim's host twin of it, by guard mode's shadow kernel
+ * (kernels/guard.cu) and by src/check/memcheck.c, which keeps the shadow and reads the
+ * log. Plain C, fixed-width fields: the layout is the ABI.
+ *
+ * The shadow. Each of vramguard's segments has one 16-bit shadow word per 512 bytes
+ * (VG_ALIGN: every allocation starts on such a granule):
+ *   0            every byte of the granule belongs to a live allocation;
+ *   1..511       the first k bytes do (an allocation's last granule), the rest do not;
+ *   VG_MC_FREED  the granule belongs to an allocation the program freed;
+ *   VG_MC_NONE   no allocation holds it: a redzone, or segment space never allocated.
+ * Guard mode's shadow kernel rewrites a block's words in stream order at its allocation
+ * and at its free, as it fills redzones.
+ *
+ * The table. The device finds the segment of an address in a sorted table of segments,
+ * which the host replaces (never edits) when segments come and go: a launch uses the
+ * table that was current when it was launched.
+ *
+ * The state: {table, log} in device memory, aligned to VG_MC_LAUNCH_SPAN. The callback's
+ * user data is the state's address plus the launch's number modulo VG_MC_LAUNCH_SPAN, so
+ * a record names its launch with no per-launch upload. User data 0: not checked.
+ *
+ * The log lives in pinned host memory mapped for the device, read by the host with plain
+ * loads (also after a sticky error). A record takes slot `count % capacity` with an atomic
+ * add, is written, fenced, and then gets `seq` = its index + 1; the host reads records in
+ * order and moves `read` past them. While `capacity` records wait unread, a violation only
+ * counts in `dropped` (a kernel that faults in every thread stays fast).
+ */
+#ifndef VG_MEMCHECK_ABI_H
+#define VG_MEMCHECK_ABI_H
+
+#include <stdint.h>
+
+#define VG_MC_CALLBACK "vg_memcheck_access" /* the device function patched in */
+#define VG_MC_SHIFT 9u
+#define VG_MC_GRANULE (1u << VG_MC_SHIFT)
+#define VG_MC_FREED 0xFFFDu
+#define VG_MC_NONE 0xFFFFu
+#define VG_MC_LAUNCH_SPAN 65536u /* launch numbers in the user data: modulo this */
+
+/* Compute Sanitizer's access flags (sanitizer_patching.h, Sanitizer_DeviceMemoryFlags). */
+#define VG_MC_READ 0x1u
+#define VG_MC_WRITE 0x2u
+#define VG_MC_ATOMIC 0x4u
+#define VG_MC_PREFETCH 0x8u
+
+typedef struct vg_mc_seg {
+    uint64_t base, end; /* [base, end): the segment's device addresses */
+    uint64_t shadow;    /* device address of its (end - base) >> VG_MC_SHIFT words */
+} vg_mc_seg_t;
+
+typedef struct vg_mc_table {
+    uint64_t n;       /* segments, sorted by base, not overlapping */
+    uint64_t lo, hi;  /* the first base and the last end: outside, nothing is ours */
+    uint64_t pad;
+    vg_mc_seg_t seg[1]; /* (n of them) */
+} vg_mc_table_t;
+
+typedef struct vg_mc_record {
+    uint64_t addr;      /* the first byte accessed */
+    uint64_t pc;        /* the instruction's address (on vgsim: the host twin's) */
+    uint32_t launch;    /* the launch's number modulo VG_MC_LAUNCH_SPAN */
+    uint32_t size;      /* bytes accessed */
+    uint32_t flags;     /* VG_MC_READ / WRITE / ATOMIC */
+    uint32_t shadow;    /* the shadow word that refused it */
+    uint32_t block[3], thread[3];
+    uint32_t seq;       /* index + 1 once the record is complete */
+    uint32_t pad;
+} vg_mc_record_t;
+
+typedef struct vg_mc_log {
+    uint32_t count;     /* records taken */
+    uint32_t capacity;
+    uint32_t dropped;   /* violations not recorded: the log was full */
+    uint32_t read;      /* records the host has read (the host writes it) */
+    vg_mc_record_t rec[1]; /* (capacity of them) */
+} vg_mc_log_t;
+
+typedef struct vg_mc_state {
+    uint64_t table; /* device address of the current vg_mc_table_t (0: none yet) */
+    uint64_t log;   /* device address of the vg_mc_log_t (pinned, mapped) */
+} vg_mc_state_t;
+
+/* Guard mode's shadow kernel: one block's words, `n` of them from `shadow`: words
+ * [live, live + full) get 0, word live + full gets `partial` if it is not 0, every other
+ * word `outside`. */
+typedef struct vg_mc_shadow_op {
+    uint64_t shadow;
+    uint32_t n, live, full;
+    uint16_t partial, outside;
+} vg_mc_shadow_op_t;
+
+#ifdef __CUDACC__
+#define VG_MC_FN static __device__ __forceinline__
+#else
+#define VG_MC_FN static inline
+#endif
+
+/* The shadow word refusing an access of `size` bytes at `a`, or 0 if the access is fine
+ * or not in vramguard's memory. (A refusing word is never 0: see vg_mc_word_refuses.) */
+VG_MC_FN uint32_t vg_mc_word_refuses(uint32_t w, uint64_t off_in_granule, uint32_t size) {
+    if (w == 0)
+        return off_in_granule + size > VG_MC_GRANULE ? VG_MC_NONE : 0;
+    if (w < VG_MC_GRANULE)
+        return off_in_granule + size > w ? w : 0;
+    return w;
+}
+
+VG_MC_FN uint32_t vg_mc_refuses(const vg_mc_table_t *t, uint64_t a, uint32_t size) {
+    if (a < t->lo || a >= t->hi)
+        return 0;
+    uint64_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        uint64_t mid = (lo + hi) / 2;
+        const vg_mc_seg_t *s = &t->seg[mid];
+        if (a < s->base) {
+            hi = mid;
+        } else if (a >= s->end) {
+            lo = mid + 1;
+        } else {
+            uint64_t off = a - s->base;
+            const uint16_t *shadow = (const uint16_t *)(uintptr_t)s->shadow;
+            uint32_t w = shadow[off >> VG_MC_SHIFT];
+            uint64_t in = off & (VG_MC_GRANULE - 1);
+            if (w == 0 && in + size > VG_MC_GRANULE) { /* (crosses into the next granule) */
+                if (a + size > s->end)
+                    return VG_MC_NONE;
+                w = shadow[(off >> VG_MC_SHIFT) + 1];
+                return vg_mc_word_refuses(w, 0, (uint32_t)(in + size - VG_MC_GRANULE));
+            }
+            return vg_mc_word_refuses(w, in, size);
+        }
+    }
+    return 0;
+}
+
+/* The word the shadow kernel writes at index i of op. */
+VG_MC_FN uint16_t vg_mc_shadow_word(const vg_mc_shadow_op_t *op, uint32_t i) {
+    if (i >= op->live && i < op->live + op->full)
+        return 0;
+    if (i == op->live + op->full && op->partial)
+        return op->partial;
+    return op->outside;
+}
+
+#endif /* VG_MEMCHECK_ABI_H */

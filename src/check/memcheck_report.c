@@ -1,0 +1,239 @@
+/* memcheck_report.c — what memcheck's device callback logged, turned into reports
+ * (memcheck.h, docs/memcheck.md).
+ *
+ * A record holds the access (address, size, read or write, the shadow word that refused
+ * it), where it ran (launch number, block, thread, pc). The launch's kernel, stream and
+ * launch site come from memcheck.c's ring; the allocation from the heap as it is now,
+ * told apart by the shadow word: a freed allocation's word says "freed" even if the
+ * memory was reused since. One report per kernel, instruction and kind of error; the rest
+ * are counted and said at exit.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../kernels/memcheck_abi.h"
+#include "access.h"
+#include "base/common.h"
+#include "base/options.h"
+#include "diag/report.h"
+#include "diag/sites.h"
+#include "driver/driver.h"
+#include "memcheck.h"
+
+static _Atomic uint64_t g_found, g_reported, g_lost;
+
+/* Allocations memcheck reported a write to, by side: guard mode's check of the same
+ * damage (a redzone, the poison) says nothing more (vg__memcheck_saw). */
+#define SAW 8192
+static uint64_t g_saw[SAW];
+static pthread_mutex_t g_saw_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool saw(uint64_t id, int side, bool add) {
+    uint64_t key = id * 4 + (uint64_t)side + 1;
+    pthread_mutex_lock(&g_saw_lock);
+    bool found = false;
+    for (size_t k = 0; k < SAW; k++) {
+        uint64_t *slot = &g_saw[(key * 0x9E3779B97F4A7C15ull + k) % SAW];
+        if (*slot == key) {
+            found = true;
+            break;
+        }
+        if (*slot == 0) {
+            if (add)
+                *slot = key;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_saw_lock);
+    return found;
+}
+
+bool vg__memcheck_saw(uint64_t id, int side) { return vg__memcheck_on() && saw(id, side, false); }
+
+static uint64_t mix(uint64_t a, uint64_t b) {
+    return (a ^ (b * 0x9E3779B97F4A7C15ull)) * 0xff51afd7ed558ccdull;
+}
+
+static const char *op_name(uint32_t flags) {
+    return flags & VG_MC_ATOMIC ? "atomic" : flags & VG_MC_WRITE ? "write" : "read";
+}
+
+/* The allocation the access is about, from heap h (locked) or, if not h's, any heap of
+ * this process that answers without waiting. */
+static int classify(vg_heap_t *h, uint64_t a, uint32_t size, vg_access_fault_t *f) {
+    int c = vg__access_classify_locked(h, a, size, f);
+    for (int i = 0; c < 0 && i < vg__heap_count(); i++) {
+        vg_heap_t *o = vg__heap_at(i);
+        if (o == h || pthread_mutex_trylock(&o->lock) != 0)
+            continue;
+        c = vg__access_classify_locked(o, a, size, f);
+        pthread_mutex_unlock(&o->lock);
+    }
+    return c;
+}
+
+static void where_text(char *out, size_t n, const vg_access_fault_t *f, uint64_t a,
+                       uint32_t size) {
+    int64_t lo = (int64_t)(a - f->user), hi = lo + size;
+    if (!f->has_block) {
+        snprintf(out, n, "at 0x%llx, in vramguard's memory on device %d, which no allocation "
+                 "holds (never allocated, or freed long ago)",
+                 (unsigned long long)a, f->device);
+    } else if (f->what == VG_FAULT_FREED) {
+        snprintf(out, n, "at the freed allocation %s %llu", lo < 0 ? "-" : "+",
+                 (unsigned long long)(lo < 0 ? -lo : lo));
+    } else if (lo < 0) {
+        snprintf(out, n, "%llu bytes before the start of a %llu-byte allocation",
+                 (unsigned long long)-lo, (unsigned long long)f->size);
+    } else if (lo >= (int64_t)f->size) {
+        snprintf(out, n, "%llu bytes past the end of a %llu-byte allocation (offset %lld)",
+                 (unsigned long long)(lo - (int64_t)f->size), (unsigned long long)f->size,
+                 (long long)lo);
+    } else {
+        snprintf(out, n, "bytes %lld to %lld of a %llu-byte allocation, %llu of them past its "
+                 "end",
+                 (long long)lo, (long long)hi - 1, (unsigned long long)f->size,
+                 (unsigned long long)(hi - (int64_t)f->size));
+    }
+}
+
+static void stream_text(char *out, size_t n, CUstream s) {
+    if (s == NULL || s == CU_STREAM_LEGACY)
+        snprintf(out, n, "the default stream");
+    else if (s == CU_STREAM_PER_THREAD)
+        snprintf(out, n, "the per-thread default stream");
+    else
+        snprintf(out, n, "stream %p", (void *)s);
+}
+
+static void report(vg_heap_t *h, const vg_mc_record_t *rec) {
+    atomic_fetch_add(&g_found, 1);
+    vg_mc_launch_t l;
+    bool known = vg__memcheck_launch(rec->launch, &l);
+    if (!known)
+        memset(&l, 0, sizeof l);
+    const char *kernel = known ? vg__kernel_name(l.name) : "(a kernel launched long ago)";
+    vg_access_fault_t f;
+    int c = classify(h, rec->addr, rec->size, &f);
+    if (rec->shadow == VG_MC_FREED && f.what != VG_FAULT_FREED) { /* (reused since) */
+        f.what = VG_FAULT_FREED;
+        if (c == 0)
+            f.has_block = false;
+    }
+    if (c == 0 && rec->shadow != VG_MC_FREED && f.has_block && f.what == 0)
+        f.what = VG_FAULT_BOUNDS; /* (the memory was allocated since: the access was not) */
+    uint64_t key = mix(mix(rec->pc, (uint64_t)(uintptr_t)l.name),
+                       mix(f.what, (rec->flags & VG_MC_WRITE) | f.alloc_site << 4));
+    bool write_ = rec->flags & (VG_MC_WRITE | VG_MC_ATOMIC);
+    if (write_ && f.has_block && f.id)
+        saw(f.id, f.what == VG_FAULT_FREED ? 2 : rec->addr < f.user ? 0 : 1, true);
+    if (!vg__report_first_time(key))
+        return;
+    atomic_fetch_add(&g_reported, 1);
+    vg_report_t r = {.kind = VG_REPORT_OOB_AFTER, .clean_seq = UINT64_MAX,
+                     .call_site = known ? l.site : 0, .kernel = known ? l.name : NULL,
+                     .call_what = "the kernel was launched at"};
+    vg__access_fill_report(&r, &f);
+    const char *op = op_name(rec->flags);
+    bool write = rec->flags & (VG_MC_WRITE | VG_MC_ATOMIC);
+    int64_t off = (int64_t)(rec->addr - f.user);
+    char head[96], where[200], pc[192], st[48];
+    if (f.what == VG_FAULT_FREED) {
+        r.kind = VG_REPORT_USE_AFTER_FREE;
+        snprintf(head, sizeof head, "kernel %s freed memory", write ? "writes to" : "reads");
+    } else if (f.has_block && off < 0) {
+        r.kind = VG_REPORT_OOB_BEFORE;
+        snprintf(head, sizeof head, "kernel %s before the start of an allocation",
+                 write ? "writes" : "reads");
+    } else if (f.has_block) {
+        snprintf(head, sizeof head, "kernel %s past the end of an allocation",
+                 write ? "writes" : "reads");
+    } else {
+        snprintf(head, sizeof head, "kernel %s memory no allocation holds",
+                 write ? "writes" : "reads");
+    }
+    r.headline = head;
+    where_text(where, sizeof where, &f, rec->addr, rec->size);
+    if (known)
+        vg__memcheck_pc_text(&l, rec->pc, pc, sizeof pc);
+    else
+        snprintf(pc, sizeof pc, "pc 0x%llx", (unsigned long long)rec->pc);
+    stream_text(st, sizeof st, l.stream);
+    snprintf(r.lead, sizeof r.lead, "%s (launch #%llu on %s), block (%u,%u,%u) thread (%u,%u,%u): "
+             "a %u-byte %s %s",
+             kernel, (unsigned long long)l.seq, st, rec->block[0], rec->block[1], rec->block[2],
+             rec->thread[0], rec->thread[1], rec->thread[2], rec->size, op, where);
+    snprintf(r.detail, sizeof r.detail,
+             "at %s, address 0x%llx\n"
+             "memcheck mode checked it on the device, before the access was made: on a GPU "
+             "the\naccess went ahead (it lies in vramguard's memory, so the driver does not "
+             "fault)",
+             pc, (unsigned long long)rec->addr);
+    vg_buf_t j = {0};
+    vg__buf_printf(&j, ",\"access\":{\"operation\":\"%s\",\"size\":%u,\"address\":\"0x%llx\","
+                   "\"offset\":%lld,\"past_end\":%lld,\"before_start\":%lld,\"kernel\":",
+                   op, rec->size, (unsigned long long)rec->addr,
+                   f.has_block ? (long long)off : 0LL,
+                   f.has_block && off + (int64_t)rec->size > (int64_t)f.size
+                       ? (long long)(off + rec->size - f.size) : 0LL,
+                   f.has_block && off < 0 ? (long long)-off : 0LL);
+    vg__buf_json_str(&j, kernel);
+    vg__buf_printf(&j, ",\"launch\":%llu,\"block\":[%u,%u,%u],\"thread\":[%u,%u,%u],\"pc\":",
+                   (unsigned long long)l.seq, rec->block[0], rec->block[1], rec->block[2],
+                   rec->thread[0], rec->thread[1], rec->thread[2]);
+    vg__buf_json_str(&j, pc);
+    vg__buf_printf(&j, ",\"stream\":\"%p\",\"checked_on_device\":true}", (void *)l.stream);
+    if (j.data && j.len < sizeof r.json)
+        memcpy(r.json, j.data, j.len + 1);
+    vg__buf_free(&j);
+    r.found = "by memcheck mode's device callback (the Compute Sanitizer API)";
+    vg__report(&r);
+}
+
+void vg__memcheck_poll(vg_heap_t *h) {
+    vg_mc_log_t *log = vg__memcheck_log(h);
+    if (!log)
+        return;
+    uint32_t *read = &log->read;
+    uint32_t count = __atomic_load_n(&log->count, __ATOMIC_ACQUIRE);
+    if (count - *read > log->capacity) {
+        atomic_fetch_add(&g_lost, count - *read - log->capacity);
+        *read = count - log->capacity;
+    }
+    while (*read != count) {
+        const vg_mc_record_t *slot = &log->rec[*read % log->capacity];
+        if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != *read + 1)
+            break; /* still being written: read it next time */
+        vg_mc_record_t rec = *slot;
+        __atomic_store_n(read, *read + 1, __ATOMIC_RELEASE);
+        report(h, &rec);
+    }
+    uint32_t dropped = __atomic_exchange_n(&log->dropped, 0, __ATOMIC_ACQ_REL);
+    atomic_fetch_add(&g_lost, dropped);
+}
+
+void vg__memcheck_exit_summary(void) {
+    if (!vg__memcheck_on())
+        return;
+    uint64_t modules, checked, skipped;
+    vg__memcheck_counts(&modules, &checked, &skipped);
+    uint64_t found = atomic_load(&g_found), reported = atomic_load(&g_reported),
+             lost = atomic_load(&g_lost);
+    if (found > reported || lost) {
+        char more[96] = "";
+        if (lost)
+            snprintf(more, sizeof more, "; %llu more came faster than they could be logged",
+                     (unsigned long long)lost);
+        vg__log("memcheck: %llu bad accesses found, %llu reported (the first of each kernel, "
+                "instruction and kind)%s",
+                (unsigned long long)found, (unsigned long long)reported, more);
+    }
+    if (vg__opt.verbose)
+        vg__log("memcheck: %llu modules patched; %llu launches checked, %llu not (memcheck_every, "
+                "memcheck_kernels, or before the first allocation)",
+                (unsigned long long)modules, (unsigned long long)checked,
+                (unsigned long long)skipped);
+}
