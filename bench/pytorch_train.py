@@ -8,6 +8,8 @@ ALLOC is one of
     expandable  PyTorch's allocator with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
     vramguard   vramguard.enable() (fast mode)
     guard       vramguard.enable(mode="guard")
+    memcheck    vramguard.enable(mode="memcheck") (run it under `python -m vramguard run
+                --mode=memcheck`, which patches the kernels as they load)
 
 gpt2 is GPT-2 small (124M parameters: 12 layers, 12 heads, 768 wide, 1024 tokens, the
 50304-token vocabulary) built from code with random weights, trained on random tokens
@@ -31,7 +33,8 @@ import sys
 import time
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-ap.add_argument("--alloc", required=True, choices=["default", "expandable", "vramguard", "guard"])
+ap.add_argument("--alloc", required=True, choices=["default", "expandable", "vramguard", "guard",
+                                                       "memcheck"])
 ap.add_argument("--model", default="gpt2", choices=["gpt2", "resnet50"])
 ap.add_argument("--steps", type=int, default=300)
 ap.add_argument("--warmup", type=int, default=20)
@@ -53,11 +56,11 @@ import torch  # noqa: E402  (after the environment above)
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-if args.alloc in ("vramguard", "guard"):
+if args.alloc in ("vramguard", "guard", "memcheck"):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import vramguard
     opts = {"trace": args.trace} if args.trace else {}
-    vramguard.enable(mode="guard" if args.alloc == "guard" else "fast", **opts)
+    vramguard.enable(mode="fast" if args.alloc == "vramguard" else args.alloc, **opts)
 
 torch.manual_seed(0)
 torch.use_deterministic_algorithms(True)
@@ -131,7 +134,7 @@ else:
         return F.cross_entropy(model(x), y)
 
 def reserved_now():
-    if args.alloc in ("vramguard", "guard"):
+    if args.alloc in ("vramguard", "guard", "memcheck"):
         return vramguard.memory_stats()["reserved_bytes.all.current"]
     return torch.cuda.memory_reserved()
 
@@ -167,7 +170,7 @@ torch.cuda.synchronize()
 marks.append(time.perf_counter())
 per10 = [(b - a) / 10 for a, b in zip(marks, marks[1:])]
 
-if args.alloc in ("vramguard", "guard"):
+if args.alloc in ("vramguard", "guard", "memcheck"):
     st = vramguard.memory_stats()
     peak_alloc, peak_res = st["allocated_bytes.all.peak"], st["reserved_bytes.all.peak"]
     errors = len(vramguard.errors())
@@ -183,7 +186,7 @@ if args.memory_history:
 free, total = torch.cuda.mem_get_info()
 out = {
     "model": args.model, "alloc": args.alloc + (
-        " (vramguard run)" if args.alloc in ("vramguard", "guard") and vramguard._lib._preloaded()
+        " (vramguard run)" if args.alloc in ("vramguard", "guard", "memcheck") and vramguard._lib._preloaded()
         else ""),
     "batch": batch, "steps": args.steps,
     "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,

@@ -35,6 +35,8 @@
 #            beside memcheck alone (access-tool: the compute-sanitizer steps alone)
 #   rooms    issue 36: guard unit cases on the driver, the examples plain and in guard mode,
 #            two access_user programs, nvtx_oob under memcheck --nvtx over vramguard
+#   memcheck issue 32: memcheck mode on the real Compute Sanitizer API (memcheck-c: the
+#            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost)
 #   h2d      bench/h2d_copy_timing.py plain, under vramguard run fast and guard mode (and
 #            guard_defer=off), with and without a first allocation before the long kernel
 #   convert  PyTorch memory snapshots of the two loops under PyTorch's allocator, turned
@@ -115,6 +117,49 @@ PY
 }
 
 case $PART in
+memcheck|memcheck-c|memcheck-torch)
+    # Issue 32 (docs/memcheck.md, docs/decisions.md G13): memcheck mode on the real driver
+    # and the real Compute Sanitizer API. memcheck-c: memcheck_user's planted and clean
+    # cases plain and under memcheck, the examples under memcheck. memcheck-torch: the
+    # PyTorch scripts (a write and a read past a tensor, a gather past its table, a freed
+    # tensor read on a side stream) and 12 steps of the two loops plain, under memcheck
+    # mode and under compute-sanitizer memcheck alone.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    compute-sanitizer --version | head -2
+    build
+    if [ "$PART" != memcheck-torch ]; then
+        for c in read_past read_far read_before write_far read_freed write_freed async_past \
+                 pool_past library_past other_stream clean; do
+            step "memcheck_user $c plain" 30 "$B/tests/preload/memcheck_user" $c
+            step "memcheck_user $c memcheck" 60 "$B/vramguard" run --mode=memcheck --leaks=off \
+                --verbose=$([ $c = clean ] && echo 1 || echo 0) -- "$B/tests/preload/memcheck_user" $c
+        done
+        for ex in s1_overrun s2_use_after_free s9_illegal_address clean_program; do
+            step "$ex memcheck" 60 "$B/vramguard" run --mode=memcheck -- "$B/examples/$ex"
+        done
+    fi
+    if [ "$PART" != memcheck-c ]; then
+        for how in "" --read --fixed; do
+            step "oob_custom_kernel $how memcheck" 240 python3 -m vramguard run --mode=memcheck \
+                examples/pytorch/oob_custom_kernel.py $how
+        done
+        for how in --gather "--gather --fixed" --stream "--stream --fixed"; do
+            step "kernel_reads $how memcheck" 240 python3 -m vramguard run --mode=memcheck \
+                examples/pytorch/kernel_reads.py $how
+        done
+        for model in ${MODELS:-gpt2:1 resnet50:16}; do
+            m=${model%%:*} b=${model#*:}
+            step "$m plain" 120 python3 bench/pytorch_train.py --alloc default --model $m \
+                --batch $b --steps 12 --warmup 2
+            step "$m memcheck mode" 240 python3 -m vramguard run --mode=memcheck \
+                bench/pytorch_train.py --alloc memcheck --model $m --batch $b --steps 12 --warmup 2
+            [ -n "${NO_CS:-}" ] || step "$m compute-sanitizer memcheck alone" 240 compute-sanitizer \
+                --tool memcheck --print-limit 4 python3 bench/pytorch_train.py --alloc default \
+                --model $m --batch $b --steps 12 --warmup 2
+        done
+    fi
+    ;;
 c)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv

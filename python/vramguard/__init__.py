@@ -30,8 +30,8 @@ def options_string(mode=None, **options):
     bool; keys are vramguard's option names ('vramguard help options')."""
     items = []
     if mode is not None:
-        if mode not in ("fast", "guard"):
-            raise ValueError("mode must be 'fast' or 'guard', not %r" % (mode,))
+        if mode not in ("fast", "guard", "memcheck"):
+            raise ValueError("mode must be 'fast', 'guard' or 'memcheck', not %r" % (mode,))
         items.append(("mode", mode))
     items.extend(sorted(options.items()))
     out = []
@@ -55,13 +55,13 @@ def pytorch_defaults(options, environ=os.environ, mode="fast"):
       everything live then is not a list of leaks. Tensors that accumulate are found by
       growth over training steps instead; leaks="on" brings the list back.
     - python_frames=1 in guard mode: reports name the Python lines that allocated and
-      freed a tensor (model.py:42), not PyTorch's C++ frames. It costs a GIL round trip
-      per allocation, so fast mode leaves it off."""
+      freed a tensor (model.py:42), not PyTorch's C++ frames (also in memcheck mode). It
+      costs a GIL round trip per allocation, so fast mode leaves it off."""
     out = dict(options)
     env = _env_options(environ)
     if "leaks" not in out and "leaks" not in env:
         out["leaks"] = "off"
-    if mode == "guard" and "python_frames" not in out and "python_frames" not in env:
+    if mode in ("guard", "memcheck") and "python_frames" not in out and "python_frames" not in env:
         out["python_frames"] = "1"
     return out
 
@@ -130,7 +130,9 @@ def _truthy(v):
 def enable(mode=None, auto_step=None, **options):
     """Route every CUDA tensor allocation of this process through vramguard.
 
-    mode: "fast" (the allocator) or "guard" (redzones, poison, quarantine and checks);
+    mode: "fast" (the allocator), "guard" (redzones, poison, quarantine and checks) or
+    "memcheck" (guard mode plus every kernel's loads and stores checked on the device;
+    it needs `python -m vramguard run`, which patches the kernels as they load);
     by default the mode of VRAMGUARD_OPTIONS (set by `vramguard run --mode=...`), else
     "fast".
     auto_step: mark a training step (step()) after each optimizer step, so that memory
@@ -168,7 +170,7 @@ def enable(mode=None, auto_step=None, **options):
     _wire_hooks(torch, l)
     hook = getattr(_optimizer_module(), "register_optimizer_step_post_hook", None)
     if auto_step is None:
-        auto_step = effective == "guard"
+        auto_step = effective in ("guard", "memcheck")
     if _truthy(auto_step) and hook is not None:
         hook(_auto_step)
     _enabled = True

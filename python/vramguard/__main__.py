@@ -48,7 +48,7 @@ def _interposer_command(argv, opts, mode, interpose=None, environ=os.environ,
     opts: the run options less --mode, --interpose and --follow-children; mode: the
     effective mode; interpose: --interpose's value (None: in guard mode); follow:
     --follow-children (then the script's processes get `vramguard run` too)."""
-    want = mode == "guard" if interpose is None else vramguard._truthy(interpose)
+    want = mode in ("guard", "memcheck") if interpose is None else vramguard._truthy(interpose)
     if not want or _lib._preloaded():
         return None, None
     if environ.get(_INTERPOSED):

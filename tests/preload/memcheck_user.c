@@ -1,0 +1,196 @@
+/* memcheck_user.c — kernels that read and write where they should not, and the same
+ * kernels used right (tests/cli memcheck_*; docs/memcheck.md). A plain driver-API program
+ * with real kernels (examples/kernels.cu, whose host twins tell vgsim of each access),
+ * correct on a GPU but for the planted bug.
+ *
+ * usage: memcheck_user CASE. The bugs, each a kernel's access that no API call shows:
+ *   read_past     ex_sum reads floats 995 to 1004 of a 1000-float (4000-byte) buffer:
+ *                 the first bad read is 0 bytes past its end
+ *   read_far      ex_sum reads one float 1 MiB past the end of a 4000-byte buffer (a
+ *                 bad index), in segment memory no allocation holds
+ *   read_before   ex_sum_range reads from 4 bytes before the start of a buffer
+ *   write_far     ex_scatter writes one float at index 70000 of a 1000-float buffer
+ *   read_freed    ex_sum reads a buffer freed (cuMemFreeAsync) just before on its stream
+ *   write_freed   ex_fill writes a buffer freed (cuMemFree) just before
+ *   async_past    ex_sum reads past a cuMemAllocAsync buffer, on its stream
+ *   pool_past     ex_sum reads past a buffer of a memory pool (cuMemAllocFromPoolAsync)
+ *   library_past  ex_sum loaded as a library (cuLibraryLoadData, as the CUDA runtime loads
+ *                 PyTorch's kernels) reads past a buffer
+ *   other_stream  a buffer freed on stream A is read by a kernel on stream B, queued after
+ *                 an event recorded on A (the free is ordered, the read is not allowed)
+ * and the correct ones (no report, the same sums with and without vramguard):
+ *   clean         begin/end pairs (end one past the last float), odd sizes (1, 3, 4001,
+ *                 65537 bytes) written up to their last byte, every float of buffers read,
+ *                 memory freed and reused, async allocations on two streams
+ * Exit status 0, or 1 if a correct case read a wrong value.
+ */
+#include "common.h"
+
+#include <math.h>
+
+static ex_t g_ex;
+
+static float device_float(CUdeviceptr p) {
+    float v;
+    CK(cuMemcpyDtoH(&v, p, sizeof v));
+    return v;
+}
+
+/* A buffer of n floats, each v, ready (the fill completed). */
+static CUdeviceptr floats(size_t n, float v) {
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, n * sizeof(float)));
+    CK(ex_fill(&g_ex, p, v, n, NULL));
+    CK(cuCtxSynchronize());
+    return p;
+}
+
+static int planted(const char *c, CUdeviceptr out) {
+    CUstream s;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    if (strcmp(c, "read_past") == 0) {
+        CUdeviceptr p = floats(1000, 1.0f);
+        CK(ex_sum(&g_ex, p, 995, 10, out, NULL)); /* the bug */
+    } else if (strcmp(c, "read_far") == 0) {
+        CUdeviceptr p = floats(1000, 1.0f);
+        CK(ex_sum(&g_ex, p, 1000 + (1 << 18), 1, out, NULL)); /* the bug: 1 MiB past */
+    } else if (strcmp(c, "read_before") == 0) {
+        CUdeviceptr p = floats(1000, 1.0f);
+        CK(ex_sum_range(&g_ex, p - 4, p + 4000, out, NULL)); /* the bug */
+    } else if (strcmp(c, "write_far") == 0) {
+        CUdeviceptr p = floats(1000, 1.0f), idx;
+        long long i = 70000; /* the bug: an index past the end */
+        CK(cuMemAlloc(&idx, sizeof i));
+        CK(cuMemcpyHtoD(idx, &i, sizeof i));
+        void *params[] = {&p, &idx, &(unsigned){1}, &(float){2.0f}};
+        CK(cuLaunchKernel(g_ex.scatter, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+    } else if (strcmp(c, "read_freed") == 0) {
+        CUdeviceptr p;
+        CK(cuMemAllocAsync(&p, 4000, s));
+        CK(ex_fill(&g_ex, p, 1.0f, 1000, s));
+        CK(cuMemFreeAsync(p, s));
+        CK(ex_sum(&g_ex, p, 0, 10, out, s)); /* the bug */
+        CK(cuStreamSynchronize(s));
+    } else if (strcmp(c, "write_freed") == 0) {
+        CUdeviceptr p = floats(1000, 1.0f);
+        CK(cuMemFree(p));
+        CK(ex_fill(&g_ex, p, 2.0f, 10, NULL)); /* the bug */
+    } else if (strcmp(c, "async_past") == 0) {
+        CUdeviceptr p;
+        CK(cuMemAllocAsync(&p, 4000, s));
+        CK(ex_fill(&g_ex, p, 1.0f, 1000, s));
+        CK(ex_sum(&g_ex, p, 990, 20, out, s)); /* the bug */
+        CK(cuStreamSynchronize(s));
+    } else if (strcmp(c, "pool_past") == 0) {
+        CUmemoryPool pool;
+        CUmemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        props.location.id = 0;
+        CK(cuMemPoolCreate(&pool, &props));
+        CUdeviceptr p;
+        CK(cuMemAllocFromPoolAsync(&p, 4000, pool, s));
+        CK(ex_fill(&g_ex, p, 1.0f, 1000, s));
+        CK(ex_sum(&g_ex, p, 999, 2, out, s)); /* the bug */
+        CK(cuStreamSynchronize(s));
+    } else if (strcmp(c, "library_past") == 0) {
+        CUfunction sum = ex_library_kernel("ex_sum");
+        CUdeviceptr p = floats(1000, 1.0f);
+        unsigned long long first = 1000, n = 1;
+        void *params[] = {&p, &first, &n, &out}; /* the bug: one float past */
+        CK(cuLaunchKernel(sum, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+    } else if (strcmp(c, "other_stream") == 0) {
+        CUstream b;
+        CUevent e;
+        CK(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+        CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+        CUdeviceptr p;
+        CK(cuMemAllocAsync(&p, 4000, s));
+        CK(ex_fill(&g_ex, p, 1.0f, 1000, s));
+        CK(cuMemFreeAsync(p, s));
+        CK(cuEventRecord(e, s));
+        CK(cuStreamWaitEvent(b, e, 0));
+        CK(ex_sum(&g_ex, p, 0, 1000, out, b)); /* the bug: after the free, on stream b */
+        CK(cuStreamSynchronize(b));
+    } else {
+        return -1;
+    }
+    CK(cuCtxSynchronize());
+    printf("%s: launched\n", c);
+    return 0;
+}
+
+static int wrong;
+
+static void expect(const char *what, double got, double want) {
+    if (fabs(got - want) > 1e-3 * fabs(want) + 1e-6) {
+        printf("%s: %g, expected %g\n", what, got, want);
+        wrong++;
+    }
+}
+
+static void clean(CUdeviceptr out) {
+    /* begin/end pairs: end is one past the last float, never read */
+    CUdeviceptr a = floats(1000, 1.0f), b = floats(1024, 2.0f);
+    CK(ex_sum_range(&g_ex, a, a + 4000, out, NULL));
+    expect("begin/end of 1000 floats", device_float(out), 1000);
+    CK(ex_sum_range(&g_ex, b, b + 4096, out, NULL));
+    expect("begin/end of 1024 floats", device_float(out), 2048);
+    CK(ex_sum(&g_ex, a, 0, 1000, out, NULL));
+    expect("every float", device_float(out), 1000);
+    /* odd sizes, written up to their last byte and read back */
+    const size_t sizes[] = {1, 3, 4001, 65537};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        CUdeviceptr p;
+        CK(cuMemAlloc(&p, sizes[i]));
+        CK(ex_fill_bytes(&g_ex, p, 7, sizes[i], NULL));
+        unsigned char last = 0;
+        CK(cuMemcpyDtoH(&last, p + sizes[i] - 1, 1));
+        expect("the last byte", last, 7);
+        CK(cuMemFree(p));
+    }
+    /* freed and reused: the new allocation's bytes are its own */
+    CK(cuMemFree(a));
+    CUdeviceptr c = floats(1000, 3.0f);
+    CK(ex_sum(&g_ex, c, 0, 1000, out, NULL));
+    expect("a reused buffer", device_float(out), 3000);
+    /* async allocations on two streams, freed in stream order */
+    CUstream s[2];
+    for (int k = 0; k < 2; k++)
+        CK(cuStreamCreate(&s[k], CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < 20; i++) {
+        CUstream t = s[i % 2];
+        CUdeviceptr p;
+        size_t n = 100 + 37 * (size_t)i;
+        CK(cuMemAllocAsync(&p, n * sizeof(float), t));
+        CK(ex_fill(&g_ex, p, 1.0f, n, t));
+        CK(ex_sum_range(&g_ex, p, p + n * sizeof(float), out, t));
+        CK(cuMemFreeAsync(p, t));
+        CK(cuStreamSynchronize(t));
+        expect("an async buffer", device_float(out), (double)n);
+    }
+    CK(cuMemFree(b));
+    CK(cuMemFree(c));
+    CK(cuCtxSynchronize());
+    printf("clean: %s\n", wrong ? "WRONG VALUES" : "all sums right");
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: memcheck_user CASE (see the source)\n");
+        return 2;
+    }
+    g_ex = ex_init();
+    CUdeviceptr out;
+    CK(cuMemAlloc(&out, sizeof(float)));
+    if (strcmp(argv[1], "clean") == 0) {
+        clean(out);
+        return wrong ? 1 : 0;
+    }
+    if (planted(argv[1], out) < 0) {
+        fprintf(stderr, "memcheck_user: unknown case '%s'\n", argv[1]);
+        return 2;
+    }
+    return 0;
+}
