@@ -49,7 +49,7 @@ static struct {
 #undef VG_X
     vg_san_set_launch_data_t set_launch_data;
     vg_san_subscriber_t sub;
-    char path[PATH_MAX];
+    char path[PATH_MAX + 64];
 } S;
 
 static bool g_ready;
@@ -82,7 +82,7 @@ static bool try_path(const char *path) {
         vg__log("memcheck: %s lacks the Compute Sanitizer API's functions", path);
         return false;
     }
-    snprintf(S.path, sizeof S.path, "%s", path);
+    snprintf(S.path, sizeof S.path, "%.*s", (int)sizeof S.path - 1, path);
     return true;
 }
 
@@ -90,10 +90,10 @@ static bool try_path(const char *path) {
  * bin/compute-sanitizer is a launcher beside ../compute-sanitizer/. */
 static bool try_from_path(void) {
     const char *p = getenv("PATH");
-    char dir[PATH_MAX], exe[PATH_MAX + 32], real[PATH_MAX], lib[PATH_MAX + 64];
+    char dir[1024], exe[1100], real[PATH_MAX], lib[PATH_MAX + 64];
     while (p && *p) {
         size_t n = strcspn(p, ":");
-        snprintf(dir, sizeof dir, "%.*s", (int)n, p);
+        snprintf(dir, sizeof dir, "%.*s", (int)(n < sizeof dir ? n : sizeof dir - 1), p);
         p += n + (p[n] == ':');
         snprintf(exe, sizeof exe, "%s/compute-sanitizer", dir);
         if (!*dir || access(exe, X_OK) != 0 || !realpath(exe, real))
@@ -114,15 +114,15 @@ static bool find_api(void) {
     if (vg__opt.sanitizer_lib[0])
         return try_path(vg__opt.sanitizer_lib);
     if (bind(vg__drv.handle)) { /* vgsim's stand-in */
-        snprintf(S.path, sizeof S.path, "%s (vgsim's stand-in)", vg__drv.path);
+        snprintf(S.path, sizeof S.path, "%.512s (vgsim's stand-in)", vg__drv.path);
         return true;
     }
-    char lib[PATH_MAX];
+    char lib[1200];
     const char *homes[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda"};
     for (size_t i = 0; i < VG_ARRAY_LEN(homes); i++) {
         if (!homes[i] || !*homes[i])
             continue;
-        snprintf(lib, sizeof lib, "%s/compute-sanitizer/libsanitizer-public.so", homes[i]);
+        snprintf(lib, sizeof lib, "%.1024s/compute-sanitizer/libsanitizer-public.so", homes[i]);
         if (try_path(lib))
             return true;
     }
