@@ -15,9 +15,13 @@
  * Guard mode's shadow kernel rewrites a block's words in stream order at its allocation
  * and at its free, as it fills redzones.
  *
- * The table. The device finds the segment of an address in a sorted table of segments,
- * which the host replaces (never edits) when segments come and go: a launch uses the
- * table that was current when it was launched.
+ * The table. The device finds the segment of an address in a directory of the 2 MiB
+ * pages between the lowest and the highest segment (one 32-bit entry a page: the index + 1
+ * of the segment holding the whole page, 0 for none, VG_MC_DIR_SEARCH for a page two
+ * segments share), else — a page shared, or no directory because the span is too wide —
+ * by a binary search of the sorted segments. The host replaces the table (never edits
+ * it) when segments come and go: a launch uses the table that was current when it was
+ * launched.
  *
  * The state: {table, log} in device memory, aligned to VG_MC_LAUNCH_SPAN. The callback's
  * user data is the state's address plus the launch's number modulo VG_MC_LAUNCH_SPAN, so
@@ -52,12 +56,21 @@ typedef struct vg_mc_seg {
     uint64_t shadow;    /* device address of its (end - base) >> VG_MC_SHIFT words */
 } vg_mc_seg_t;
 
+#define VG_MC_DIR_SHIFT 21u
+#define VG_MC_DIR_SEARCH 0xFFFFFFFFu
+#define VG_MC_DIR_MAX (1u << 18) /* pages (512 GiB of span) at most; wider: search only */
+
 typedef struct vg_mc_table {
     uint64_t n;       /* segments, sorted by base, not overlapping */
     uint64_t lo, hi;  /* the first base and the last end: outside, nothing is ours */
-    uint64_t pad;
-    vg_mc_seg_t seg[1]; /* (n of them) */
+    uint64_t ndir;    /* directory entries after the segments (0: none) */
+    vg_mc_seg_t seg[1]; /* (n of them, then ndir uint32_t entries) */
 } vg_mc_table_t;
+
+/* Bytes of a table of n segments and ndir directory entries. */
+#define VG_MC_TABLE_BYTES(n, ndir)                                                          \
+    (sizeof(vg_mc_table_t) - sizeof(vg_mc_seg_t) + (n) * sizeof(vg_mc_seg_t) +             \
+     (ndir) * sizeof(uint32_t))
 
 typedef struct vg_mc_record {
     uint64_t addr;      /* the first byte accessed */
@@ -109,30 +122,42 @@ VG_MC_FN uint32_t vg_mc_word_refuses(uint32_t w, uint64_t off_in_granule, uint32
     return w;
 }
 
+/* The access against segment s, which holds a. */
+VG_MC_FN uint32_t vg_mc_seg_refuses(const vg_mc_seg_t *s, uint64_t a, uint32_t size) {
+    uint64_t off = a - s->base;
+    const uint16_t *shadow = (const uint16_t *)(uintptr_t)s->shadow;
+    uint32_t w = shadow[off >> VG_MC_SHIFT];
+    uint64_t in = off & (VG_MC_GRANULE - 1);
+    if (w == 0 && in + size > VG_MC_GRANULE) { /* (crosses into the next granule) */
+        if (a + size > s->end)
+            return VG_MC_NONE;
+        w = shadow[(off >> VG_MC_SHIFT) + 1];
+        return vg_mc_word_refuses(w, 0, (uint32_t)(in + size - VG_MC_GRANULE));
+    }
+    return vg_mc_word_refuses(w, in, size);
+}
+
 VG_MC_FN uint32_t vg_mc_refuses(const vg_mc_table_t *t, uint64_t a, uint32_t size) {
     if (a < t->lo || a >= t->hi)
         return 0;
+    if (t->ndir) {
+        const uint32_t *dir = (const uint32_t *)&t->seg[t->n];
+        uint32_t e = dir[(a - t->lo) >> VG_MC_DIR_SHIFT];
+        if (e == 0)
+            return 0;
+        if (e != VG_MC_DIR_SEARCH)
+            return vg_mc_seg_refuses(&t->seg[e - 1], a, size);
+    }
     uint64_t lo = 0, hi = t->n;
     while (lo < hi) {
         uint64_t mid = (lo + hi) / 2;
         const vg_mc_seg_t *s = &t->seg[mid];
-        if (a < s->base) {
+        if (a < s->base)
             hi = mid;
-        } else if (a >= s->end) {
+        else if (a >= s->end)
             lo = mid + 1;
-        } else {
-            uint64_t off = a - s->base;
-            const uint16_t *shadow = (const uint16_t *)(uintptr_t)s->shadow;
-            uint32_t w = shadow[off >> VG_MC_SHIFT];
-            uint64_t in = off & (VG_MC_GRANULE - 1);
-            if (w == 0 && in + size > VG_MC_GRANULE) { /* (crosses into the next granule) */
-                if (a + size > s->end)
-                    return VG_MC_NONE;
-                w = shadow[(off >> VG_MC_SHIFT) + 1];
-                return vg_mc_word_refuses(w, 0, (uint32_t)(in + size - VG_MC_GRANULE));
-            }
-            return vg_mc_word_refuses(w, in, size);
-        }
+        else
+            return vg_mc_seg_refuses(s, a, size);
     }
     return 0;
 }

@@ -156,6 +156,9 @@ memcheck|memcheck-c|memcheck-torch)
                 --batch $b --steps 12 --warmup 2
             step "$m memcheck mode" 240 python3 -m vramguard run --mode=memcheck \
                 bench/pytorch_train.py --alloc memcheck --model $m --batch $b --steps 12 --warmup 2
+            step "$m memcheck mode, no kernel checked (the API's own cost)" 240 python3 -m \
+                vramguard run --mode=memcheck --memcheck_kernels=vg-none bench/pytorch_train.py \
+                --alloc memcheck --model $m --batch $b --steps 12 --warmup 2
             [ -n "${NO_CS:-}" ] || step "$m compute-sanitizer memcheck alone" 240 compute-sanitizer \
                 --tool memcheck --print-limit 4 python3 bench/pytorch_train.py --alloc default \
                 --model $m --batch $b --steps 12 --warmup 2

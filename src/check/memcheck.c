@@ -244,15 +244,30 @@ static void free_retired(mc_ctx_t *c) {
 /* Upload the table of c's segments and point the state at it (c locked, context
  * current). Launches made after this returns use it. */
 static void publish(mc_ctx_t *c) {
-    size_t bytes = offsetof(vg_mc_table_t, seg) + (c->nsegs ? c->nsegs : 1) * sizeof(vg_mc_seg_t);
+    uint64_t lo = c->nsegs ? c->segs[0].base : 0, hi = c->nsegs ? c->segs[c->nsegs - 1].end : 0;
+    uint64_t page = 1ull << VG_MC_DIR_SHIFT;
+    uint64_t ndir = (hi - lo + page - 1) >> VG_MC_DIR_SHIFT;
+    if (ndir > VG_MC_DIR_MAX)
+        ndir = 0; /* (segments too far apart: a binary search) */
+    size_t bytes = VG_MC_TABLE_BYTES(c->nsegs ? c->nsegs : 1, ndir);
     vg_mc_table_t *t = calloc(1, bytes);
     if (!t)
         return broken(c, CUDA_ERROR_OUT_OF_MEMORY, "building the segment table");
     t->n = c->nsegs;
     for (size_t i = 0; i < c->nsegs; i++)
         t->seg[i] = (vg_mc_seg_t){c->segs[i].base, c->segs[i].end, c->segs[i].shadow};
-    t->lo = c->nsegs ? c->segs[0].base : 0;
-    t->hi = c->nsegs ? c->segs[c->nsegs - 1].end : 0;
+    t->lo = lo;
+    t->hi = hi;
+    t->ndir = ndir;
+    uint32_t *dir = (uint32_t *)&t->seg[t->n];
+    for (size_t i = 0; i < c->nsegs && ndir; i++) { /* each page: its segment, or "search" */
+        for (uint64_t p = (c->segs[i].base - lo) >> VG_MC_DIR_SHIFT;
+             p < ndir && lo + (p << VG_MC_DIR_SHIFT) < c->segs[i].end; p++) {
+            uint64_t start = lo + (p << VG_MC_DIR_SHIFT);
+            bool whole = start >= c->segs[i].base && start + page <= c->segs[i].end;
+            dir[p] = whole && dir[p] == 0 ? (uint32_t)(i + 1) : VG_MC_DIR_SEARCH;
+        }
+    }
     CUdeviceptr dev = 0;
     uint64_t dev_addr = 0;
     CUresult r = vg__cuMemAlloc(&dev, bytes);
@@ -588,9 +603,25 @@ static struct {
     char *copy;
 } g_names[NAMES];
 
+static struct {
+    const char *key, *copy;
+} g_recent[256]; /* the API's name pointers last seen, by pointer (g_ring_lock held) */
+
+static const char *intern_slow(const char *name);
+
 static const char *intern(const char *name) { /* (g_ring_lock held) */
     if (!name)
         return "(unnamed kernel)";
+    size_t i = ((uintptr_t)name >> 4) % VG_ARRAY_LEN(g_recent);
+    if (g_recent[i].key == name && strcmp(g_recent[i].copy, name) == 0)
+        return g_recent[i].copy;
+    const char *copy = intern_slow(name);
+    g_recent[i].key = name;
+    g_recent[i].copy = copy;
+    return copy;
+}
+
+static const char *intern_slow(const char *name) {
     uint64_t hsh = 1469598103934665603ull;
     for (const char *p = name; *p; p++)
         hsh = (hsh ^ (unsigned char)*p) * 1099511628211ull;

@@ -109,46 +109,67 @@ static void stream_text(char *out, size_t n, CUstream s) {
         snprintf(out, n, "stream %p", (void *)s);
 }
 
-static void report(vg_heap_t *h, const vg_mc_record_t *rec) {
-    atomic_fetch_add(&g_found, 1);
+/* The bad accesses of one poll that share a kernel (by name and launch site), an
+ * allocation (or, for memory no allocation holds, a 512-byte granule), read or write and
+ * kind: one report for all of them, naming the first. */
+typedef struct group {
+    uint64_t key;
+    vg_mc_record_t first;
     vg_mc_launch_t l;
-    bool known = vg__memcheck_launch(rec->launch, &l);
-    if (!known)
-        memset(&l, 0, sizeof l);
-    const char *kernel = known ? vg__kernel_name(l.name) : "(a kernel launched long ago)";
+    bool known;
     vg_access_fault_t f;
-    int c = classify(h, rec->addr, rec->size, &f);
-    if (rec->shadow == VG_MC_FREED && f.what != VG_FAULT_FREED) { /* (reused since) */
-        f.what = VG_FAULT_FREED;
+    uint64_t count;
+    int64_t lo, hi; /* offsets of the accesses' first and last bytes from the allocation */
+} group_t;
+
+/* What record rec is about: its launch and allocation; the group's key. */
+static uint64_t describe(vg_heap_t *h, const vg_mc_record_t *rec, group_t *g) {
+    memset(g, 0, sizeof *g);
+    g->first = *rec;
+    g->known = vg__memcheck_launch(rec->launch, &g->l);
+    vg_access_fault_t *f = &g->f;
+    int c = classify(h, rec->addr, rec->size, f);
+    if (rec->shadow == VG_MC_FREED && f->what != VG_FAULT_FREED) { /* (reused since) */
+        f->what = VG_FAULT_FREED;
         if (c == 0)
-            f.has_block = false;
+            f->has_block = false;
     }
-    if (c == 0 && rec->shadow != VG_MC_FREED && f.has_block && f.what == 0)
-        f.what = VG_FAULT_BOUNDS; /* (the memory was allocated since: the access was not) */
-    uint64_t key = mix(mix(rec->pc, (uint64_t)(uintptr_t)l.name),
-                       mix(f.what, (rec->flags & VG_MC_WRITE) | f.alloc_site << 4));
-    bool write_ = rec->flags & (VG_MC_WRITE | VG_MC_ATOMIC);
-    if (write_ && f.has_block && f.id)
-        saw(f.id, f.what == VG_FAULT_FREED ? 2 : rec->addr < f.user ? 0 : 1, true);
-    if (!vg__report_first_time(key))
-        return;
+    if (c == 0 && rec->shadow != VG_MC_FREED && f->has_block && f->what == 0)
+        f->what = VG_FAULT_BOUNDS; /* (the memory was allocated since: the access was not) */
+    bool write = rec->flags & (VG_MC_WRITE | VG_MC_ATOMIC);
+    int64_t off = f->has_block ? (int64_t)(rec->addr - f->user) : (int64_t)rec->addr;
+    g->lo = off;
+    g->hi = off + rec->size - 1;
+    g->count = 1;
+    uint64_t where = f->has_block ? f->id : rec->addr >> VG_MC_SHIFT;
+    int side = f->what == VG_FAULT_FREED ? 2 : f->has_block && off < 0 ? 0 : 1;
+    if (write && f->has_block && f->id)
+        saw(f->id, side, true);
+    return mix(mix((uint64_t)(uintptr_t)g->l.name, g->l.site),
+               mix(where, (uint64_t)side << 1 | write));
+}
+
+static void emit(const group_t *g) {
+    const vg_mc_record_t *rec = &g->first;
+    const vg_access_fault_t *f = &g->f;
+    const char *kernel = g->known ? vg__kernel_name(g->l.name) : "(a kernel launched long ago)";
     atomic_fetch_add(&g_reported, 1);
     vg_report_t r = {.kind = VG_REPORT_OOB_AFTER, .clean_seq = UINT64_MAX,
-                     .call_site = known ? l.site : 0, .kernel = known ? l.name : NULL,
+                     .call_site = g->known ? g->l.site : 0, .kernel = g->known ? g->l.name : NULL,
                      .call_what = "the kernel was launched at"};
-    vg__access_fill_report(&r, &f);
+    vg__access_fill_report(&r, f);
     const char *op = op_name(rec->flags);
     bool write = rec->flags & (VG_MC_WRITE | VG_MC_ATOMIC);
-    int64_t off = (int64_t)(rec->addr - f.user);
-    char head[96], where[200], pc[192], st[48];
-    if (f.what == VG_FAULT_FREED) {
+    int64_t off = (int64_t)(rec->addr - f->user);
+    char head[96], where[200], pc[192], st[48], more[160] = "";
+    if (f->what == VG_FAULT_FREED) {
         r.kind = VG_REPORT_USE_AFTER_FREE;
         snprintf(head, sizeof head, "kernel %s freed memory", write ? "writes to" : "reads");
-    } else if (f.has_block && off < 0) {
+    } else if (f->has_block && off < 0) {
         r.kind = VG_REPORT_OOB_BEFORE;
         snprintf(head, sizeof head, "kernel %s before the start of an allocation",
                  write ? "writes" : "reads");
-    } else if (f.has_block) {
+    } else if (f->has_block) {
         snprintf(head, sizeof head, "kernel %s past the end of an allocation",
                  write ? "writes" : "reads");
     } else {
@@ -156,16 +177,23 @@ static void report(vg_heap_t *h, const vg_mc_record_t *rec) {
                  write ? "writes" : "reads");
     }
     r.headline = head;
-    where_text(where, sizeof where, &f, rec->addr, rec->size);
-    if (known)
-        vg__memcheck_pc_text(&l, rec->pc, pc, sizeof pc);
+    where_text(where, sizeof where, f, rec->addr, rec->size);
+    if (g->known)
+        vg__memcheck_pc_text(&g->l, rec->pc, pc, sizeof pc);
     else
         snprintf(pc, sizeof pc, "pc 0x%llx", (unsigned long long)rec->pc);
-    stream_text(st, sizeof st, l.stream);
+    stream_text(st, sizeof st, g->l.stream);
+    if (g->count > 1 && f->has_block)
+        snprintf(more, sizeof more, "; %llu such accesses in all, to bytes %lld to %lld of it",
+                 (unsigned long long)g->count, (long long)g->lo, (long long)g->hi);
+    else if (g->count > 1)
+        snprintf(more, sizeof more, "; %llu such accesses in all",
+                 (unsigned long long)g->count);
     snprintf(r.lead, sizeof r.lead, "%s (launch #%llu on %s), block (%u,%u,%u) thread (%u,%u,%u): "
-             "a %u-byte %s %s",
-             kernel, (unsigned long long)l.seq, st, rec->block[0], rec->block[1], rec->block[2],
-             rec->thread[0], rec->thread[1], rec->thread[2], rec->size, op, where);
+             "a %u-byte %s %s%s",
+             kernel, (unsigned long long)g->l.seq, st, rec->block[0], rec->block[1],
+             rec->block[2], rec->thread[0], rec->thread[1], rec->thread[2], rec->size, op, where,
+             more);
     snprintf(r.detail, sizeof r.detail,
              "at %s, address 0x%llx\n"
              "memcheck mode checked it on the device, before the access was made: on a GPU "
@@ -174,23 +202,61 @@ static void report(vg_heap_t *h, const vg_mc_record_t *rec) {
              pc, (unsigned long long)rec->addr);
     vg_buf_t j = {0};
     vg__buf_printf(&j, ",\"access\":{\"operation\":\"%s\",\"size\":%u,\"address\":\"0x%llx\","
-                   "\"offset\":%lld,\"past_end\":%lld,\"before_start\":%lld,\"kernel\":",
+                   "\"offset\":%lld,\"past_end\":%lld,\"before_start\":%lld,\"accesses\":%llu,"
+                   "\"kernel\":",
                    op, rec->size, (unsigned long long)rec->addr,
-                   f.has_block ? (long long)off : 0LL,
-                   f.has_block && off + (int64_t)rec->size > (int64_t)f.size
-                       ? (long long)(off + rec->size - f.size) : 0LL,
-                   f.has_block && off < 0 ? (long long)-off : 0LL);
+                   f->has_block ? (long long)off : 0LL,
+                   f->has_block && off + (int64_t)rec->size > (int64_t)f->size
+                       ? (long long)(off + rec->size - f->size) : 0LL,
+                   f->has_block && off < 0 ? (long long)-off : 0LL,
+                   (unsigned long long)g->count);
     vg__buf_json_str(&j, kernel);
     vg__buf_printf(&j, ",\"launch\":%llu,\"block\":[%u,%u,%u],\"thread\":[%u,%u,%u],\"pc\":",
-                   (unsigned long long)l.seq, rec->block[0], rec->block[1], rec->block[2],
+                   (unsigned long long)g->l.seq, rec->block[0], rec->block[1], rec->block[2],
                    rec->thread[0], rec->thread[1], rec->thread[2]);
     vg__buf_json_str(&j, pc);
-    vg__buf_printf(&j, ",\"stream\":\"%p\",\"checked_on_device\":true}", (void *)l.stream);
+    vg__buf_printf(&j, ",\"stream\":\"%p\",\"checked_on_device\":true}", (void *)g->l.stream);
     if (j.data && j.len < sizeof r.json)
         memcpy(r.json, j.data, j.len + 1);
     vg__buf_free(&j);
     r.found = "by memcheck mode's device callback (the Compute Sanitizer API)";
     vg__report(&r);
+}
+
+#define GROUPS 64
+
+/* Records [0, n) of one poll, grouped and reported (each group once per run). */
+static void report_all(vg_heap_t *h, const vg_mc_record_t *recs, size_t n) {
+    group_t *gs = calloc(GROUPS, sizeof *gs);
+    if (!gs)
+        return;
+    size_t ng = 0;
+    for (size_t i = 0; i < n; i++) {
+        group_t one;
+        uint64_t key = describe(h, &recs[i], &one);
+        atomic_fetch_add(&g_found, 1);
+        size_t k = 0;
+        while (k < ng && gs[k].key != key)
+            k++;
+        if (k < ng) {
+            gs[k].count++;
+            gs[k].lo = one.lo < gs[k].lo ? one.lo : gs[k].lo;
+            gs[k].hi = one.hi > gs[k].hi ? one.hi : gs[k].hi;
+            continue;
+        }
+        if (ng == GROUPS) { /* (many at once: report these, start again) */
+            for (size_t q = 0; q < ng; q++)
+                if (vg__report_first_time(gs[q].key))
+                    emit(&gs[q]);
+            ng = 0;
+        }
+        gs[ng] = one;
+        gs[ng++].key = key;
+    }
+    for (size_t q = 0; q < ng; q++)
+        if (vg__report_first_time(gs[q].key))
+            emit(&gs[q]);
+    free(gs);
 }
 
 void vg__memcheck_poll(vg_heap_t *h) {
@@ -203,16 +269,22 @@ void vg__memcheck_poll(vg_heap_t *h) {
         atomic_fetch_add(&g_lost, count - *read - log->capacity);
         *read = count - log->capacity;
     }
-    while (*read != count) {
+    if (*read == count)
+        return;
+    vg_mc_record_t *recs = malloc((size_t)log->capacity * sizeof *recs);
+    size_t n = 0;
+    while (recs && *read != count) {
         const vg_mc_record_t *slot = &log->rec[*read % log->capacity];
         if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != *read + 1)
             break; /* still being written: read it next time */
-        vg_mc_record_t rec = *slot;
+        recs[n++] = *slot;
         __atomic_store_n(read, *read + 1, __ATOMIC_RELEASE);
-        report(h, &rec);
     }
     uint32_t dropped = __atomic_exchange_n(&log->dropped, 0, __ATOMIC_ACQ_REL);
     atomic_fetch_add(&g_lost, dropped);
+    if (recs)
+        report_all(h, recs, n);
+    free(recs);
 }
 
 void vg__memcheck_exit_summary(void) {
@@ -227,9 +299,10 @@ void vg__memcheck_exit_summary(void) {
         if (lost)
             snprintf(more, sizeof more, "; %llu more came faster than they could be logged",
                      (unsigned long long)lost);
-        vg__log("memcheck: %llu bad accesses found, %llu reported (the first of each kernel, "
-                "instruction and kind)%s",
-                (unsigned long long)found, (unsigned long long)reported, more);
+        vg__log("memcheck: %llu bad accesses found, %llu report%s (one per kernel, allocation "
+                "and kind of error)%s",
+                (unsigned long long)found, (unsigned long long)reported,
+                reported == 1 ? "" : "s", more);
     }
     if (vg__opt.verbose)
         vg__log("memcheck: %llu modules patched; %llu launches checked, %llu not (memcheck_every, "
