@@ -27,6 +27,10 @@ extern "C" __device__ __noinline__ int vg_memcheck_access(void *userdata, uint64
         return 0;
     }
     uint32_t k = atomicAdd(&log->count, 1u);
+    if (k - *(volatile uint32_t *)&log->read >= log->capacity) { // (a full ring: never overwrite)
+        atomicAdd(&log->dropped, 1u);
+        return 0;
+    }
     vg_mc_record_t *r = &log->rec[k % log->capacity];
     r->addr = (uint64_t)ptr;
     r->pc = pc;

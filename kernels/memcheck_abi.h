@@ -28,10 +28,13 @@
  * a record names its launch with no per-launch upload. User data 0: not checked.
  *
  * The log lives in pinned host memory mapped for the device, read by the host with plain
- * loads (also after a sticky error). A record takes slot `count % capacity` with an atomic
- * add, is written, fenced, and then gets `seq` = its index + 1; the host reads records in
- * order and moves `read` past them. While `capacity` records wait unread, a violation only
- * counts in `dropped` (a kernel that faults in every thread stays fast).
+ * loads (also after a sticky error). A record takes index `count` with an atomic add and,
+ * if fewer than `capacity` records wait unread, slot index % capacity: it is written,
+ * fenced, and then gets `seq` = its index + 1. The host reads records in order and moves
+ * `read` past them; an index taken while the log was full is never written (it only
+ * counts in `dropped`), and the host skips it. A full log is never overwritten, so the
+ * first violations are the ones kept, and a kernel that faults in every thread stays
+ * fast.
  */
 #ifndef VG_MEMCHECK_ABI_H
 #define VG_MEMCHECK_ABI_H

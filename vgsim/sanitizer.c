@@ -68,6 +68,10 @@ static int memcheck_twin(void *userdata, uint64_t pc, void *ptr, uint32_t size, 
         return 0;
     }
     uint32_t k = __atomic_fetch_add(&log->count, 1, __ATOMIC_RELAXED);
+    if (k - __atomic_load_n(&log->read, __ATOMIC_ACQUIRE) >= log->capacity) {
+        __atomic_fetch_add(&log->dropped, 1, __ATOMIC_RELAXED); /* (never overwrite) */
+        return 0;
+    }
     vg_mc_record_t *r = &log->rec[k % log->capacity];
     r->addr = (uint64_t)(uintptr_t)ptr;
     r->pc = pc;

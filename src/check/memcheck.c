@@ -529,8 +529,8 @@ void vg__memcheck_alloc(vg_heap_t *h, const vg_block_t *b, CUstream stream, bool
 }
 
 void vg__memcheck_free(vg_heap_t *h, const vg_block_t *b, CUstream stream) {
-    if (!h->memcheck)
-        return;
+    if (!h->memcheck || b->nuses) /* (record_stream: the streams recorded may still use it, */
+        return;                   /*  rightly; its shadow stays live until it is reused) */
     vg_mc_shadow_op_t op = {0};
     op.live = UINT32_MAX; /* (no live word) */
     op.outside = VG_MC_FREED;

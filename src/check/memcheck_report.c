@@ -184,10 +184,10 @@ static void emit(const group_t *g) {
         snprintf(pc, sizeof pc, "pc 0x%llx", (unsigned long long)rec->pc);
     stream_text(st, sizeof st, g->l.stream);
     if (g->count > 1 && f->has_block)
-        snprintf(more, sizeof more, "; %llu such accesses in all, to bytes %lld to %lld of it",
+        snprintf(more, sizeof more, "; %llu such accesses logged, to bytes %lld to %lld of it",
                  (unsigned long long)g->count, (long long)g->lo, (long long)g->hi);
     else if (g->count > 1)
-        snprintf(more, sizeof more, "; %llu such accesses in all",
+        snprintf(more, sizeof more, "; %llu such accesses logged",
                  (unsigned long long)g->count);
     snprintf(r.lead, sizeof r.lead, "%s (launch #%llu on %s), block (%u,%u,%u) thread (%u,%u,%u): "
              "a %u-byte %s %s%s",
@@ -265,21 +265,23 @@ void vg__memcheck_poll(vg_heap_t *h) {
         return;
     uint32_t *read = &log->read;
     uint32_t count = __atomic_load_n(&log->count, __ATOMIC_ACQUIRE);
-    if (count - *read > log->capacity) {
-        atomic_fetch_add(&g_lost, count - *read - log->capacity);
-        *read = count - log->capacity;
-    }
     if (*read == count)
         return;
+    /* Indices [read, read + capacity) get a record; later ones, taken while the log was
+     * full, never do (kernels/memcheck_abi.h). */
+    uint32_t kept = count - *read < log->capacity ? count - *read : log->capacity;
+    uint32_t end = *read + kept;
     vg_mc_record_t *recs = malloc((size_t)log->capacity * sizeof *recs);
     size_t n = 0;
-    while (recs && *read != count) {
+    while (recs && *read != end) {
         const vg_mc_record_t *slot = &log->rec[*read % log->capacity];
         if (__atomic_load_n(&slot->seq, __ATOMIC_ACQUIRE) != *read + 1)
             break; /* still being written: read it next time */
         recs[n++] = *slot;
         __atomic_store_n(read, *read + 1, __ATOMIC_RELEASE);
     }
+    if (*read == end && end != count) /* (the indices that got no record) */
+        __atomic_store_n(read, count, __ATOMIC_RELEASE);
     uint32_t dropped = __atomic_exchange_n(&log->dropped, 0, __ATOMIC_ACQ_REL);
     atomic_fetch_add(&g_lost, dropped);
     if (recs)
@@ -295,13 +297,14 @@ void vg__memcheck_exit_summary(void) {
     uint64_t found = atomic_load(&g_found), reported = atomic_load(&g_reported),
              lost = atomic_load(&g_lost);
     if (found > reported || lost) {
-        char more[96] = "";
+        char more[160] = "";
         if (lost)
-            snprintf(more, sizeof more, "; %llu more came faster than they could be logged",
+            snprintf(more, sizeof more, "; %llu of them came while the log was full (it keeps "
+                     "1024 between two checks) and were counted, not described",
                      (unsigned long long)lost);
-        vg__log("memcheck: %llu bad accesses found, %llu report%s (one per kernel, allocation "
+        vg__log("memcheck: %llu bad accesses in all, %llu report%s (one per kernel, allocation "
                 "and kind of error)%s",
-                (unsigned long long)found, (unsigned long long)reported,
+                (unsigned long long)(found + lost), (unsigned long long)reported,
                 reported == 1 ? "" : "s", more);
     }
     if (vg__opt.verbose)

@@ -438,6 +438,10 @@ const char *vg__kernel_name(const char *name) {
     }
     pthread_mutex_unlock(&g_kernel_names_lock);
     demangle_fn demangle = (demangle_fn)vg__dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    if (!demangle) { /* (loaded only locally: a Python extension's C++ runtime) */
+        void *cxx = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
+        demangle = cxx ? (demangle_fn)vg__dlsym(cxx, "__cxa_demangle") : NULL;
+    }
     int status = -1;
     char *d = demangle ? demangle(name, NULL, NULL, &status) : NULL;
     if (status != 0 || !d || !*d) {

@@ -23,10 +23,10 @@ one_line_error() {
 json_field() { grep -oE "\"$1\":[-0-9.e]+" "$TMP/out" | head -1 | cut -d: -f2; }
 # A correct program alone, then under `vramguard run --sim` in both modes: the same output
 # (the program's alone stays in $TMP/plain), exit 0, and nothing on stderr but the summary.
-same_under_vramguard() { # PROGRAM ARGS...
+same_under_vramguard() { # PROGRAM ARGS...   (MODES: the modes, default fast and guard)
     LD_LIBRARY_PATH="$VGSIM_DIR" run 0 "$@"
     cp "$TMP/out" "$TMP/plain"
-    for m in fast guard; do
+    for m in ${MODES:-fast guard}; do
         run 0 "$VG" run --sim --mode=$m --error_exitcode=3 -- "$@"
         cmp -s "$TMP/plain" "$TMP/out" ||
             { cat "$TMP/plain" "$TMP/out" >&2; fail "${*#$BUILD/}: the output differs ($m mode)"; }
@@ -997,6 +997,64 @@ access_planted)
         "kernels_given_this_allocation~\"name\": \"ex_sum\", \"stream\": \"0x0\", \"argument\": 0, \"offset\": -16"
     grep -q "ex_sum on the default stream, argument 0 = 16 bytes before the allocation (in its redzone)" \
         "$TMP/err" || fail "the redzone pointer is not named" ;;
+memcheck_planted)
+    # memcheck mode (docs/memcheck.md): a kernel's own reads and writes past an
+    # allocation, before it, far past it (a bad index), into freed memory, through
+    # cuMemAlloc, cuMemAllocAsync, a pool, a library kernel and another stream: each one
+    # report naming the kernel, read or write, the offset, the allocation and the lines.
+    command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
+    p="$BUILD/tests/preload/memcheck_user"
+    chk() { python3 "$HERE/check_report.py" "$TMP/r.json" "$@" || { cat "$TMP/err" >&2; fail "$c"; }; }
+    for c in read_past read_far read_before write_far read_freed write_freed write_freed_many \
+             async_past pool_past library_past other_stream; do
+        run 0 "$VG" run --sim --mode=memcheck --leaks=off --report_json="$TMP/r.json" -- "$p" $c
+        grep -q "^$c: launched$" "$TMP/out" || fail "$c: $(cat "$TMP/out")"
+        case $c in
+        read_past) chk 1 all; chk 1 out_of_bounds_after access.operation=read access.kernel=ex_sum \
+            access.offset=4000 access.past_end=4 access.accesses=5 allocation.size=4000 \
+            access.checked_on_device=True "call_at~memcheck_user.c:" \
+            "allocation.allocated_at~memcheck_user.c:" \
+            "summary~a 4-byte read 0 bytes past the end of a 4000-byte allocation" ;;
+        read_far) chk 1 all; chk 1 out_of_bounds_after access.operation=read access.offset=1052576 \
+            "summary~1048576 bytes past the end of a 4000-byte allocation" ;;
+        read_before) chk 1 all; chk 1 out_of_bounds_before access.operation=read \
+            access.kernel=ex_sum_range access.before_start=4 \
+            "summary~4 bytes before the start of a 4000-byte allocation" ;;
+        write_far) chk 1 all; chk 1 out_of_bounds_after access.operation=write \
+            access.kernel=ex_scatter "message~kernel writes past the end" ;;
+        read_freed|other_stream) chk 2 all; chk 1 use_after_free access.operation=read \
+            access.kernel=ex_sum access.offset=0 allocation.size=4000 "message~kernel reads freed" \
+            "allocation.freed_at~memcheck_user.c:" ;;
+        write_freed) chk 2 all; chk 1 use_after_free access.operation=write access.kernel=ex_fill \
+            "message~kernel writes to freed memory" ;;
+        write_freed_many) chk 2 all; chk 1 use_after_free access.accesses=1024
+            grep -q "memcheck: 1048576 bad accesses in all, 1 report .*1047552 of them came while the log was full" \
+                "$TMP/err" || { cat "$TMP/err" >&2; fail "$c: the count"; } ;;
+        async_past|pool_past) chk 1 all; chk 1 out_of_bounds_after access.operation=read \
+            access.offset=4000 allocation.size=4000 ;;
+        library_past) chk 1 all; chk 1 out_of_bounds_after access.kernel=ex_sum access.offset=4000 ;;
+        esac
+    done
+    # A kernel that writes past the end is reported once, by memcheck, not again by guard
+    # mode's redzone check (S1 as it is).
+    run 0 "$VG" run --sim --mode=memcheck --report_json="$TMP/r.json" -- "$EXAMPLES/s1_overrun"
+    c=s1_overrun chk 1 all
+    c=s1_overrun chk 1 out_of_bounds_after access.operation=write access.kernel=ex_fill \
+        access.offset=4000
+    # Without the API: the run stops with one line saying what is missing (exit 2).
+    run 2 env VRAMGUARD_OPTIONS=sanitizer_lib=/nonexistent/libsanitizer-public.so "$VG" run --sim \
+        --mode=memcheck -- "$p" clean
+    grep -q "mode=memcheck needs NVIDIA's Compute Sanitizer API" "$TMP/err" ||
+        { cat "$TMP/err" >&2; fail "no API: $(cat "$TMP/err")"; } ;;
+memcheck_clean)
+    # Correct kernels under memcheck mode: begin/end pairs, odd sizes written to their last
+    # byte, memory freed and reused, async allocations on two streams, the accesses of
+    # access_user's correct cases and the clean example: no report, the same output.
+    MODES="fast guard memcheck" same_under_vramguard "$BUILD/tests/preload/memcheck_user" clean
+    for c in redzone_arg begin_end last_byte pitched_2d threads; do
+        MODES=memcheck same_under_vramguard "$BUILD/tests/preload/access_user" $c
+    done
+    MODES=memcheck same_under_vramguard "$EXAMPLES/clean_program" ;;
 access_clean)
     # The correct accesses: begin/end pairs, pointers into redzones that read inside,
     # odd sizes touched to the last byte, pitched 2D copies and memsets, threads with their

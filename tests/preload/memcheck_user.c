@@ -12,6 +12,7 @@
  *   write_far     ex_scatter writes one float at index 70000 of a 1000-float buffer
  *   read_freed    ex_sum reads a buffer freed (cuMemFreeAsync) just before on its stream
  *   write_freed   ex_fill writes a buffer freed (cuMemFree) just before
+ *   write_freed_many  the same over 1M floats: far more bad accesses than the log holds
  *   async_past    ex_sum reads past a cuMemAllocAsync buffer, on its stream
  *   pool_past     ex_sum reads past a buffer of a memory pool (cuMemAllocFromPoolAsync)
  *   library_past  ex_sum loaded as a library (cuLibraryLoadData, as the CUDA runtime loads
@@ -75,6 +76,10 @@ static int planted(const char *c, CUdeviceptr out) {
         CUdeviceptr p = floats(1000, 1.0f);
         CK(cuMemFree(p));
         CK(ex_fill(&g_ex, p, 2.0f, 10, NULL)); /* the bug */
+    } else if (strcmp(c, "write_freed_many") == 0) {
+        CUdeviceptr p = floats(1 << 20, 1.0f);
+        CK(cuMemFree(p));
+        CK(ex_fill(&g_ex, p, 2.0f, 1 << 20, NULL)); /* the bug */
     } else if (strcmp(c, "async_past") == 0) {
         CUdeviceptr p;
         CK(cuMemAllocAsync(&p, 4000, s));
@@ -186,6 +191,7 @@ int main(int argc, char **argv) {
     CK(cuMemAlloc(&out, sizeof(float)));
     if (strcmp(argv[1], "clean") == 0) {
         clean(out);
+        CK(cuMemFree(out));
         return wrong ? 1 : 0;
     }
     if (planted(argv[1], out) < 0) {
