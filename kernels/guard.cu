@@ -125,7 +125,18 @@ extern "C" __global__ void vg_guard_ranges(const vg_guard_batch_t batch, vg_guar
 // its free, in stream order.
 extern "C" __global__ void vg_guard_shadow(const vg_mc_shadow_op_t op) {
     uint16_t *w = (uint16_t *)op.shadow;
-    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < op.n;
-         i += gridDim.x * blockDim.x)
-        w[i] = vg_mc_shadow_word(&op, i);
+    uint32_t *bits = (uint32_t *)op.init;
+    unsigned int n = op.n > op.init_n ? op.n : op.init_n;
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += gridDim.x * blockDim.x) {
+        if (i < op.n)
+            w[i] = vg_mc_shadow_word(&op, i);
+        if (i < op.init_n) {
+            uint32_t m = vg_mc_init_mask(&op, i);
+            if (m == ~0u || m == 0)
+                bits[i] = m;
+            else
+                atomicOr(&bits[i], m); // (an edge word: kernels may set its other bits)
+        }
+    }
 }

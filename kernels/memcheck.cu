@@ -7,6 +7,11 @@
 // Regenerate memcheck.fatbin with:  kernels/regen-ptx.sh
 #include "memcheck_abi.h"
 
+__device__ __forceinline__ static void vg_mc_or(uint32_t *p, uint32_t bit) {
+    if (!(*(volatile uint32_t *)p & bit)) // (most stores rewrite written words: no atomic)
+        atomicOr(p, bit);
+}
+
 extern "C" __device__ __noinline__ int vg_memcheck_access(void *userdata, uint64_t pc, void *ptr,
                                                           uint32_t size, uint32_t flags,
                                                           const void *new_value) {
@@ -18,7 +23,8 @@ extern "C" __device__ __noinline__ int vg_memcheck_access(void *userdata, uint64
     const vg_mc_table_t *t = (const vg_mc_table_t *)st->table;
     if (t == 0)
         return 0;
-    uint32_t w = vg_mc_refuses(t, (uint64_t)ptr, size);
+    uint32_t w;
+    VG_MC_CHECK(t, (uint64_t)ptr, size, flags, vg_mc_or, w);
     if (w == 0)
         return 0;
     vg_mc_log_t *log = (vg_mc_log_t *)st->log;

@@ -15,6 +15,11 @@
  * Guard mode's shadow kernel rewrites a block's words in stream order at its allocation
  * and at its free, as it fills redzones.
  *
+ * initcheck=1 adds an init bitmap per segment: one bit per 4-byte word, set by every
+ * kernel store and atomic and by the copies and memsets vramguard sees (in 32-bit words
+ * of the bitmap: 128 bytes at a time), cleared at each allocation; a load of a word whose
+ * bit is clear reads memory never written since the allocation (VG_MC_UNINIT).
+ *
  * The table. The device finds the segment of an address in a directory of the 2 MiB
  * pages between the lowest and the highest segment (one 32-bit entry a page: the index + 1
  * of the segment holding the whole page, 0 for none, VG_MC_DIR_SEARCH for a page two
@@ -45,6 +50,7 @@
 #define VG_MC_SHIFT 9u
 #define VG_MC_GRANULE (1u << VG_MC_SHIFT)
 #define VG_MC_FREED 0xFFFDu
+#define VG_MC_UNINIT 0xFFFEu /* (in records only: a read of bytes never written) */
 #define VG_MC_NONE 0xFFFFu
 #define VG_MC_LAUNCH_SPAN 65536u /* launch numbers in the user data: modulo this */
 
@@ -57,6 +63,7 @@
 typedef struct vg_mc_seg {
     uint64_t base, end; /* [base, end): the segment's device addresses */
     uint64_t shadow;    /* device address of its (end - base) >> VG_MC_SHIFT words */
+    uint64_t init;      /* device address of its init bitmap, or 0 (initcheck off) */
 } vg_mc_seg_t;
 
 #define VG_MC_DIR_SHIFT 21u
@@ -102,12 +109,17 @@ typedef struct vg_mc_state {
 
 /* Guard mode's shadow kernel: one block's words, `n` of them from `shadow`: words
  * [live, live + full) get 0, word live + full gets `partial` if it is not 0, every other
- * word `outside`. */
+ * word `outside`; and `init_n` 32-bit words of an init bitmap from `init`: with
+ * `init_value` 0 cleared (an allocation: never written), else set (a copy or memset
+ * wrote them) from bit `init_lo` of the first to bit `init_hi` of the last. */
 typedef struct vg_mc_shadow_op {
-    uint64_t shadow;
+    uint64_t shadow, init;
     uint32_t n, live, full;
+    uint32_t init_n, init_value;
     uint16_t partial, outside;
+    uint16_t init_lo, init_hi;
 } vg_mc_shadow_op_t;
+
 
 #ifdef __CUDACC__
 #define VG_MC_FN static __device__ __forceinline__
@@ -140,7 +152,8 @@ VG_MC_FN uint32_t vg_mc_seg_refuses(const vg_mc_seg_t *s, uint64_t a, uint32_t s
     return vg_mc_word_refuses(w, in, size);
 }
 
-VG_MC_FN uint32_t vg_mc_refuses(const vg_mc_table_t *t, uint64_t a, uint32_t size) {
+/* The segment holding a, or NULL (not vramguard's). */
+VG_MC_FN const vg_mc_seg_t *vg_mc_find(const vg_mc_table_t *t, uint64_t a) {
     if (a < t->lo || a >= t->hi)
         return 0;
     if (t->ndir) {
@@ -149,7 +162,7 @@ VG_MC_FN uint32_t vg_mc_refuses(const vg_mc_table_t *t, uint64_t a, uint32_t siz
         if (e == 0)
             return 0;
         if (e != VG_MC_DIR_SEARCH)
-            return vg_mc_seg_refuses(&t->seg[e - 1], a, size);
+            return &t->seg[e - 1];
     }
     uint64_t lo = 0, hi = t->n;
     while (lo < hi) {
@@ -160,9 +173,55 @@ VG_MC_FN uint32_t vg_mc_refuses(const vg_mc_table_t *t, uint64_t a, uint32_t siz
         else if (a >= s->end)
             lo = mid + 1;
         else
-            return vg_mc_seg_refuses(s, a, size);
+            return s;
     }
     return 0;
+}
+
+VG_MC_FN uint32_t vg_mc_refuses(const vg_mc_table_t *t, uint64_t a, uint32_t size) {
+    const vg_mc_seg_t *s = vg_mc_find(t, a);
+    return s ? vg_mc_seg_refuses(s, a, size) : 0;
+}
+
+/* initcheck: has every 4-byte word of [a, a + size) been written (s->init set)? */
+VG_MC_FN int vg_mc_written(const vg_mc_seg_t *s, uint64_t a, uint32_t size) {
+    const uint32_t *bits = (const uint32_t *)(uintptr_t)s->init;
+    uint64_t w0 = (a - s->base) >> 2, w1 = (a + size - 1 - s->base) >> 2;
+    for (uint64_t w = w0; w <= w1; w++)
+        if (!((bits[w >> 5] >> (w & 31)) & 1u))
+            return 0;
+    return 1;
+}
+
+/* What the callback does with an access: the word refusing it (a shadow word, or
+ * VG_MC_UNINIT) or 0. A write marks its words written; `or_fn` is the atomic OR of the
+ * platform. */
+#define VG_MC_CHECK(t, a, size, flags, or_fn, out)                                          \
+    do {                                                                                    \
+        const vg_mc_seg_t *s_ = vg_mc_find((t), (a));                                       \
+        (out) = s_ ? vg_mc_seg_refuses(s_, (a), (size)) : 0;                                 \
+        if (s_ && !(out) && s_->init) {                                                     \
+            if ((flags) & (VG_MC_WRITE | VG_MC_ATOMIC)) {                                   \
+                uint32_t *bits_ = (uint32_t *)(uintptr_t)s_->init;                          \
+                uint64_t w0_ = ((a) - s_->base) >> 2, w1_ = ((a) + (size) - 1 - s_->base) >> 2; \
+                for (uint64_t w_ = w0_; w_ <= w1_; w_++)                                    \
+                    or_fn(&bits_[w_ >> 5], 1u << (w_ & 31));                                \
+            } else if (!vg_mc_written(s_, (a), (size))) {                                   \
+                (out) = VG_MC_UNINIT;                                                       \
+            }                                                                               \
+        }                                                                                   \
+    } while (0)
+
+/* The bits the shadow kernel sets in init word i of op (a set: 0 means clear it). */
+VG_MC_FN uint32_t vg_mc_init_mask(const vg_mc_shadow_op_t *op, uint32_t i) {
+    if (!op->init_value)
+        return 0;
+    uint32_t m = ~0u;
+    if (i == 0)
+        m &= ~0u << op->init_lo;
+    if (i == op->init_n - 1 && op->init_hi < 31)
+        m &= (1u << (op->init_hi + 1)) - 1;
+    return m;
 }
 
 /* The word the shadow kernel writes at index i of op. */

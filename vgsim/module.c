@@ -588,10 +588,18 @@ static void guard_ranges_kernel(const vgsim_launch_t *l) {
 static void guard_shadow_kernel(const vgsim_launch_t *l) {
     const vg_mc_shadow_op_t *op = l->params[0];
     uint16_t *w = (uint16_t *)(uintptr_t)op->shadow;
+    uint32_t *bits = (uint32_t *)(uintptr_t)op->init;
     if (g_sim.skip_guard)
         return;
     for (uint32_t i = 0; i < op->n; i++)
         w[i] = vg_mc_shadow_word(op, i);
+    for (uint32_t i = 0; i < op->init_n; i++) {
+        uint32_t m = vg_mc_init_mask(op, i);
+        if (m == ~0u || m == 0)
+            bits[i] = m;
+        else
+            __atomic_fetch_or(&bits[i], m, __ATOMIC_RELAXED);
+    }
 }
 
 void sim_register_builtin_kernels(void) {

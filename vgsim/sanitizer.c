@@ -48,6 +48,8 @@ static __thread unsigned t_block, t_thread;
  * The twin of vramguard's device callback (kernels/memcheck.cu)
  * ------------------------------------------------------------------------------------- */
 
+static void or_bit(uint32_t *p, uint32_t bit) { __atomic_fetch_or(p, bit, __ATOMIC_RELAXED); }
+
 static int memcheck_twin(void *userdata, uint64_t pc, void *ptr, uint32_t size, uint32_t flags,
                          const void *new_value) {
     (void)new_value;
@@ -58,7 +60,8 @@ static int memcheck_twin(void *userdata, uint64_t pc, void *ptr, uint32_t size, 
     const vg_mc_table_t *t = (const vg_mc_table_t *)(uintptr_t)__atomic_load_n(&st->table, __ATOMIC_ACQUIRE);
     if (!t)
         return 0;
-    uint32_t w = vg_mc_refuses(t, (uint64_t)(uintptr_t)ptr, size);
+    uint32_t w;
+    VG_MC_CHECK(t, (uint64_t)(uintptr_t)ptr, size, flags, or_bit, w);
     if (w == 0)
         return 0;
     vg_mc_log_t *log = (vg_mc_log_t *)(uintptr_t)st->log;

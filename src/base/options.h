@@ -76,6 +76,9 @@
     X(memcheck_kernels, STR, "", "",                                                        \
       "memcheck: check only kernels whose name matches one of these comma-separated shell "  \
       "patterns (*gather*,*index*; empty: all)")                                             \
+    X(initcheck, BOOL, "0", "",                                                             \
+      "memcheck: also report a kernel's read of memory never written since its allocation "  \
+      "(an init bitmap of 1/32 of each segment, set by every store, copy and memset)")        \
     X(sanitizer_lib, STR, "", "",                                                           \
       "memcheck: the Compute Sanitizer API library (default: libsanitizer-public.so of the " \
       "CUDA toolkit's compute-sanitizer, found under $CUDA_HOME, /usr/local/cuda or PATH)")  \

@@ -174,7 +174,7 @@ vg_status_t vg__memcheck_init(void) {
 
 typedef struct mc_seg {
     uint64_t base, end;
-    CUdeviceptr shadow;
+    CUdeviceptr shadow, init; /* init: initcheck's bitmap, or 0 */
 } mc_seg_t;
 
 typedef struct mc_ctx {
@@ -255,7 +255,8 @@ static void publish(mc_ctx_t *c) {
         return broken(c, CUDA_ERROR_OUT_OF_MEMORY, "building the segment table");
     t->n = c->nsegs;
     for (size_t i = 0; i < c->nsegs; i++)
-        t->seg[i] = (vg_mc_seg_t){c->segs[i].base, c->segs[i].end, c->segs[i].shadow};
+        t->seg[i] = (vg_mc_seg_t){c->segs[i].base, c->segs[i].end, c->segs[i].shadow,
+                                  c->segs[i].init};
     t->lo = lo;
     t->hi = hi;
     t->ndir = ndir;
@@ -314,16 +315,22 @@ static void add_segment(mc_ctx_t *c, const vg_segment_t *seg) {
                     "(leave vmm=auto: memcheck mode uses cuMemAlloc segments)");
         return;
     }
-    size_t words = seg->size >> VG_MC_SHIFT;
-    CUdeviceptr shadow = 0;
+    size_t words = seg->size >> VG_MC_SHIFT, init_words = seg->size >> 7; /* (128 B a word) */
+    CUdeviceptr shadow = 0, init = 0;
     CUresult r = vg__cuMemAlloc(&shadow, words * 2);
     if (r == CUDA_SUCCESS)
         r = vg__cuMemsetD16Async(shadow, VG_MC_NONE, words, c->stream);
+    if (r == CUDA_SUCCESS && vg__opt.initcheck)
+        r = vg__cuMemAlloc(&init, init_words * 4);
+    if (r == CUDA_SUCCESS && init)
+        r = vg__cuMemsetD32Async(init, 0, init_words, c->stream);
     if (r == CUDA_SUCCESS)
         r = vg__cuStreamSynchronize(c->stream);
     if (r != CUDA_SUCCESS) {
         if (shadow)
             vg__cuMemFree(shadow);
+        if (init)
+            vg__cuMemFree(init);
         return broken(c, r, "allocating a segment's shadow");
     }
     if (c->nsegs == c->cap) {
@@ -331,6 +338,8 @@ static void add_segment(mc_ctx_t *c, const vg_segment_t *seg) {
         mc_seg_t *grown = realloc(c->segs, cap * sizeof *grown);
         if (!grown) {
             vg__cuMemFree(shadow);
+            if (init)
+                vg__cuMemFree(init);
             return broken(c, CUDA_ERROR_OUT_OF_MEMORY, "tracking a segment");
         }
         c->segs = grown;
@@ -338,7 +347,7 @@ static void add_segment(mc_ctx_t *c, const vg_segment_t *seg) {
     }
     size_t i = seg_index(c, seg->base);
     memmove(&c->segs[i + 1], &c->segs[i], (c->nsegs - i) * sizeof c->segs[0]);
-    c->segs[i] = (mc_seg_t){seg->base, seg->base + seg->size, shadow};
+    c->segs[i] = (mc_seg_t){seg->base, seg->base + seg->size, shadow, init};
     c->nsegs++;
     publish(c);
 }
@@ -436,12 +445,13 @@ void vg__memcheck_segment_removed(vg_heap_t *h, vg_segment_t *seg) {
     pthread_mutex_lock(&c->lock);
     size_t i = seg_index(c, seg->base);
     if (i < c->nsegs && c->segs[i].base == seg->base) {
-        CUdeviceptr shadow = c->segs[i].shadow;
+        CUdeviceptr shadow = c->segs[i].shadow, init = c->segs[i].init;
         memmove(&c->segs[i], &c->segs[i + 1], (c->nsegs - i - 1) * sizeof c->segs[0]);
         c->nsegs--;
         if (!c->broken)
             publish(c);
         retire(c, shadow, (seg->size >> VG_MC_SHIFT) * 2);
+        retire(c, init, seg->size >> 5);
     }
     pthread_mutex_unlock(&c->lock);
     vg__heap_ctx_leave(pushed);
@@ -463,8 +473,10 @@ void vg__memcheck_heap_release(vg_heap_t *h) {
         return;
     bool pushed = vg__heap_ctx_enter(h);
     vg__cuCtxSynchronize(); /* (kernels still running read the tables and shadows) */
-    for (size_t i = 0; i < c->nsegs; i++)
+    for (size_t i = 0; i < c->nsegs; i++) {
         retire(c, c->segs[i].shadow, 0);
+        retire(c, c->segs[i].init, 0);
+    }
     retire(c, c->table, 0);
     free_retired(c);
     vg__cuMemFree(c->state_raw);
@@ -486,24 +498,31 @@ struct vg_mc_log *vg__memcheck_log(vg_heap_t *h) {
  * Allocations and frees: the shadow in stream order
  * ------------------------------------------------------------------------------------- */
 
-static void shadow_op(vg_heap_t *h, const vg_block_t *b, vg_mc_shadow_op_t op, CUstream stream,
+/* Launch the shadow kernel for op over [addr, addr + size) of c's segments on `stream`
+ * (`own`: on memcheck's stream, waited for). op's shadow and init are offsets from the
+ * segment's arrays, made addresses here. */
+static void shadow_op(vg_heap_t *h, uint64_t addr, vg_mc_shadow_op_t op, CUstream stream,
                       bool own) {
     mc_ctx_t *c = h->memcheck;
     if (!c || c->broken || !c->shadow_fn)
         return;
     pthread_mutex_lock(&c->lock);
-    size_t i = seg_index(c, b->addr);
-    bool found = i < c->nsegs && c->segs[i].base <= b->addr;
-    if (found)
-        op.shadow = c->segs[i].shadow + ((b->addr - c->segs[i].base) >> VG_MC_SHIFT) * 2;
+    size_t i = seg_index(c, addr);
+    bool found = i < c->nsegs && c->segs[i].base <= addr;
+    if (found) {
+        op.shadow = op.n ? c->segs[i].shadow + op.shadow : 0;
+        op.init = c->segs[i].init && op.init_n ? c->segs[i].init + op.init : 0;
+        if (!op.init)
+            op.init_n = 0;
+    }
     pthread_mutex_unlock(&c->lock);
-    if (!found)
+    if (!found || (!op.n && !op.init_n))
         return; /* (a virtual-memory segment: not shadowed) */
-    op.n = (uint32_t)(b->size >> VG_MC_SHIFT);
     if (vg__stream_capturing(stream))
         own = true; /* (not into the program's graph: A7) */
     CUstream s = own ? c->stream : stream;
-    unsigned threads = 256, blocks = (op.n + threads - 1) / threads;
+    unsigned n = op.n > op.init_n ? op.n : op.init_n;
+    unsigned threads = 256, blocks = (n + threads - 1) / threads;
     if (blocks > 1024)
         blocks = 1024;
     void *args[] = {&op};
@@ -517,24 +536,60 @@ static void shadow_op(vg_heap_t *h, const vg_block_t *b, vg_mc_shadow_op_t op, C
         broken(c, r, "writing an allocation's shadow");
 }
 
+/* Offsets into a segment's arrays of the block at b (its base found by shadow_op). */
+static uint64_t seg_base(vg_heap_t *h, uint64_t addr) {
+    mc_ctx_t *c = h->memcheck;
+    pthread_mutex_lock(&c->lock);
+    size_t i = seg_index(c, addr);
+    uint64_t base = i < c->nsegs && c->segs[i].base <= addr ? c->segs[i].base : addr;
+    pthread_mutex_unlock(&c->lock);
+    return base;
+}
+
 void vg__memcheck_alloc(vg_heap_t *h, const vg_block_t *b, CUstream stream, bool own) {
     if (!h->memcheck)
         return;
+    uint64_t off = b->addr - seg_base(h, b->addr);
     vg_mc_shadow_op_t op = {0};
+    op.shadow = (off >> VG_MC_SHIFT) * 2;
+    op.n = (uint32_t)(b->size >> VG_MC_SHIFT);
     op.live = (uint32_t)((b->user - b->addr) >> VG_MC_SHIFT);
     op.full = (uint32_t)(b->requested >> VG_MC_SHIFT);
     op.partial = (uint16_t)(b->requested & (VG_MC_GRANULE - 1));
     op.outside = VG_MC_NONE;
-    shadow_op(h, b, op, stream, own);
+    op.init = (off >> 7) * 4; /* (initcheck: never written) */
+    op.init_n = (uint32_t)(b->size >> 7);
+    shadow_op(h, b->addr, op, stream, own);
 }
 
 void vg__memcheck_free(vg_heap_t *h, const vg_block_t *b, CUstream stream) {
     if (!h->memcheck || b->nuses) /* (record_stream: the streams recorded may still use it, */
         return;                   /*  rightly; its shadow stays live until it is reused) */
     vg_mc_shadow_op_t op = {0};
+    op.shadow = ((b->addr - seg_base(h, b->addr)) >> VG_MC_SHIFT) * 2;
+    op.n = (uint32_t)(b->size >> VG_MC_SHIFT);
     op.live = UINT32_MAX; /* (no live word) */
     op.outside = VG_MC_FREED;
-    shadow_op(h, b, op, stream, false);
+    shadow_op(h, b->addr, op, stream, false);
+}
+
+void vg__memcheck_written(uint64_t addr, uint64_t bytes, CUstream stream) {
+    if (!vg__opt.initcheck || !vg__memcheck_on() || bytes == 0)
+        return;
+    vg_heap_t *h = vg__heap_containing(addr);
+    if (!h || !h->memcheck)
+        return;
+    pthread_mutex_lock(&h->lock);
+    uint64_t off = addr - seg_base(h, addr);
+    uint64_t w0 = off >> 2, w1 = (off + bytes - 1) >> 2; /* (4-byte words: bits) */
+    vg_mc_shadow_op_t op = {0};
+    op.init = (w0 >> 5) * 4;
+    op.init_n = (uint32_t)((w1 >> 5) - (w0 >> 5) + 1);
+    op.init_value = UINT32_MAX;
+    op.init_lo = (uint16_t)(w0 & 31);
+    op.init_hi = (uint16_t)(w1 & 31);
+    shadow_op(h, addr, op, stream, false);
+    pthread_mutex_unlock(&h->lock);
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -25,6 +25,8 @@
 
 static _Atomic uint64_t g_found, g_reported, g_lost;
 
+#define FAULT_UNINIT 100 /* (beside access.h's VG_FAULT_*: a read of bytes never written) */
+
 /* Allocations memcheck reported a write to, by side: guard mode's check of the same
  * damage (a redzone, the poison) says nothing more (vg__memcheck_saw). */
 #define SAW 8192
@@ -78,7 +80,11 @@ static int classify(vg_heap_t *h, uint64_t a, uint32_t size, vg_access_fault_t *
 static void where_text(char *out, size_t n, const vg_access_fault_t *f, uint64_t a,
                        uint32_t size) {
     int64_t lo = (int64_t)(a - f->user), hi = lo + size;
-    if (!f->has_block) {
+    if (f->what == FAULT_UNINIT) {
+        snprintf(out, n, "of bytes %lld to %lld of a %llu-byte allocation, which nothing has "
+                 "written since it was allocated",
+                 (long long)lo, (long long)hi - 1, (unsigned long long)f->size);
+    } else if (!f->has_block) {
         snprintf(out, n, "at 0x%llx, in vramguard's memory on device %d, which no allocation "
                  "holds (never allocated, or freed long ago)",
                  (unsigned long long)a, f->device);
@@ -136,13 +142,18 @@ static uint64_t describe(vg_heap_t *h, const vg_mc_record_t *rec, group_t *g) {
     }
     if (c == 0 && rec->shadow != VG_MC_FREED && f->has_block && f->what == 0)
         f->what = VG_FAULT_BOUNDS; /* (the memory was allocated since: the access was not) */
+    if (rec->shadow != VG_MC_FREED && f->what == VG_FAULT_FREED)
+        f->what = VG_FAULT_BOUNDS; /* (out of its bounds then; the allocation freed since) */
+    if (rec->shadow == VG_MC_UNINIT)
+        f->what = FAULT_UNINIT;
     bool write = rec->flags & (VG_MC_WRITE | VG_MC_ATOMIC);
     int64_t off = f->has_block ? (int64_t)(rec->addr - f->user) : (int64_t)rec->addr;
     g->lo = off;
     g->hi = off + rec->size - 1;
     g->count = 1;
     uint64_t where = f->has_block ? f->id : rec->addr >> VG_MC_SHIFT;
-    int side = f->what == VG_FAULT_FREED ? 2 : f->has_block && off < 0 ? 0 : 1;
+    int side = f->what == FAULT_UNINIT ? 3 : f->what == VG_FAULT_FREED ? 2
+             : f->has_block && off < 0 ? 0 : 1;
     if (write && f->has_block && f->id)
         saw(f->id, side, true);
     return mix(mix((uint64_t)(uintptr_t)g->l.name, g->l.site),
@@ -162,7 +173,10 @@ static void emit(const group_t *g) {
     bool write = rec->flags & (VG_MC_WRITE | VG_MC_ATOMIC);
     int64_t off = (int64_t)(rec->addr - f->user);
     char head[96], where[200], pc[192], st[48], more[160] = "";
-    if (f->what == VG_FAULT_FREED) {
+    if (f->what == FAULT_UNINIT) {
+        r.kind = VG_REPORT_UNINIT_READ;
+        snprintf(head, sizeof head, "kernel reads memory never written since its allocation");
+    } else if (f->what == VG_FAULT_FREED) {
         r.kind = VG_REPORT_USE_AFTER_FREE;
         snprintf(head, sizeof head, "kernel %s freed memory", write ? "writes to" : "reads");
     } else if (f->has_block && off < 0) {

@@ -33,7 +33,8 @@
     X(CUDA_ERROR, "cuda_error", "CUDA error")                                               \
     X(OUT_OF_MEMORY, "out_of_memory", "out of device memory")                               \
     X(OOB_COPY, "out_of_bounds_copy", "copy or memset out of the bounds of an allocation")   \
-    X(FREED_ARG, "launch_with_freed_pointer", "kernel launched with a pointer to freed memory")
+    X(FREED_ARG, "launch_with_freed_pointer", "kernel launched with a pointer to freed memory") \
+    X(UNINIT_READ, "uninitialized_read", "kernel reads memory never written since its allocation")
 
 typedef enum {
 #define VG_X(id, json, headline) VG_REPORT_##id,

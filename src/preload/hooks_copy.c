@@ -19,6 +19,7 @@
 
 #include "base/common.h"
 #include "check/guard.h"
+#include "check/memcheck.h"
 #include "base/options.h"
 #include "diag/order.h"
 #include "diag/report.h"
@@ -87,8 +88,11 @@ VG_API CUresult cuMemcpyDtoH_v2_ptds(void *dst, CUdeviceptr src, size_t n) {
 
 __attribute__((noinline)) bool vgp_range_ok(const vg_access_t *a) {
     vg_access_fault_t f;
-    if (vg__access_check(a, &f))
+    if (vg__access_check(a, &f)) {
+        if (a->write)
+            vg__memcheck_written(a->first, a->bytes, a->stream); /* (initcheck) */
         return true;
+    }
     vg__access_report(&f, vg__opt.stack_depth ? vg__site_here(2) : 0);
     __asm__ volatile("" ::: "memory"); /* (not a tail call: the frames skipped include this) */
     return false;

@@ -1006,7 +1006,7 @@ memcheck_planted)
     p="$BUILD/tests/preload/memcheck_user"
     chk() { python3 "$HERE/check_report.py" "$TMP/r.json" "$@" || { cat "$TMP/err" >&2; fail "$c"; }; }
     for c in read_past read_far read_before write_far read_freed write_freed write_freed_many \
-             async_past pool_past library_past other_stream; do
+             async_past pool_past library_past other_stream torch_past; do
         run 0 "$VG" run --sim --mode=memcheck --leaks=off --report_json="$TMP/r.json" -- "$p" $c
         grep -q "^$c: launched$" "$TMP/out" || fail "$c: $(cat "$TMP/out")"
         case $c in
@@ -1033,8 +1033,21 @@ memcheck_planted)
         async_past|pool_past) chk 1 all; chk 1 out_of_bounds_after access.operation=read \
             access.offset=4000 allocation.size=4000 ;;
         library_past) chk 1 all; chk 1 out_of_bounds_after access.kernel=ex_sum access.offset=4000 ;;
+        torch_past) chk 1 all; chk 1 out_of_bounds_after access.kernel=ex_sum access.offset=4000 \
+            access.accesses=4 allocation.size=4000 ;;
         esac
     done
+    # initcheck=1: a read of bytes nothing wrote since the allocation (a kernel, a memset
+    # and a copy wrote the first half; the read of the second half is the bug); off: no report.
+    c=uninit_read
+    run 0 "$VG" run --sim --mode=memcheck --initcheck=1 --leaks=off --report_json="$TMP/r.json" \
+        -- "$p" $c
+    chk 1 all
+    chk 1 uninitialized_read access.operation=read access.kernel=ex_sum access.offset=2000 \
+        access.accesses=500 allocation.size=4000 \
+        "summary~a 4-byte read of bytes 2000 to 2003 of a 4000-byte allocation, which nothing has written"
+    run 0 "$VG" run --sim --mode=memcheck --leaks=off --report_json="$TMP/r.json" -- "$p" $c
+    chk 0 all
     # A kernel that writes past the end is reported once, by memcheck, not again by guard
     # mode's redzone check (S1 as it is).
     run 0 "$VG" run --sim --mode=memcheck --report_json="$TMP/r.json" -- "$EXAMPLES/s1_overrun"
@@ -1054,7 +1067,12 @@ memcheck_clean)
     for c in redzone_arg begin_end last_byte pitched_2d threads; do
         MODES=memcheck same_under_vramguard "$BUILD/tests/preload/access_user" $c
     done
-    MODES=memcheck same_under_vramguard "$EXAMPLES/clean_program" ;;
+    MODES=memcheck same_under_vramguard "$EXAMPLES/clean_program"
+    for prog in "$BUILD/tests/preload/memcheck_user clean" "$BUILD/tests/preload/access_user begin_end" \
+                "$BUILD/tests/preload/access_user pitched_2d" "$EXAMPLES/clean_program"; do
+        run 0 "$VG" run --sim --mode=memcheck --initcheck=1 --error_exitcode=3 -- $prog
+        grep -q "ERROR SUMMARY: no errors found" "$TMP/err" || { cat "$TMP/err" >&2; fail "initcheck: $prog"; }
+    done ;;
 access_clean)
     # The correct accesses: begin/end pairs, pointers into redzones that read inside,
     # odd sizes touched to the last byte, pitched 2D copies and memsets, threads with their
@@ -1198,7 +1216,7 @@ verbose)
     # blocks freed in different epochs merged).
     run 0 "$VG" run --sim --verbose --limit=1G -- "$EXAMPLES/clean_program"
     grep -q "^clean_program: sum" "$TMP/out" || fail "the program's output"
-    for k in "options \(32\):" "  halt_on_error +=  *0 " "driver: .*libcuda.so.1 \(CUDA [0-9]+\.[0-9]\), vgsim" \
+    for k in "options \([0-9]+\):" "  halt_on_error +=  *0 " "driver: .*libcuda.so.1 \(CUDA [0-9]+\.[0-9]\), vgsim" \
              "device 0 \(vgsim.*, 80.00 GiB\), limit 1.00 GiB \(option limit\)" \
              "virtual-memory segments in 2.00 MiB pages; requests up to 1.00 MiB in a range" \
              "device 0 at exit: peak allocated 1.08 MiB, peak reserved [0-9.]+ MiB"; do

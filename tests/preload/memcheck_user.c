@@ -19,10 +19,16 @@
  *                 PyTorch's kernels) reads past a buffer
  *   other_stream  a buffer freed on stream A is read by a kernel on stream B, queued after
  *                 an event recorded on A (the free is ordered, the read is not allowed)
+ *   uninit_read   ex_sum reads a buffer only half of which a kernel, a memset and a copy
+ *                 wrote (with initcheck=1: the read of the other half)
+ *   torch_past    ex_sum reads past a buffer allocated as PyTorch allocates under vramguard
+ *                 (vg_torch_alloc on a stream; cuMemAllocAsync where vramguard is absent)
  * and the correct ones (no report, the same sums with and without vramguard):
  *   clean         begin/end pairs (end one past the last float), odd sizes (1, 3, 4001,
  *                 65537 bytes) written up to their last byte, every float of buffers read,
- *                 memory freed and reused, async allocations on two streams
+ *                 memory freed and reused, async allocations on two streams, and a buffer
+ *                 freed by PyTorch's calls while a kernel on another stream still reads it,
+ *                 with that stream recorded first (record_stream: the read is allowed)
  * Exit status 0, or 1 if a correct case read a wrong value.
  */
 #include "common.h"
@@ -44,6 +50,36 @@ static CUdeviceptr floats(size_t n, float v) {
     CK(ex_fill(&g_ex, p, v, n, NULL));
     CK(cuCtxSynchronize());
     return p;
+}
+
+/* PyTorch's calls into vramguard (src/pytorch/entry.c), when vramguard is loaded. */
+typedef void *(*torch_alloc_fn)(size_t, int, void *);
+typedef void (*torch_free_fn)(void *, size_t, int, void *);
+typedef void (*torch_record_fn)(void *, void *);
+
+static CUdeviceptr torch_alloc(size_t n, CUstream s) {
+    torch_alloc_fn f = (torch_alloc_fn)dlsym(RTLD_DEFAULT, "vg_torch_alloc");
+    CUdeviceptr p;
+    if (f && (p = (CUdeviceptr)(uintptr_t)f(n, 0, s)))
+        return p;
+    CK(cuMemAllocAsync(&p, n, s));
+    return p;
+}
+
+static void torch_free(CUdeviceptr p, size_t n, CUstream s) {
+    torch_free_fn f = (torch_free_fn)dlsym(RTLD_DEFAULT, "vg_torch_free");
+    if (f)
+        f((void *)(uintptr_t)p, n, 0, s);
+    else
+        CK(cuMemFreeAsync(p, s));
+}
+
+/* record_stream: false where vramguard is absent (the caller then waits for s instead). */
+static bool torch_record_stream(CUdeviceptr p, CUstream s) {
+    torch_record_fn f = (torch_record_fn)dlsym(RTLD_DEFAULT, "vg_torch_record_stream");
+    if (f)
+        f((void *)(uintptr_t)p, s);
+    return f != NULL;
 }
 
 static int planted(const char *c, CUdeviceptr out) {
@@ -105,6 +141,21 @@ static int planted(const char *c, CUdeviceptr out) {
         unsigned long long first = 1000, n = 1;
         void *params[] = {&p, &first, &n, &out}; /* the bug: one float past */
         CK(cuLaunchKernel(sum, 1, 1, 1, 32, 1, 1, 0, NULL, params, NULL));
+    } else if (strcmp(c, "uninit_read") == 0) {
+        CUdeviceptr p;
+        float h[100] = {0};
+        CK(cuMemAlloc(&p, 4000));
+        CK(ex_fill(&g_ex, p, 1.0f, 300, NULL));          /* floats 0-299 by a kernel, */
+        CK(cuMemsetD32(p + 1200, 0, 100));               /* 300-399 by a memset, */
+        CK(cuMemcpyHtoD(p + 1600, h, sizeof h));         /* 400-499 by a copy */
+        CK(ex_sum(&g_ex, p, 0, 500, out, NULL));          /* fine */
+        CK(ex_sum(&g_ex, p, 500, 500, out, NULL));        /* the bug: never written */
+    } else if (strcmp(c, "torch_past") == 0) {
+        CUdeviceptr p = torch_alloc(4000, s);
+        CK(ex_fill(&g_ex, p, 1.0f, 1000, s));
+        CK(ex_sum(&g_ex, p, 996, 8, out, s)); /* the bug */
+        torch_free(p, 4000, s);
+        CK(cuStreamSynchronize(s));
     } else if (strcmp(c, "other_stream") == 0) {
         CUstream b;
         CUevent e;
@@ -175,6 +226,20 @@ static void clean(CUdeviceptr out) {
         CK(cuStreamSynchronize(t));
         expect("an async buffer", device_float(out), (double)n);
     }
+    /* PyTorch's record_stream: freed on s[0] while s[1] still reads it, rightly */
+    CUdeviceptr t = torch_alloc(4000, s[0]);
+    CK(ex_fill(&g_ex, t, 1.0f, 1000, s[0]));
+    CUevent e;
+    CK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    CK(cuEventRecord(e, s[0]));
+    CK(cuStreamWaitEvent(s[1], e, 0));
+    ex_hold_stream(s[1], 100); /* (the read comes well after the free) */
+    CK(ex_sum(&g_ex, t, 0, 1000, out, s[1]));
+    if (!torch_record_stream(t, s[1]))
+        CK(cuStreamSynchronize(s[1])); /* (no caching allocator to keep it: wait) */
+    torch_free(t, 4000, s[0]);
+    CK(cuStreamSynchronize(s[1]));
+    expect("a buffer read after its free, its stream recorded", device_float(out), 1000);
     CK(cuMemFree(b));
     CK(cuMemFree(c));
     CK(cuCtxSynchronize());
