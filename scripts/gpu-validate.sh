@@ -119,6 +119,32 @@ PY
 }
 
 case $PART in
+memcheck-recheck)
+    # After the first H100 run (docs/gpu-validation.md): a flood of bad writes (s2), the
+    # record_stream'd free, demangled names, initcheck=1 on the planted read and the clean
+    # programs, and on 12 steps of each loop (a false report there would show what
+    # initcheck cannot see: stores the API does not patch).
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    build
+    u="$B/tests/preload/memcheck_user"
+    for c in write_freed_many torch_past; do
+        step "memcheck_user $c memcheck" 60 "$B/vramguard" run --mode=memcheck --leaks=off -- "$u" $c
+    done
+    step "memcheck_user uninit_read initcheck" 60 "$B/vramguard" run --mode=memcheck --initcheck=1 \
+        --leaks=off -- "$u" uninit_read
+    step "memcheck_user clean initcheck" 60 "$B/vramguard" run --mode=memcheck --initcheck=1 -- "$u" clean
+    step "s2_use_after_free memcheck" 60 "$B/vramguard" run --mode=memcheck -- "$B/examples/s2_use_after_free"
+    for how in "--stream --fixed" --stream --gather; do
+        step "kernel_reads $how memcheck" 240 python3 -m vramguard run --mode=memcheck \
+            examples/pytorch/kernel_reads.py $how
+    done
+    for model in ${MODELS:-gpt2:1 resnet50:16}; do
+        m=${model%%:*} b=${model#*:}
+        step "$m memcheck mode, initcheck" 240 python3 -m vramguard run --mode=memcheck --initcheck=1 \
+            bench/pytorch_train.py --alloc memcheck --model $m --batch $b --steps 12 --warmup 2
+    done
+    ;;
 memcheck|memcheck-c|memcheck-torch)
     # Issue 32 (docs/memcheck.md, docs/decisions.md G13): memcheck mode on the real driver
     # and the real Compute Sanitizer API. memcheck-c: memcheck_user's planted and clean
