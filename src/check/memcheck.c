@@ -766,14 +766,15 @@ bool vg__memcheck_launch(uint32_t lo, vg_mc_launch_t *out) {
 
 void vg__memcheck_pc_text(const vg_mc_launch_t *l, uint64_t pc, char *out, size_t n) {
     if (vg__drv.is_vgsim) { /* the host twin's line */
-        snprintf(out, n, "%s (on vgsim: the host twin at %s)", l->name, vg__symbolize(pc));
+        snprintf(out, n, "%s (on vgsim: the host twin at %s)", vg__kernel_name(l->name),
+                 vg__symbolize(pc));
         return;
     }
     uint64_t fpc = 0, size = 0;
     if (l->module && S.sanitizerGetFunctionPcAndSize(l->module, l->name, &fpc, &size) ==
                          VG_SAN_SUCCESS &&
         pc >= fpc && pc < fpc + size)
-        snprintf(out, n, "%s+0x%llx", l->name, (unsigned long long)(pc - fpc));
+        snprintf(out, n, "%s+0x%llx", vg__kernel_name(l->name), (unsigned long long)(pc - fpc));
     else
         snprintf(out, n, "pc 0x%llx", (unsigned long long)pc);
 }
