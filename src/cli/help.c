@@ -74,7 +74,8 @@ const cli_verb_t cli_verbs[] = {
      "after another stream's use of the memory (free_order), and the host touching a\n"
      "pinned buffer while an async copy uses it (host_race). For a PyTorch script,\n"
      "python -m vramguard run --mode=guard SCRIPT gives tensor-level checks and all of\n"
-     "this at once (it runs the script under vramguard run itself).\n"
+     "this at once (it runs the script under vramguard run itself). --mode=memcheck adds\n"
+     "a check on the GPU of every load and store of every kernel (docs/memcheck.md).\n"
      "Every process is guarded until it first uses the GPU, so a wrapper (a shell script,\n"
      "a python shim, a launcher) passes vramguard on to the GPU program it starts.",
      run_flags, true},
