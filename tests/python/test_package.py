@@ -631,6 +631,11 @@ class Interposed(unittest.TestCase):
             "-m", "vramguard", "run", "--mode=guard", "--limit=1G", "t.py"])
         self.assertEqual(_interposer_command(["run", "t.py"], {}, "fast", environ={}),
                          (None, None))
+        # memcheck mode needs the interposer too (it patches the kernels as they load)
+        cmd, _ = _interposer_command(["run", "--mode=memcheck", "t.py"], {}, "memcheck",
+                                     environ={})
+        self.assertEqual(cmd[1:cmd.index("--")], [
+            "run", "--mode=memcheck", "--leaks=off", "--python_frames=1"])
         cmd, _ = _interposer_command(["run", "--follow-children", "t.py"], {}, "guard",
                                      environ={}, follow=True)
         self.assertIn("--follow-children", cmd[:cmd.index("--")])  # (workers: the hooks too)
