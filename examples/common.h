@@ -192,22 +192,6 @@ static inline CUresult ex_fill(const ex_t *e, CUdeviceptr x, float v, unsigned l
                           NULL);
 }
 
-/* The float at device address p (a synchronous copy). */
-static inline float ex_device_float(CUdeviceptr p) {
-    float v;
-    CK(cuMemcpyDtoH(&v, p, sizeof v));
-    return v;
-}
-
-/* A new buffer of n floats, each v, ready (the fill completed). */
-static inline CUdeviceptr ex_floats(const ex_t *e, size_t n, float v) {
-    CUdeviceptr p;
-    CK(cuMemAlloc(&p, n * sizeof(float)));
-    CK(ex_fill(e, p, v, n, NULL));
-    CK(cuCtxSynchronize());
-    return p;
-}
-
 /* *out = the sum of x[first], ..., x[first + n - 1] (a kernel that only reads x), on
  * stream s */
 static inline CUresult ex_sum(const ex_t *e, CUdeviceptr x, unsigned long long first,

@@ -40,8 +40,20 @@ static const char *result(CUresult r) {
     return n;
 }
 
-static float device_float(CUdeviceptr p) { return ex_device_float(p); }
-static CUdeviceptr floats(size_t n, float v) { return ex_floats(&g_ex, n, v); }
+static float device_float(CUdeviceptr p) {
+    float v;
+    CK(cuMemcpyDtoH(&v, p, sizeof v));
+    return v;
+}
+
+/* A buffer of n floats, each v, ready (the fill completed). */
+static CUdeviceptr floats(size_t n, float v) {
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, n * sizeof(float)));
+    CK(ex_fill(&g_ex, p, v, n, NULL));
+    CK(cuCtxSynchronize());
+    return p;
+}
 
 static int planted(const char *c) {
     static const char *const bugs[] = {"copy_read_past", "memset_past", "copy2d_past", "copy_far",

@@ -37,8 +37,20 @@
 
 static ex_t g_ex;
 
-static float device_float(CUdeviceptr p) { return ex_device_float(p); }
-static CUdeviceptr floats(size_t n, float v) { return ex_floats(&g_ex, n, v); }
+static float device_float(CUdeviceptr p) {
+    float v;
+    CK(cuMemcpyDtoH(&v, p, sizeof v));
+    return v;
+}
+
+/* A buffer of n floats, each v, ready (the fill completed). */
+static CUdeviceptr floats(size_t n, float v) {
+    CUdeviceptr p;
+    CK(cuMemAlloc(&p, n * sizeof(float)));
+    CK(ex_fill(&g_ex, p, v, n, NULL));
+    CK(cuCtxSynchronize());
+    return p;
+}
 
 /* PyTorch's calls into vramguard (src/pytorch/entry.c), when vramguard is loaded. */
 typedef void *(*torch_alloc_fn)(size_t, int, void *);
