@@ -78,8 +78,9 @@
       "patterns (*gather*,*index*; empty: all)")                                             \
     X(initcheck, BOOL, "0", "",                                                             \
       "memcheck: also report a kernel's read of memory never written since its allocation "  \
-      "(an init bitmap of 1/32 of each segment, set by every store, copy and memset; not "    \
-      "yet bulk-copy stores, which cuBLAS uses on Hopper: docs/memcheck.md)")                 \
+      "(an init bitmap of 1/32 of each segment, set by every store, copy and memset; the "   \
+      "API does not report the tensor-memory stores cuBLAS makes on Hopper, whose results "  \
+      "it then reports falsely: docs/memcheck.md)")                                          \
     X(sanitizer_lib, STR, "", "",                                                           \
       "memcheck: the Compute Sanitizer API library (default: libsanitizer-public.so of the " \
       "CUDA toolkit's compute-sanitizer, found under $CUDA_HOME, /usr/local/cuda or PATH)")  \
