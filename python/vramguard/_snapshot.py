@@ -36,22 +36,74 @@ def _addr(v):
     return int(v, 16) if isinstance(v, str) else int(v)
 
 
-def _mapped_parts(offset, size, unmapped):
-    """[offset, offset+size) minus the unmapped runs, as (offset, size) pieces."""
-    pieces = [(offset, offset + size)]
-    for u_off, u_len in unmapped:
-        out = []
-        for lo, hi in pieces:
-            a, b = u_off, u_off + u_len
-            if b <= lo or a >= hi:
-                out.append((lo, hi))
-                continue
-            if lo < a:
-                out.append((lo, a))
-            if b < hi:
-                out.append((b, hi))
-        pieces = out
-    return [(lo, hi - lo) for lo, hi in pieces if hi > lo]
+def _mapped_ranges(size, unmapped):
+    """[0, size) minus the unmapped runs, as (start, end) ranges in order."""
+    ranges, at = [], 0
+    for u_off, u_len in sorted(unmapped):
+        if u_off > at:
+            ranges.append((at, u_off))
+        at = max(at, u_off + u_len)
+    if at < size:
+        ranges.append((at, size))
+    return ranges
+
+
+def _viewer_blocks(seg, lo, hi, sites):
+    """The blocks of mapped range [lo, hi) of vramguard segment seg, laid end to end from lo
+    as PyTorch's viewer lays them: an allocation starts at the pointer handed out (guard
+    mode's left redzone becomes a block of free-looking space before it, its right redzone
+    the rounding the viewer draws after its requested bytes); free space fills the rest."""
+    out, at = [], lo
+
+    def gap(end):
+        nonlocal at
+        if end > at:
+            out.append({"size": end - at, "requested_size": 0, "state": "inactive",
+                        "frames": []})
+            at = end
+
+    for b in sorted(seg.get("blocks", []), key=lambda b: b["offset"]):
+        start, end = b["offset"], b["offset"] + b["size"]
+        if end <= lo or start >= hi:
+            continue
+        state = _STATE.get(b["state"], "inactive")
+        if state == "inactive":
+            continue  # (free space: the gaps)
+        user = _addr(b["address"]) - _addr(seg["address"]) if "address" in b else start
+        gap(max(user, lo))
+        out.append({"size": min(end, hi) - at, "requested_size": b.get("requested", 0),
+                    "state": state, "frames": _frames(sites, b.get("site", 0)),
+                    "stream": _addr(b.get("stream", "0x0"))})
+        at = min(end, hi)
+    gap(hi)
+    base = _addr(seg["address"])
+    addr = base + lo
+    for b in out:
+        b["address"] = addr
+        addr += b["size"]
+    return out
+
+
+def _pending_frees(dev):
+    """Addresses whose last free is not complete at the end: quarantined or deferred blocks
+    (their memory not reusable yet), for free_requested without free_completed."""
+    pending = set()
+    for seg in dev.get("segments", []):
+        for b in seg.get("blocks", []):
+            if _STATE.get(b["state"]) == "active_pending_free" and "address" in b:
+                pending.add(_addr(b["address"]))
+    return pending
+
+
+def _segment_action(ev, vmm_ranges, any_vmm):
+    """map/unmap as PyTorch names them: pages of a virtual-memory range are mapped
+    (expandable segments), a cuMemAlloc segment is allocated."""
+    a = _addr(ev["address"])
+    inside = any(lo <= a < hi for lo, hi in vmm_ranges)
+    mapped = inside or (any_vmm and not vmm_ranges)
+    if ev["action"] == "map":
+        return "segment_map" if mapped else "segment_alloc"
+    return "segment_unmap" if mapped else "segment_free"
 
 
 def to_pytorch(snap):
@@ -64,41 +116,51 @@ def to_pytorch(snap):
         d = dev["device"]
         while len(traces) <= d:
             traces.append([])
+        vmm_ranges, any_vmm = [], False
         for seg in dev.get("segments", []):
             base = _addr(seg["address"])
+            any_vmm |= bool(seg.get("vmm"))
+            if seg.get("vmm"):
+                vmm_ranges.append((base, base + seg["size"]))
             unmapped = [tuple(u) for u in seg.get("unmapped", [])]
-            blocks, allocated, active, requested = [], 0, 0, 0
-            for b in seg.get("blocks", []):
-                state = _STATE.get(b["state"], "inactive")
-                frames = _frames(sites, b.get("site", 0))
-                parts = _mapped_parts(b["offset"], b["size"], unmapped) if state == "inactive" \
-                    else [(b["offset"], b["size"])]
-                for off, size in parts:
-                    blocks.append({"address": base + off, "size": size,
-                                   "requested_size": b.get("requested", 0) if state != "inactive" else 0,
-                                   "state": state, "frames": frames})
-                if state == "active_allocated":
-                    allocated += b["size"]
-                    requested += b.get("requested", 0)
-                if state != "inactive":
-                    active += b["size"]
-            mapped = seg["size"] - sum(u[1] for u in unmapped)
-            segments.append({"device": d, "address": base, "total_size": mapped,
-                             "allocated_size": allocated, "active_size": active,
-                             "requested_size": requested, "stream": _addr(seg.get("stream", "0x0")),
-                             "segment_type": "small" if seg.get("small") else "large",
-                             "segment_pool_id": (0, 0),
-                             "is_expandable": bool(seg.get("vmm")), "frames": [],
-                             "blocks": blocks})
+            for lo, hi in _mapped_ranges(seg["size"], unmapped):
+                blocks = _viewer_blocks(seg, lo, hi, sites)
+                live = [b for b in blocks if b["state"] != "inactive"]
+                segments.append({
+                    "device": d, "address": base + lo, "total_size": hi - lo,
+                    "allocated_size": sum(b["size"] for b in live
+                                          if b["state"] == "active_allocated"),
+                    "active_size": sum(b["size"] for b in live),
+                    "requested_size": sum(b["requested_size"] for b in live
+                                          if b["state"] == "active_allocated"),
+                    "stream": 0,
+                    "segment_type": "small" if seg.get("small") else "large",
+                    "segment_pool_id": (0, 0),
+                    "is_expandable": bool(seg.get("vmm")), "frames": [],
+                    "blocks": [{k: v for k, v in b.items() if k != "stream"} for b in blocks]})
+        pending = _pending_frees(dev)
+        events = dev.get("events", [])
+        last_free = {}
+        for i, ev in enumerate(events):
+            if ev["action"] == "free":
+                last_free[_addr(ev["address"])] = i
         t0 = None
-        for ev in dev.get("events", []):
+        for i, ev in enumerate(events):
             t0 = ev["t_ns"] if t0 is None else t0
-            entry = {"action": _ACTION.get(ev["action"], ev["action"]), "addr": _addr(ev["address"]),
-                     "size": ev["size"], "stream": _addr(ev.get("stream", "0x0")),
+            action = ev["action"]
+            entry = {"addr": _addr(ev["address"]), "size": ev["size"],
+                     "stream": _addr(ev.get("stream", "0x0")),
                      "time_us": (ev["t_ns"] - t0) // 1000,
                      "frames": _frames(sites, ev.get("site", 0))}
-            if entry["action"] == "oom":
-                entry["device_free"] = 0
-            traces[d].append(entry)
+            if action in ("map", "unmap"):
+                traces[d].append(dict(entry, action=_segment_action(ev, vmm_ranges, any_vmm)))
+            elif action == "free":
+                traces[d].append(dict(entry, action="free_requested"))
+                if not (entry["addr"] in pending and last_free[entry["addr"]] == i):
+                    traces[d].append(dict(entry, action="free_completed"))
+            elif action == "oom":
+                traces[d].append(dict(entry, action="oom", device_free=0))
+            else:
+                traces[d].append(dict(entry, action=_ACTION.get(action, action)))
     return {"segments": segments, "device_traces": traces,
             "allocator_settings": {"backend": "vramguard", "mode": snap.get("mode", "fast")}}
