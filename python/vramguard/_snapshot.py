@@ -144,13 +144,15 @@ def to_pytorch(snap):
         for i, ev in enumerate(events):
             if ev["action"] == "free":
                 last_free[_addr(ev["address"])] = i
-        t0 = None
+        # (epoch microseconds, as PyTorch writes them: from the wall clock the snapshot
+        # read beside its monotonic one; a snapshot without it counts from its first event)
+        shift = snap["unix_ns"] - snap["time_ns"] if "unix_ns" in snap else \
+            -(events[0]["t_ns"] if events else 0)
         for i, ev in enumerate(events):
-            t0 = ev["t_ns"] if t0 is None else t0
             action = ev["action"]
             entry = {"addr": _addr(ev["address"]), "size": ev["size"],
                      "stream": _addr(ev.get("stream", "0x0")),
-                     "time_us": (ev["t_ns"] - t0) // 1000,
+                     "time_us": (ev["t_ns"] + shift) // 1000,
                      "frames": _frames(sites, ev.get("site", 0))}
             if action in ("map", "unmap"):
                 traces[d].append(dict(entry, action=_segment_action(ev, vmm_ranges, any_vmm)))

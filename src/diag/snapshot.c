@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/common.h"
@@ -194,9 +195,16 @@ char *vg__snapshot_build(const char *reason) {
     vg__buf_printf(&b, ",\"pid\":%d,\"rank\":%d,\"local_rank\":%d,\"host\":", (int)getpid(),
                    vg__rank(), env_int("LOCAL_RANK"));
     vg__buf_json_str(&b, host);
-    vg__buf_printf(&b, ",\"time_ns\":%llu,\"mode\":\"%s\",\"last_event\":%llu,\"devices\":[",
-                   (unsigned long long)vg__now_ns(), vg__opt.mode == VG_MODE_MEMCHECK ? "memcheck" : vg__opt.mode == VG_MODE_GUARD ? "guard" : "fast",
-                   (unsigned long long)vg__event_seq());
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    const char *mode = vg__opt.mode == VG_MODE_MEMCHECK ? "memcheck"
+                       : vg__opt.mode == VG_MODE_GUARD  ? "guard"
+                                                        : "fast";
+    vg__buf_printf(&b, ",\"time_ns\":%llu,\"unix_ns\":%llu,\"mode\":\"%s\",\"last_event\":%llu,"
+                   "\"devices\":[",
+                   (unsigned long long)vg__now_ns(),
+                   (unsigned long long)wall.tv_sec * 1000000000ull + (unsigned long long)wall.tv_nsec,
+                   mode, (unsigned long long)vg__event_seq());
     for (int i = 0; i < vg__heap_count(); i++) {
         if (i)
             vg__buf_putc(&b, ',');
