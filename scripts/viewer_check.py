@@ -28,6 +28,7 @@ that code's semantics, with no PyTorch needed, and says where it would go wrong:
 Exit status: 0 if every snapshot passes, 1 otherwise (each problem on a line, the first
 few of each kind, with counts).
 """
+import bisect
 import json
 import os
 import pickle
@@ -107,38 +108,48 @@ def containing(segs, addr, end):
 
 
 def check_history(snap, device, trace, p):
-    """MemoryView.simulate_memory, for every index at once (backwards, one pass)."""
+    """MemoryView.simulate_memory, for every index at once (backwards, one pass); after each
+    event, what it changed is checked (the block it puts back, or the blocks in the range
+    of a segment it takes away)."""
     segs, blocks = final_state(snap, device)
+    addrs = sorted(blocks)
 
-    def state_ok(where):
-        last_end = None
-        for addr in sorted(blocks):
-            size = blocks[addr][0]
-            if containing(segs, addr, addr + size) < 0:
-                p.add("history", "%s: block 0x%x (%d bytes) lies in no segment (the viewer stops: "
-                      "\"Cannot read properties of null\")" % (where, addr, size))
-                return False
-            if last_end is not None and addr < last_end:
-                p.add("history", "%s: block 0x%x overlaps the block before it" % (where, addr))
-                return False
-            last_end = addr + size
+    def block_ok(addr, where):
+        size = blocks[addr][0]
+        if containing(segs, addr, addr + size) < 0:
+            p.add("history", "%s: block 0x%x (%d bytes) lies in no segment (the viewer stops: "
+                  "\"Cannot read properties of null\")" % (where, addr, size))
+            return False
+        i = bisect.bisect_left(addrs, addr)
+        if i > 0 and addrs[i - 1] + blocks[addrs[i - 1]][0] > addr:
+            p.add("history", "%s: block 0x%x overlaps the block before it" % (where, addr))
+            return False
+        if i + 1 < len(addrs) and addr + size > addrs[i + 1]:
+            p.add("history", "%s: block 0x%x overlaps the block after it" % (where, addr))
+            return False
         return True
 
-    if not state_ok("the final state"):
-        return
+    for a in addrs:
+        if not block_ok(a, "the final state"):
+            return
     for i in range(len(trace) - 1, -1, -1):
         e = trace[i]
         a, act, size = e["addr"], e["action"], e.get("size", 0)
         where = "event %d (%s 0x%x)" % (i, act, a)
+        check = []
         if act == "free" or act == "free_completed":
+            if a not in blocks:
+                bisect.insort(addrs, a)
             blocks[a] = [size, act == "free_completed", size]
+            check = [a]
         elif act == "free_requested":
             if a not in blocks:
                 p.add("history", "%s: no live block there to un-request" % where)
                 return
             blocks[a][1] = False
         elif act == "alloc":
-            blocks.pop(a, None)
+            if blocks.pop(a, None) is not None:
+                addrs.remove(a)
         elif act in ("segment_free", "segment_unmap"):
             segs.append([a, size, e.get("stream", 0)])
             segs.sort()
@@ -163,8 +174,11 @@ def check_history(snap, device, trace, p):
                 if a + size < s0 + s1:
                     segs.append([a + size, s0 + s1 - a - size, st])
                 segs.sort()
-        if not state_ok("after undoing " + where):
-            return
+            lo = bisect.bisect_left(addrs, a)
+            check = [x for x in addrs[max(0, lo - 1):bisect.bisect_left(addrs, a + size)]]
+        for x in check:
+            if not block_ok(x, "after undoing " + where):
+                return
 
 
 def check_pairs(snap, device, trace, p):

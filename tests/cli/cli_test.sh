@@ -997,6 +997,26 @@ access_planted)
         "kernels_given_this_allocation~\"name\": \"ex_sum\", \"stream\": \"0x0\", \"argument\": 0, \"offset\": -16"
     grep -q "ex_sum on the default stream, argument 0 = 16 bytes before the allocation (in its redzone)" \
         "$TMP/err" || fail "the redzone pointer is not named" ;;
+viewer_semantics)
+    # Every kind of snapshot vramguard writes, in PyTorch's structure, replayed as PyTorch's
+    # memory viewer replays it (scripts/viewer_check.py, issue 33): replays in both modes and
+    # with events dropped, the demo, examples in guard mode (an OOM, bad frees, an overrun),
+    # several streams, a correct program.
+    command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+    t="$TRACES/transformer_ctx128_fullstep.csv"
+    run 0 "$VG" replay --repeat=1 --snapshot="$TMP/replay.json" "$t"
+    run 0 "$VG" replay --repeat=1 --mode=guard --snapshot="$TMP/replay_guard.json" "$t"
+    run 0 "$VG" replay --repeat=1 --snapshot_events=3000 --snapshot="$TMP/replay_dropped.json" "$t"
+    run 0 "$VG" demo --sim --snapshot="$TMP/demo.json"
+    for ex in s1_overrun s6_oom_leak s8_bad_frees clean_program; do
+        run 0 "$VG" run --sim --mode=guard --limit=1G --snapshot="$TMP/$ex.json" -- "$EXAMPLES/$ex"
+    done
+    run 0 "$VG" run --sim --snapshot="$TMP/multistream.json" -- "$BUILD/bench/multistream" random 200
+    run 0 "$VG" run --sim --mode=memcheck --snapshot="$TMP/memcheck.json" -- \
+        "$BUILD/tests/preload/memcheck_user" clean
+    python3 "$HERE/../../scripts/viewer_check.py" "$TMP"/*.json >"$TMP/check" 2>&1 ||
+        { cat "$TMP/check" >&2; fail "drawn wrongly"; }
+    [ "$(grep -c "as the viewer expects" "$TMP/check")" = 10 ] || { cat "$TMP/check" >&2; fail "count"; } ;;
 memcheck_planted)
     # memcheck mode (docs/memcheck.md): a kernel's own reads and writes past an
     # allocation, before it, far past it (a bad index), into freed memory, through

@@ -184,6 +184,36 @@ class Bindings(unittest.TestCase):
         mem._record_memory_history(enabled=None)
         self.assertEqual(mem._snapshot()["device_traces"][0], [])
 
+    def test_a_snapshot_after_empty_cache_is_drawn_right(self):
+        """Issue 33: after empty_cache the viewer's history and timeline still add up
+        (scripts/viewer_check.py), with the pages given back as segment_unmap."""
+        import ctypes
+        import types
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                        "scripts"))
+        import viewer_check
+        mem = types.SimpleNamespace()
+        l = _lib.lib()
+        vramguard._wire_history(mem, l)
+        mem._record_memory_history(max_entries=1000)
+        ptrs = []
+        for size in (1 << 20, 3 << 20, 200 << 20, 5000, 64 << 20):
+            p = ctypes.c_void_p()
+            _lib.check(l.vg_malloc(ctypes.byref(p), size, None), "vg_malloc")
+            ptrs.append(p)
+        for p in ptrs[1:4]:
+            _lib.check(l.vg_free(p, None), "vg_free")
+        l.vg_empty_cache()
+        pt = mem._snapshot()
+        self.assertEqual(list(viewer_check.check(pt).lines()), [])
+        actions = {e["action"] for e in pt["device_traces"][0]}
+        self.assertTrue({"free_requested", "free_completed", "segment_unmap"} <= actions
+                        or {"free_requested", "free_completed", "segment_free"} <= actions,
+                        actions)
+        for p in (ptrs[0], ptrs[4]):
+            _lib.check(l.vg_free(p, None), "vg_free")
+        mem._record_memory_history(enabled=None)
+
     def test_the_cuda_graph_hooks_are_given_to_pytorch(self):
         """enable() hands PyTorch's allocator the three graph hooks (A7): begin from
         libvramguard_torch.so (it keeps PyTorch's filter) where it exists, end and release."""
