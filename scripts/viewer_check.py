@@ -134,7 +134,7 @@ def check_history(snap, device, trace, p):
             return
     for i in range(len(trace) - 1, -1, -1):
         e = trace[i]
-        a, act, size = e["addr"], e["action"], e.get("size", 0)
+        a, act, size = e.get("addr", 0), e["action"], e.get("size", 0)
         where = "event %d (%s 0x%x)" % (i, act, a)
         check = []
         if act == "free" or act == "free_completed":
@@ -184,6 +184,9 @@ def check_history(snap, device, trace, p):
 def check_pairs(snap, device, trace, p):
     requested = set()
     for i, e in enumerate(trace):
+        if e["action"] == "oom" and ("addr" in e or "device_free" not in e):
+            p.add("oom", "event %d: an oom entry has device_free (the driver's free bytes) "
+                  "and no addr, as PyTorch writes it" % i)
         if e["action"] == "free_requested":
             requested.add(e["addr"])
         elif e["action"] == "free_completed":
@@ -204,7 +207,7 @@ def check_timeline(snap, device, trace, p):
     true_live, true_peak = {}, 0
     initially = 0
     for e in trace:
-        a, act, size = e["addr"], e["action"], e.get("size", 0)
+        a, act, size = e.get("addr", 0), e["action"], e.get("size", 0)
         if act == "alloc":
             live[a] = size
             viewer_total += size

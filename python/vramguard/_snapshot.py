@@ -160,9 +160,23 @@ def to_pytorch(snap):
                 traces[d].append(dict(entry, action="free_requested"))
                 if not (entry["addr"] in pending and last_free[entry["addr"]] == i):
                     traces[d].append(dict(entry, action="free_completed"))
-            elif action == "oom":
-                traces[d].append(dict(entry, action="oom", device_free=0))
+            elif action == "oom":  # (its address: the driver's free bytes, as PyTorch's)
+                oom = dict(entry, action="oom", device_free=entry["addr"])
+                del oom["addr"]  # (PyTorch's oom entries have device_free in its place)
+                traces[d].append(oom)
             else:
                 traces[d].append(dict(entry, action=_ACTION.get(action, action)))
     return {"segments": segments, "device_traces": traces,
-            "allocator_settings": {"backend": "vramguard", "mode": snap.get("mode", "fast")}}
+            "allocator_settings": _settings(snap, any(s["is_expandable"] for s in segments))}
+
+
+def _settings(snap, expandable):
+    """PyTorch's allocator_settings keys, with what they mean here: vramguard's virtual-memory
+    segments are expandable segments; nothing is split or collected by threshold; pinned
+    memory is PyTorch's own business. vramguard's backend and mode beside them."""
+    return {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1,
+            "garbage_collection_threshold": 0.0, "expandable_segments": expandable,
+            "pinned_num_register_threads": 1, "release_lock_on_cudamalloc": False,
+            "pinned_use_cuda_host_register": False,
+            "roundup_power2_divisions": {str(1 << i): 0 for i in range(16)},
+            "backend": "vramguard", "mode": snap.get("mode", "fast")}

@@ -60,7 +60,12 @@ __attribute__((noinline)) static vg_status_t alloc_in(vg_heap_t *h, void **ptr, 
         vg__trace_event(true, b->user, size, stream);
         vg__event(h, VG_EV_ALLOC, b->user, size, stream, site);
     } else if (st == VG_ERR_OUT_OF_MEMORY) {
-        vg__event(h, VG_EV_OOM, 0, size, stream, site);
+        size_t dev_free = 0, dev_total = 0; /* (the event's address: as PyTorch's trace has it) */
+        bool pushed = vg__heap_ctx_enter(h);
+        if (vg__cuMemGetInfo(&dev_free, &dev_total) != CUDA_SUCCESS)
+            dev_free = 0;
+        vg__heap_ctx_leave(pushed);
+        vg__event(h, VG_EV_OOM, dev_free, size, stream, site);
         vg__snapshot_on("oom"); /* written below, once the lock is released */
     }
     if (st == VG_ERR_OUT_OF_MEMORY && guard) {

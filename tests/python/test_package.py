@@ -58,6 +58,9 @@ class Snapshot(unittest.TestCase):
             snap = replay_snapshot(tmp)
         pt = to_pytorch(snap)
         self.assertEqual(set(pt), {"segments", "device_traces", "allocator_settings"})
+        for key in ("PYTORCH_CUDA_ALLOC_CONF", "max_split_size", "garbage_collection_threshold",
+                    "expandable_segments", "roundup_power2_divisions"):  # (PyTorch's keys)
+            self.assertIn(key, pt["allocator_settings"])
         self.assertTrue(pt["segments"])
         self.assertEqual({s["segment_type"] for s in pt["segments"]}, {"small", "large"})
         seg = pt["segments"][0]

@@ -80,6 +80,14 @@ class ViewerCheck(unittest.TestCase):
             e["time_us"] = i
         self.assertTrue(any(p.startswith("time:") for p in problems(snap)))
 
+    def test_an_oom_entry_as_pytorch_writes_it(self):
+        snap = good()
+        oom = {"action": "oom", "size": 1 << 40, "stream": 0, "time_us": T0 + 5}
+        snap["device_traces"][0].append(dict(oom, device_free=3 << 30))
+        self.assertEqual(problems(snap), [])
+        snap["device_traces"][0][-1] = dict(oom, addr=0, device_free=0)
+        self.assertTrue(any(p.startswith("oom:") for p in problems(snap)))
+
     def test_an_unmap_of_memory_no_segment_holds(self):
         snap = copy.deepcopy(good())
         snap["device_traces"][0].insert(1, {"action": "segment_map", "addr": 0x7E0000000000,
