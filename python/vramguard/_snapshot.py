@@ -73,7 +73,8 @@ def _viewer_blocks(seg, lo, hi, sites):
         gap(max(user, lo))
         out.append({"size": min(end, hi) - at, "requested_size": b.get("requested", 0),
                     "state": state, "frames": _frames(sites, b.get("site", 0)),
-                    "stream": _addr(b.get("stream", "0x0"))})
+                    "stream": _addr(b.get("stream", "0x0"))})  # (beside PyTorch's keys: a
+        # segment of vramguard's serves every stream, so each block names its own)
         at = min(end, hi)
     gap(hi)
     base = _addr(seg["address"])
@@ -137,7 +138,7 @@ def to_pytorch(snap):
                     "segment_type": "small" if seg.get("small") else "large",
                     "segment_pool_id": (0, 0),
                     "is_expandable": bool(seg.get("vmm")), "frames": [],
-                    "blocks": [{k: v for k, v in b.items() if k != "stream"} for b in blocks]})
+                    "blocks": blocks})
         pending = _pending_frees(dev)
         events = dev.get("events", [])
         last_free = {}
@@ -167,7 +168,8 @@ def to_pytorch(snap):
             else:
                 traces[d].append(dict(entry, action=_ACTION.get(action, action)))
     return {"segments": segments, "device_traces": traces,
-            "allocator_settings": _settings(snap, any(s["is_expandable"] for s in segments))}
+            "allocator_settings": _settings(snap, any(s["is_expandable"] for s in segments)),
+            "external_annotations": []}
 
 
 def _settings(snap, expandable):

@@ -57,7 +57,8 @@ class Snapshot(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             snap = replay_snapshot(tmp)
         pt = to_pytorch(snap)
-        self.assertEqual(set(pt), {"segments", "device_traces", "allocator_settings"})
+        self.assertEqual(set(pt), {"segments", "device_traces", "allocator_settings",
+                                   "external_annotations"})
         for key in ("PYTORCH_CUDA_ALLOC_CONF", "max_split_size", "garbage_collection_threshold",
                     "expandable_segments", "roundup_power2_divisions"):  # (PyTorch's keys)
             self.assertIn(key, pt["allocator_settings"])
