@@ -126,7 +126,8 @@ class Bindings(unittest.TestCase):
             vramguard.dump_snapshot(path)
             with open(path, "rb") as f:
                 self.assertEqual(set(pickle.load(f)), {"segments", "device_traces",
-                                                       "allocator_settings"})
+                                                       "allocator_settings",
+                                                       "external_annotations"})
         _lib.check(l.vg_free(p, None), "vg_free")
         self.assertEqual(vramguard.check(), 0)
         self.assertEqual(vramguard.errors(), [])
