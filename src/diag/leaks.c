@@ -2,9 +2,11 @@
  *
  * Both work per allocation site, from the live counters every site keeps (sites.h):
  *  - at exit, every allocation still live is reported, grouped by site, largest first;
+ *    pinned host memory the program pinned and never freed (pinned.h) the same way, apart;
  *  - vg_step() marks the end of an iteration; a site whose live bytes grew at each of the
  *    last `growth_steps` steps is reported once (again if it stops growing and restarts),
- *    with the growth per step and the total: the "tensors kept in a list" bug.
+ *    with the growth per step and the total: the "tensors kept in a list" bug (and its
+ *    pinned twin: a staging buffer pinned per batch and kept).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 #include "alloc/heap.h"
 #include "leaks.h"
 #include "base/options.h"
+#include "pinned.h"
 #include "report.h"
 #include "sites.h"
 
@@ -78,18 +81,24 @@ static uint32_t merge_same_stacks(leak_site_t *per, uint32_t n) {
 /* The caching allocator a site allocated for, if its stack goes through one: memory such
  * an allocator holds at exit is its cache (PyTorch never gives its cache back), not a
  * leak of the program's. Only leaks=auto leaves them out. */
-static const char *caching_allocator(uint32_t site) {
-    static const struct { const char *frame, *name; } known[] = {
+static const char *caching_allocator(uint32_t site, bool pinned) {
+    static const struct { const char *frame, *name; } device[] = {
         {"CUDACachingAllocator", "PyTorch's CUDA caching allocator"},
         {"BFCAllocator", "XLA's BFC allocator"},
         {"SingleDeviceMemoryPool", "CuPy's memory pool"},
+    }, host[] = { /* (PyTorch's CachingHostAllocatorImpl, CUDACachingHostAllocatorImpl) */
+        {"CachingHostAllocator", "PyTorch's host caching allocator"},
+        {"PinnedMemoryPool", "CuPy's pinned memory pool"},
     };
     const vg_site_t *s = vg__site(site);
+    size_t nknown = pinned ? VG_ARRAY_LEN(host) : VG_ARRAY_LEN(device);
     for (uint32_t i = 0; s && i < s->nframes; i++) {
         const char *f = vg__symbolize(s->frames[i]);
-        for (size_t k = 0; f && k < sizeof known / sizeof known[0]; k++)
-            if (strstr(f, known[k].frame))
-                return known[k].name;
+        for (size_t k = 0; f && k < nknown; k++) {
+            const char *frame = pinned ? host[k].frame : device[k].frame;
+            if (strstr(f, frame))
+                return pinned ? host[k].name : device[k].name;
+        }
     }
     return NULL;
 }
@@ -121,20 +130,25 @@ static bool count_live(vg_block_t *b, void *arg) {
     return true;
 }
 
-void vg__leak_report(vg_heap_t *only, const char *found) {
-    uint32_t nsites = vg__site_count();
-    leak_site_t *per = calloc(nsites ? nsites : 1, sizeof *per);
-    if (!per)
+/* Count pinned range r under its site. */
+static void count_pinned(const vg_pinned_rec_t *r, void *arg) {
+    live_t *v = arg;
+    if (r->site >= v->nsites)
         return;
-    for (int i = 0; i < vg__heap_count(); i++) {
-        vg_heap_t *h = vg__heap_at(i);
-        if (only && h != only)
-            continue;
-        pthread_mutex_lock(&h->lock);
-        live_t live = {per, nsites, h->device};
-        vg__heap_each_block(h, count_live, &live);
-        pthread_mutex_unlock(&h->lock);
+    leak_site_t *l = &v->per[r->site];
+    l->site = r->site;
+    l->bytes += r->size;
+    if (l->count++ == 0) {
+        l->example_user = r->base;
+        l->example_size = r->size;
+        l->example_id = r->id;
+        l->device = -1;
     }
+}
+
+/* Report the sites of per[] (nsites of them, counted), largest first: device memory or
+ * (pinned) pinned host memory. */
+static void report_sites(leak_site_t *per, uint32_t nsites, const char *found, bool pinned) {
     qsort(per, nsites, sizeof *per, by_bytes_desc);
     uint32_t live = 0;
     while (live < nsites && per[live].count)
@@ -149,7 +163,7 @@ void vg__leak_report(vg_heap_t *only, const char *found) {
     uint64_t total = 0, count = 0, sites = 0, cached = 0, ncached = 0;
     const char *cache = NULL;
     for (uint32_t i = 0; i < nsites && per[i].count; i++) {
-        const char *c = vg__opt.leaks == VG_LEAKS_AUTO ? caching_allocator(per[i].site) : NULL;
+        const char *c = vg__opt.leaks == VG_LEAKS_AUTO ? caching_allocator(per[i].site, pinned) : NULL;
         if (c) {
             cache = c;
             cached += per[i].bytes;
@@ -163,28 +177,91 @@ void vg__leak_report(vg_heap_t *only, const char *found) {
             continue;
         vg_report_t r = {.kind = VG_REPORT_LEAK, .device = per[i].device, .alloc_site = per[i].site,
                          .bytes = per[i].bytes, .count = per[i].count, .clean_seq = UINT64_MAX,
-                         .found = found};
-        snprintf(r.detail, sizeof r.detail, "for example 0x%llx, %llu bytes (allocation #%llu)",
+                         .found = found, .pinned = pinned};
+        if (pinned && strcmp(found, "at exit") == 0)
+            r.headline = "pinned host memory still allocated at exit";
+        snprintf(r.detail, sizeof r.detail, "for example 0x%llx, %llu bytes (%s #%llu)",
                  (unsigned long long)per[i].example_user, (unsigned long long)per[i].example_size,
+                 pinned ? "pinned host allocation" : "allocation",
                  (unsigned long long)per[i].example_id);
         vg__report(&r);
     }
+    const char *what = pinned ? " of pinned host memory" : "";
     if (cached) {
         char b[32];
-        vg__log("%s in %llu allocations %s belongs to %s: its cache, not a leak (leaks=on "
-                "reports it)", vg__fmt_bytes(b, cached), (unsigned long long)ncached, found, cache);
+        vg__log("%s%s in %llu allocations %s belongs to %s: its cache, not a leak (leaks=on "
+                "reports it)", vg__fmt_bytes(b, cached), what, (unsigned long long)ncached,
+                found, cache);
     }
     if (sites > MAX_LEAK_REPORTS) {
         char b[32];
-        vg__log("%llu more allocation sites hold live memory %s; in all %s in %llu "
+        vg__log("%llu more allocation sites hold live memory%s %s; in all %s in %llu "
                 "allocations from %llu sites",
-                (unsigned long long)(sites - MAX_LEAK_REPORTS), found, vg__fmt_bytes(b, total),
-                (unsigned long long)count, (unsigned long long)sites);
+                (unsigned long long)(sites - MAX_LEAK_REPORTS), what, found,
+                vg__fmt_bytes(b, total), (unsigned long long)count, (unsigned long long)sites);
     }
+}
+
+void vg__leak_report(vg_heap_t *only, const char *found) {
+    uint32_t nsites = vg__site_count();
+    leak_site_t *per = calloc(nsites ? nsites : 1, sizeof *per);
+    if (!per)
+        return;
+    for (int i = 0; i < vg__heap_count(); i++) {
+        vg_heap_t *h = vg__heap_at(i);
+        if (only && h != only)
+            continue;
+        pthread_mutex_lock(&h->lock);
+        live_t live = {per, nsites, h->device};
+        vg__heap_each_block(h, count_live, &live);
+        pthread_mutex_unlock(&h->lock);
+    }
+    report_sites(per, nsites, found, false);
+    free(per);
+}
+
+void vg__pinned_leak_report(void) {
+    uint32_t nsites = vg__site_count();
+    leak_site_t *per = calloc(nsites ? nsites : 1, sizeof *per);
+    if (!per)
+        return;
+    live_t live = {per, nsites, -1};
+    vg__pinned_each(count_pinned, &live);
+    report_sites(per, nsites, "at exit", true);
     free(per);
 }
 
 static pthread_mutex_t g_growth_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* One step of site id's counter `now` (g_growth_lock held): report it once it has grown
+ * at each of the last growth_steps steps. */
+static void growth_of(uint32_t id, vg_growth_t *g, int64_t now, int64_t count, bool pinned) {
+    if (now > g->step_bytes) {
+        if (g->run_steps == 0)
+            g->run_start_bytes = g->step_bytes;
+        g->run_steps++;
+    } else {
+        g->run_steps = 0;
+        g->reported = false;
+    }
+    g->step_bytes = now;
+    if ((long)g->run_steps < vg__opt.growth_steps || g->reported)
+        return;
+    g->reported = true;
+    vg_report_t r = {.kind = VG_REPORT_GROWTH, .device = -1, .alloc_site = id,
+                     .bytes = (uint64_t)now, .count = (uint64_t)count,
+                     .growth_per_step = (now - g->run_start_bytes) / (int64_t)g->run_steps,
+                     .steps = g->run_steps, .clean_seq = UINT64_MAX, .found = "at vg_step()",
+                     .pinned = pinned,
+                     .headline = pinned ? "pinned host memory from one allocation site grows "
+                                          "every step"
+                                        : NULL};
+    char a[32], b[32];
+    snprintf(r.detail, sizeof r.detail, "grew by %s in total over those steps (from %s)",
+             vg__fmt_bytes(a, (uint64_t)(now - g->run_start_bytes)),
+             vg__fmt_bytes(b, (uint64_t)g->run_start_bytes));
+    vg__report(&r);
+}
 
 void vg__growth_step(void) {
     if (vg__opt.growth_steps <= 0)
@@ -195,30 +272,10 @@ void vg__growth_step(void) {
         vg_site_t *s = vg__site(id);
         if (!s)
             continue;
-        int64_t now = atomic_load(&s->live_bytes);
-        if (now > s->step_bytes) {
-            if (s->run_steps == 0)
-                s->run_start_bytes = s->step_bytes;
-            s->run_steps++;
-        } else {
-            s->run_steps = 0;
-            s->growth_reported = false;
-        }
-        s->step_bytes = now;
-        if ((long)s->run_steps >= vg__opt.growth_steps && !s->growth_reported) {
-            s->growth_reported = true;
-            vg_report_t r = {.kind = VG_REPORT_GROWTH, .device = -1, .alloc_site = id,
-                             .bytes = (uint64_t)now,
-                             .count = (uint64_t)atomic_load(&s->live_count),
-                             .growth_per_step = (now - s->run_start_bytes) / (int64_t)s->run_steps,
-                             .steps = s->run_steps, .clean_seq = UINT64_MAX,
-                             .found = "at vg_step()"};
-            char a[32], b[32];
-            snprintf(r.detail, sizeof r.detail, "grew by %s in total over those steps (from %s)",
-                     vg__fmt_bytes(a, (uint64_t)(now - s->run_start_bytes)),
-                     vg__fmt_bytes(b, (uint64_t)s->run_start_bytes));
-            vg__report(&r);
-        }
+        growth_of(id, &s->growth, atomic_load(&s->live_bytes), atomic_load(&s->live_count),
+                  false);
+        growth_of(id, &s->pinned_growth, atomic_load(&s->pinned_bytes),
+                  atomic_load(&s->pinned_count), true);
     }
     pthread_mutex_unlock(&g_growth_lock);
 }

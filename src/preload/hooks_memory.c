@@ -3,8 +3,9 @@
  *
  * Device allocations come from vramguard's allocator (stream-ordered, guarded in guard
  * mode); a free of memory vramguard does not hold (the driver's own, from a path not
- * hooked) goes to the driver. Pinned host memory passes through and is remembered for
- * the race guard, which wraps asynchronous copies from and to it.
+ * hooked) goes to the driver. Pinned host memory is the driver's, counted on its way
+ * (diag/pinned.h: by site, under pinned_limit) and followed by the race guard, which
+ * wraps asynchronous copies from and to it.
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>
@@ -13,6 +14,7 @@
 #include "base/common.h"
 #include "base/options.h"
 #include "diag/order.h"
+#include "diag/pinned.h"
 #include "check/guard.h"
 #include "alloc/heap.h"
 #include "diag/report.h"
@@ -259,46 +261,118 @@ VG_API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Pinned host memory: passed through, remembered for the race guard
+ * Pinned host memory: counted by site (diag/pinned.h), capped by pinned_limit, followed by
+ * the race guard
  * ------------------------------------------------------------------------------------- */
 
-VG_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
-    static void *next;
-    CUresult (*f)(void **, size_t) = (CUresult(*)(void **, size_t))vgp_next("cuMemAllocHost_v2", &next);
-    CUresult r = f ? f(pp, bytesize) : CUDA_ERROR_NOT_INITIALIZED;
-    if (r == CUDA_SUCCESS && vgp_ready())
-        vgp_pinned_add(*pp, bytesize);
+/* After a pinning call made at t0 (its result r): recorded, or its failure explained. */
+static CUresult pinned(CUresult r, void *p, size_t n, uint32_t site, bool registered,
+                       const char *call, uint64_t t0) {
+    if (r == CUDA_SUCCESS)
+        vg__pinned_added(p, n, site, registered, vg__now_ns() - t0);
+    else
+        vg__pinned_failed(n, site, call, (int)r);
     return r;
 }
 
+VG_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
+    if (!vgp_ready())
+        NEXT(cuMemAllocHost_v2, pp, bytesize);
+    uint32_t site = vgp_call_site();
+    if (!vg__pinned_admit(bytesize, site, "cuMemAllocHost"))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t t0 = vg__now_ns();
+    CUresult r;
+    CALL_NEXT(r, cuMemAllocHost_v2, pp, bytesize);
+    return pinned(r, pp ? *pp : NULL, bytesize, site, false, "cuMemAllocHost", t0);
+}
+
 VG_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
-    static void *next;
-    CUresult (*f)(void **, size_t, unsigned) =
-        (CUresult(*)(void **, size_t, unsigned))vgp_next("cuMemHostAlloc", &next);
-    CUresult r = f ? f(pp, bytesize, Flags) : CUDA_ERROR_NOT_INITIALIZED;
-    if (r == CUDA_SUCCESS && vgp_ready())
-        vgp_pinned_add(*pp, bytesize);
+    if (!vgp_ready())
+        NEXT(cuMemHostAlloc, pp, bytesize, Flags);
+    uint32_t site = vgp_call_site();
+    if (!vg__pinned_admit(bytesize, site, "cuMemHostAlloc"))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t t0 = vg__now_ns();
+    CUresult r;
+    CALL_NEXT(r, cuMemHostAlloc, pp, bytesize, Flags);
+    return pinned(r, pp ? *pp : NULL, bytesize, site, false, "cuMemHostAlloc", t0);
+}
+
+VG_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
+    if (!vgp_ready())
+        NEXT(cuMemHostRegister_v2, p, bytesize, Flags);
+    uint32_t site = vgp_call_site();
+    if (!vg__pinned_admit(bytesize, site, "cuMemHostRegister"))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t t0 = vg__now_ns();
+    CUresult r;
+    CALL_NEXT(r, cuMemHostRegister_v2, p, bytesize, Flags);
+    return pinned(r, p, bytesize, site, true, "cuMemHostRegister", t0);
+}
+
+/* A free or unregistration of pinned range p (its record: rec), which the driver made
+ * wait for an asynchronous copy still queued on it (docs/decisions.md G13): in verbose
+ * mode, a note naming the call, where it was made, and the copy it waited for. */
+static void note_hidden_sync(const char *call, const vg_pinned_rec_t *rec, uint32_t site,
+                             const vgp_copy_t *copy, uint64_t waited_ns) {
+    vg_buf_t b = {0};
+    char sz[32];
+    vg__buf_printf(&b, "note: %s(%p) waited %.1f ms for %s of %s on stream %p, still queued "
+                       "on the buffer: the driver completes a pinned buffer's copies before "
+                       "it lets the buffer go, a synchronisation the program may not expect",
+                   call, (void *)rec->base, (double)waited_ns / 1e6, copy->api,
+                   vg__fmt_bytes(sz, copy->bytes), (void *)copy->stream);
+    const char *what[2] = {call, "the copy"};
+    uint32_t sites[2] = {site, copy->site};
+    for (int k = 0; k < 2; k++) {
+        vg_site_t *s = vg__site(sites[k]);
+        if (!s || !s->nframes)
+            continue;
+        uint32_t shown = vg__site_symbolize(s);
+        vg__buf_printf(&b, "\n  %s was made at:", what[k]);
+        for (uint32_t i = 0; i < shown && i < 6; i++)
+            vg__buf_printf(&b, "\n    #%u %s", i, vg__symbolize(s->frames[i]));
+    }
+    if (b.data)
+        vg__log("%s", b.data);
+    vg__buf_free(&b);
+}
+
+/* cuMemFreeHost and cuMemHostUnregister: the record goes before the driver's call (after
+ * it, another thread may be given the same address), then the driver frees. */
+static CUresult unpin(CUresult (*next)(void *), void *p, bool registered, const char *call,
+                      uint32_t site) {
+    vg_pinned_rec_t rec;
+    bool known = vg__pinned_remove(p, registered, &rec);
+    vgp_copy_t copy;
+    bool queued = known && vg__opt.verbose && vgp_race_in_flight(p, rec.size, &copy);
+    uint64_t t0 = vg__now_ns();
+    CUresult r = next ? next(p) : CUDA_ERROR_NOT_INITIALIZED;
+    uint64_t took = vg__now_ns() - t0;
+    if (known && r != CUDA_SUCCESS) /* (the driver kept it: so does the count) */
+        vg__pinned_restore(&rec);
+    else if (known)
+        vg__pinned_free_time(took);
+    if (queued && r == CUDA_SUCCESS)
+        note_hidden_sync(call, &rec, site, &copy, took);
     return r;
 }
 
 VG_API CUresult cuMemFreeHost(void *p) {
-    if (vgp_ready())
-        vgp_pinned_remove(p);
-    NEXT(cuMemFreeHost, p);
-}
-
-VG_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
+    if (!vgp_ready())
+        NEXT(cuMemFreeHost, p);
     static void *next;
-    CUresult (*f)(void *, size_t, unsigned) =
-        (CUresult(*)(void *, size_t, unsigned))vgp_next("cuMemHostRegister_v2", &next);
-    CUresult r = f ? f(p, bytesize, Flags) : CUDA_ERROR_NOT_INITIALIZED;
-    if (r == CUDA_SUCCESS && vgp_ready())
-        vgp_pinned_add(p, bytesize);
-    return r;
+    uint32_t site = vg__opt.verbose ? vgp_call_site() : 0;
+    return unpin((CUresult(*)(void *))vgp_next("cuMemFreeHost", &next), p, false,
+                 "cuMemFreeHost", site);
 }
 
 VG_API CUresult cuMemHostUnregister(void *p) {
-    if (vgp_ready())
-        vgp_pinned_remove(p);
-    NEXT(cuMemHostUnregister, p);
+    if (!vgp_ready())
+        NEXT(cuMemHostUnregister, p);
+    static void *next;
+    uint32_t site = vg__opt.verbose ? vgp_call_site() : 0;
+    return unpin((CUresult(*)(void *))vgp_next("cuMemHostUnregister", &next), p, true,
+                 "cuMemHostUnregister", site);
 }

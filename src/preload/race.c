@@ -42,13 +42,13 @@
 #include "base/common.h"
 #include "alloc/heap.h"
 #include "base/options.h"
+#include "diag/pinned.h"
 #include "diag/report.h"
 #include "diag/sites.h"
 #include "preload.h"
 #include "vramguard.h"
 
 #define RECS 256
-#define PINNED 4096
 #define FRAMES 16
 
 /* FREE -> (claimed: DONE) -> ACTIVE (protected) -> LIFTING (its protection being
@@ -74,10 +74,7 @@ typedef struct rec {
 
 static rec_t g_recs[RECS];
 static _Atomic int g_pending_reports;
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* protections and pinned list */
-
-static struct { uintptr_t lo, hi; } g_pinned[PINNED];
-static int g_npinned;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* protections */
 
 static struct sigaction g_old_segv;
 static bool g_handler_installed;
@@ -98,36 +95,23 @@ bool vgp_race_enabled(void) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Pinned ranges
+ * Pinned ranges (diag/pinned.h keeps them)
  * ------------------------------------------------------------------------------------- */
 
-void vgp_pinned_add(void *p, size_t n) {
-    if (!p || !n)
-        return;
+bool vgp_race_in_flight(const void *p, size_t n, vgp_copy_t *copy) {
+    uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    bool found = false;
     pthread_mutex_lock(&g_lock);
-    if (g_npinned < PINNED) {
-        g_pinned[g_npinned].lo = (uintptr_t)p;
-        g_pinned[g_npinned].hi = (uintptr_t)p + n;
-        g_npinned++;
+    for (int i = 0; i < RECS && !found; i++) {
+        rec_t *r = &g_recs[i];
+        uintptr_t h = (uintptr_t)r->host;
+        if (atomic_load(&r->state) != R_ACTIVE || h + r->bytes <= lo || h >= hi)
+            continue;
+        *copy = (vgp_copy_t){r->api, r->bytes, r->stream, r->enqueue_site};
+        found = true;
     }
     pthread_mutex_unlock(&g_lock);
-}
-
-void vgp_pinned_remove(void *p) {
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < g_npinned; i++)
-        if (g_pinned[i].lo == (uintptr_t)p) {
-            g_pinned[i] = g_pinned[--g_npinned];
-            break;
-        }
-    pthread_mutex_unlock(&g_lock);
-}
-
-static bool is_pinned(uintptr_t lo, uintptr_t hi) {
-    for (int i = 0; i < g_npinned; i++)
-        if (lo >= g_pinned[i].lo && hi <= g_pinned[i].hi)
-            return true;
-    return false;
+    return found;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -277,7 +261,7 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
     if (lo >= hi)
         return 0; /* no page belongs to the buffer alone */
     pthread_mutex_lock(&g_lock); /* (device memory, as cuMemcpyAsync's often is, stops here) */
-    bool pinned = is_pinned((uintptr_t)h, (uintptr_t)h + n);
+    bool pinned = vg__pinned_contains((uintptr_t)h, (uintptr_t)h + n);
     pthread_mutex_unlock(&g_lock);
     if (!pinned)
         return 0;
@@ -286,7 +270,7 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
     vg__stack_bounds_prepare(); /* so the handler can unwind this thread */
     uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
     pthread_mutex_lock(&g_lock);
-    if (!is_pinned((uintptr_t)h, (uintptr_t)h + n)) {
+    if (!vg__pinned_contains((uintptr_t)h, (uintptr_t)h + n)) {
         pthread_mutex_unlock(&g_lock);
         return 0; /* pageable: CUDA copies it synchronously */
     }
