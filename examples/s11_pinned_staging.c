@@ -7,9 +7,10 @@
  * buffers, 20 MiB of page-locked host RAM, stay pinned until the process ends. vramguard
  * run in guard mode reports them as pinned host memory leaked, from the line that pinned
  * them. The other ways to run it:
- *   --steps      the loader marks the end of each batch as a step for vramguard (vg_step,
- *                when the program runs under it): the pinned memory of that line grows at
- *                every step, and is reported as growth before the end
+ *   --steps      the loader marks the end of every second batch (a training step that
+ *                takes two) as a step for vramguard (vg_step, when the program runs under
+ *                it): the pinned memory of that line grows at every step, and is reported
+ *                as growth before the end
  *   --register   the batches are written into ordinary memory (malloc) that the loader
  *                pins with cuMemHostRegister (cudaHostRegister), and unregisters only for
  *                the even ones
@@ -88,7 +89,7 @@ int main(int argc, char **argv) {
         } else if (batch % 2 == 0) {
             CK(cuMemFreeHost(h));
         } /* the bug: an odd batch's buffer is never freed */
-        if (strcmp(how, "--steps") == 0)
+        if (batch % 2 == 1 && strcmp(how, "--steps") == 0)
             end_of_step();
     }
     CK(cuStreamSynchronize(s));

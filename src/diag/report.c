@@ -746,9 +746,10 @@ void vg__report(const vg_report_t *r) {
     }
     if (r->kind == VG_REPORT_LEAK || r->kind == VG_REPORT_GROWTH) {
         if (r->kind == VG_REPORT_GROWTH)
-            vg__buf_printf(&b, PREFIX "  live memory from this site grew in each of the last %u "
+            vg__buf_printf(&b, PREFIX "  %s from this site grew in each of the last %u "
                                   "steps, by %s per step on average\n",
-                           r->steps, vg__fmt_bytes(sz, (uint64_t)r->growth_per_step));
+                           r->pinned ? "pinned host memory" : "live memory", r->steps,
+                           vg__fmt_bytes(sz, (uint64_t)r->growth_per_step));
         char tot[32];
         vg__buf_printf(&b, PREFIX "  %s %s%s in %llu allocation%s from:\n",
                        r->kind == VG_REPORT_GROWTH ? "now" : "", vg__fmt_bytes(tot, r->bytes),

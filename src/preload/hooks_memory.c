@@ -311,16 +311,31 @@ VG_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flag
     return pinned(r, p, bytesize, site, true, "cuMemHostRegister", t0);
 }
 
+/* Where site s was, as a user reads it (its innermost frame's text; a compiler may give
+ * one line several call instructions), as a hash. */
+static uint64_t place_key(uint32_t id) {
+    vg_site_t *s = vg__site(id);
+    const char *t = s && s->nframes ? vg__symbolize(s->frames[0]) : "";
+    uint64_t h = 1469598103934665603ull;
+    for (; t && *t; t++)
+        h = (h ^ (unsigned char)*t) * 1099511628211ull;
+    return h;
+}
+
 /* A free or unregistration of pinned range p (its record: rec), which the driver made
  * wait for an asynchronous copy still queued on it (docs/decisions.md G13): in verbose
- * mode, a note naming the call, where it was made, and the copy it waited for. */
+ * mode, a note naming the call, where it was made, and the copy it waited for, once per
+ * pair of places. */
 static void note_hidden_sync(const char *call, const vg_pinned_rec_t *rec, uint32_t site,
                              const vgp_copy_t *copy, uint64_t waited_ns) {
+    if (!vg__report_first_time(0x5e11ull << 48 ^ place_key(site) ^ place_key(copy->site) << 1))
+        return;
     vg_buf_t b = {0};
     char sz[32];
     vg__buf_printf(&b, "note: %s(%p) waited %.1f ms for %s of %s on stream %p, still queued "
                        "on the buffer: the driver completes a pinned buffer's copies before "
-                       "it lets the buffer go, a synchronisation the program may not expect",
+                       "it lets the buffer go, a synchronisation the program may not expect "
+                       "(said once for these two places)",
                    call, (void *)rec->base, (double)waited_ns / 1e6, copy->api,
                    vg__fmt_bytes(sz, copy->bytes), (void *)copy->stream);
     const char *what[2] = {call, "the copy"};

@@ -24,6 +24,10 @@
  * ours go to the handler that was installed before (vgsim's, the program's, or the
  * default action). The report is written outside the handler, at the next CUDA call or
  * at exit.
+ *
+ * Without the guard (fast mode), verbose mode follows the copies all the same, protecting
+ * nothing: a free of a pinned buffer that the driver makes wait for a copy still queued on
+ * it is then noted (vgp_race_in_flight; docs/decisions.md G13).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -253,13 +257,18 @@ static void install_handler(void) {
 
 uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stream,
                           const char *api) {
-    if (!vgp_race_enabled() || !h || n == 0)
+    /* Without the race guard, verbose mode still follows the copy, unprotected, for the
+     * note of a free that waits for it (vgp_race_in_flight). */
+    bool guard = vgp_race_enabled();
+    if ((!guard && !vg__opt.verbose) || !h || n == 0)
         return 0;
     uintptr_t page = page_size();
     uintptr_t lo = ((uintptr_t)h + page - 1) & ~(page - 1);
     uintptr_t hi = ((uintptr_t)h + n) & ~(page - 1);
-    if (lo >= hi)
+    if (lo >= hi && guard)
         return 0; /* no page belongs to the buffer alone */
+    if (!guard)
+        lo = hi = 0; /* (nothing to protect) */
     pthread_mutex_lock(&g_lock); /* (device memory, as cuMemcpyAsync's often is, stops here) */
     bool pinned = vg__pinned_contains((uintptr_t)h, (uintptr_t)h + n);
     pthread_mutex_unlock(&g_lock);
@@ -267,14 +276,15 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
         return 0;
     if (vg__stream_capturing(stream))
         return 0; /* captured into a graph: the copy runs at each replay, not now (A7) */
-    vg__stack_bounds_prepare(); /* so the handler can unwind this thread */
+    if (guard)
+        vg__stack_bounds_prepare(); /* so the handler can unwind this thread */
     uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
     pthread_mutex_lock(&g_lock);
     if (!vg__pinned_contains((uintptr_t)h, (uintptr_t)h + n)) {
         pthread_mutex_unlock(&g_lock);
         return 0; /* pageable: CUDA copies it synchronously */
     }
-    if (!g_handler_installed)
+    if (!g_handler_installed && guard)
         install_handler();
     rec_t *r = NULL;
     for (int i = 0; i < RECS && !r; i++) {
@@ -297,7 +307,8 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
     r->waited_out = false;
     atomic_store(&r->faulted, 0);
     atomic_store(&r->state, R_ACTIVE);
-    reprotect(lo, hi);
+    if (guard)
+        reprotect(lo, hi);
     pthread_mutex_unlock(&g_lock);
     return (uintptr_t)(r - g_recs) + 1;
 }
@@ -306,7 +317,8 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
 static void complete(rec_t *r) {
     pthread_mutex_lock(&g_lock);
     atomic_store(&r->state, R_LIFTING); /* a fault now waits, instead of looking foreign */
-    reprotect(r->lo, r->hi);
+    if (r->lo < r->hi) /* (an unguarded copy protected nothing) */
+        reprotect(r->lo, r->hi);
     atomic_store(&r->state, R_DONE);
     if (atomic_load(&r->faulted) != 1)
         atomic_store(&r->state, R_FREE); /* (a fault not yet reported: freed once it is) */
@@ -396,7 +408,8 @@ void vgp_race_release(void) {
         rec_t *r = &g_recs[i];
         if (atomic_load(&r->state) == R_ACTIVE) {
             atomic_store(&r->state, R_LIFTING);
-            mprotect((void *)r->lo, r->hi - r->lo, PROT_READ | PROT_WRITE);
+            if (r->lo < r->hi)
+                mprotect((void *)r->lo, r->hi - r->lo, PROT_READ | PROT_WRITE);
             atomic_store(&r->state, R_DONE);
         }
     }
