@@ -11,7 +11,8 @@
  * The cap (pinned_limit) admits a request before the driver sees it: its bytes count from
  * then, so that threads pinning at once cannot pass it together, and go again if the
  * driver refuses. The warning (pinned_warn) is given when the total first passes its
- * threshold, and again after the total has fallen below it.
+ * threshold, and again only after the total has fallen below half of it (a loader's
+ * total that wavers around the threshold is said once).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -243,7 +244,7 @@ bool vg__pinned_remove(const void *p, bool registered, vg_pinned_rec_t *out) {
         if (registered)
             vg__stat_add(&g_stats.registered_bytes, -(int64_t)r.size);
         g_stats.num_host_free++;
-        if (g_warned && (uint64_t)g_stats.allocated_bytes.current < threshold)
+        if (g_warned && (uint64_t)g_stats.allocated_bytes.current < threshold / 2)
             g_warned = false; /* (said again if it passes the threshold again) */
     }
     pthread_mutex_unlock(&g_lock);
