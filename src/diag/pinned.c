@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc/events.h"
 #include "alloc/stats.h"
 #include "base/options.h"
 #include "oom.h"
@@ -35,6 +36,7 @@ static uint64_t g_next_id = 1;
 static vg_host_stats_t g_stats;
 static int64_t g_admitted; /* bytes admitted whose driver call has not returned */
 static bool g_warned;      /* the total is past pinned_warn, and it was said */
+static vg_events_t g_events; /* pinnings, frees and refusals, for snapshots' timelines */
 
 /* The host's RAM (MemTotal). */
 static uint64_t host_total(void) {
@@ -143,10 +145,12 @@ bool vg__pinned_admit(uint64_t n, uint32_t site, const char *call) {
     pthread_mutex_lock(&g_lock);
     uint64_t held = (uint64_t)(g_stats.allocated_bytes.current + g_admitted);
     bool ok = !limit || (n <= limit && held <= limit - n);
-    if (ok)
+    if (ok) {
         g_admitted += (int64_t)n;
-    else
+    } else {
         g_stats.num_ooms++;
+        vg__event_in(&g_events, VG_EV_OOM, 0, n, NULL, site);
+    }
     pthread_mutex_unlock(&g_lock);
     if (!ok) {
         char l[32], h[32];
@@ -199,6 +203,8 @@ void vg__pinned_added(const void *p, uint64_t n, uint32_t site, bool registered,
     g_stats.num_host_alloc++;
     duration_add(&g_stats.host_alloc_time, elapsed_ns);
     bool kept = insert(&r); /* (not counted if it could not be kept) */
+    if (kept)
+        vg__event_in(&g_events, VG_EV_ALLOC, r.base, n, NULL, site);
     total = (uint64_t)g_stats.allocated_bytes.current;
     if (threshold && total >= threshold && !g_warned)
         say = g_warned = true;
@@ -209,9 +215,22 @@ void vg__pinned_added(const void *p, uint64_t n, uint32_t site, bool registered,
         warn(total, threshold);
 }
 
+/* Take back the totals of a removal that did not happen (g_lock held). */
+static void untotal(vg_stat_t *st, int64_t d) {
+    st->allocated -= d;
+    st->freed -= d;
+}
+
 void vg__pinned_restore(const vg_pinned_rec_t *r) {
     pthread_mutex_lock(&g_lock);
     bool kept = insert(r);
+    if (kept) {
+        vg__event_in(&g_events, VG_EV_ALLOC, r->base, r->size, NULL, r->site);
+        untotal(&g_stats.allocations, 1);
+        untotal(&g_stats.allocated_bytes, (int64_t)r->size);
+        if (r->registered)
+            untotal(&g_stats.registered_bytes, (int64_t)r->size);
+    }
     g_stats.num_host_free--; /* (vg__pinned_remove counted a free that did not happen) */
     pthread_mutex_unlock(&g_lock);
     if (kept)
@@ -221,8 +240,10 @@ void vg__pinned_restore(const vg_pinned_rec_t *r) {
 void vg__pinned_failed(uint64_t n, uint32_t site, const char *call, int result) {
     pthread_mutex_lock(&g_lock);
     g_admitted -= (int64_t)n;
-    if (result == CUDA_ERROR_OUT_OF_MEMORY)
+    if (result == CUDA_ERROR_OUT_OF_MEMORY) {
         g_stats.num_ooms++;
+        vg__event_in(&g_events, VG_EV_OOM, 0, n, NULL, site);
+    }
     pthread_mutex_unlock(&g_lock);
     if (result == CUDA_ERROR_OUT_OF_MEMORY)
         explain(n, site, call, "the driver could not pin it (CUDA_ERROR_OUT_OF_MEMORY): the "
@@ -244,6 +265,7 @@ bool vg__pinned_remove(const void *p, bool registered, vg_pinned_rec_t *out) {
         if (registered)
             vg__stat_add(&g_stats.registered_bytes, -(int64_t)r.size);
         g_stats.num_host_free++;
+        vg__event_in(&g_events, VG_EV_FREE, r.base, r.size, NULL, r.site);
         if (g_warned && (uint64_t)g_stats.allocated_bytes.current < threshold / 2)
             g_warned = false; /* (said again if it passes the threshold again) */
     }
@@ -290,6 +312,21 @@ void vg__pinned_stats(vg_host_stats_t *out) {
     s.warn_at = warn_threshold();
     s.host_total = host_total();
     memcpy(out, &s, size);
+}
+
+bool vg__pinned_events(vg_events_t *out) {
+    *out = (vg_events_t){.cap = UINT64_MAX}; /* (none kept) */
+    pthread_mutex_lock(&g_lock);
+    bool kept = g_events.ring && g_events.cap != UINT64_MAX;
+    vg_event_t *copy = kept ? malloc((size_t)g_events.cap * sizeof *copy) : NULL;
+    if (copy) {
+        memcpy(copy, g_events.ring, (size_t)g_events.cap * sizeof *copy);
+        *out = g_events;
+        out->ring = copy;
+    }
+    bool any = g_stats.num_host_alloc || g_stats.num_ooms;
+    pthread_mutex_unlock(&g_lock);
+    return any;
 }
 
 void vg__pinned_describe_exit(void) {

@@ -53,6 +53,10 @@ void vg__pinned_each(void (*fn)(const vg_pinned_rec_t *r, void *arg), void *arg)
 /* The process's counters (vramguard.h; alloc/stats.c writes them as JSON and as rows of
  * the summary table). */
 void vg__pinned_stats(vg_host_stats_t *out);
+struct vg_events;
+/* For snapshots: a copy of the pinned events kept (alloc, free, oom), a ring as a heap's
+ * (the caller frees out->ring). False if the process never pinned memory vramguard saw. */
+bool vg__pinned_events(struct vg_events *out);
 /* verbose: the peak and what is still pinned, a line at exit. */
 void vg__pinned_describe_exit(void);
 

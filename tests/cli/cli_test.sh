@@ -522,6 +522,28 @@ pinned_leak)
     # A correct loader: nothing pinned at exit, nothing reported.
     run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s11_pinned_staging" --free-queued
     python3 "$HERE/check_report.py" "$TMP/r.json" 0 all || { cat "$TMP/err" >&2; fail "--free-queued"; } ;;
+pinned_snapshot)
+    # Snapshots carry the pinned host memory (pinned_host), and vramguard report shows it
+    # as a timeline of its own in the text, the SVG, the HTML page and the Chrome trace.
+    run 99 "$VG" run --sim --mode=guard --error_exitcode=99 --snapshot="$TMP/s.json" -- \
+        "$EXAMPLES/s11_pinned_staging"
+    run 0 "$VG" report "$TMP/s.json" --svg "$TMP/s.svg" --html "$TMP/s.html" --chrome-trace "$TMP/s.ct.json"
+    for k in "^  pinned host memory \(the host has .* of RAM\)" \
+             "pinned: 20.00 MiB now in 10 allocations, peak 20.00 MiB; 20 pinned, 10 freed" \
+             "20.00 MiB in 10 allocations from pinned_batch \(s11_pinned_staging.c:[0-9]+\)" \
+             "timeline: 30 events kept, peak live 20.00 MiB"; do
+        grep -qE "$k" "$TMP/out" || { cat "$TMP/out" >&2; fail "report: no line matching '$k'"; }
+    done
+    grep -q "class=\"title\">pid [0-9]*, pinned host memory<" "$TMP/s.svg" || fail "no SVG panel"
+    grep -q "pinned host memory" "$TMP/s.html" || fail "no HTML panel"
+    python3 - "$TMP/s.ct.json" <<'PY' || fail "the Chrome trace's pinned track"
+import json, sys
+ev = json.load(open(sys.argv[1]))
+ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+track = [e["args"]["pinned"] for e in ev if e.get("name") == "pinned host memory" and e.get("ph") == "C"]
+assert max(track) == 20 << 20 and track[-1] == 20 << 20, track
+PY
+    ;;
 pinned_limit)
     # pinned_limit=16M: a 64 MiB cuMemHostAlloc fails as the driver fails for lack of
     # memory, and the explanation says it is pinned host memory and the cap; in guard mode
