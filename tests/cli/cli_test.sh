@@ -896,6 +896,18 @@ interposer_dlsym)
     command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
     run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$BUILD/tests/preload/dlsym_user"
     python3 "$HERE/check_report.py" "$TMP/r.json" 3 double_free allocation.size=4096 || fail "not every lookup was hooked" ;;
+interposer_pinned_lookups)
+    # Pinned memory reached as the CUDA runtime reaches it (dlsym, RTLD_NEXT,
+    # cuGetProcAddress) is counted: four 1 MiB leaks of pinned host memory, one per call.
+    command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$BUILD/tests/preload/pinned_lookup_user"
+    python3 "$HERE/check_report.py" "$TMP/r.json" 4 leak pinned_host=True bytes=1048576 count=1 \
+        allocated_at~pinned_lookup_user.c || { cat "$TMP/err" >&2; fail "not every lookup was hooked"; }
+    python3 - "$TMP/r.json" <<'PY' || fail "a lookup's leak was not pinned host memory"
+import json, sys
+assert all(r.get("pinned_host") for r in json.load(open(sys.argv[1]))), "device leak"
+PY
+    ;;
 interposer_ctx_sync_v2)
     # CUDA 13's runtime synchronises a device through cuCtxSynchronize_v2, which it gets
     # from cuGetProcAddress: the hook runs the synchronisation's check (check_sync).
