@@ -599,9 +599,10 @@ pinned)
         step "pinned_loader_leak.py $fixed guard" 300 python3 -m vramguard run --mode=guard --verbose \
             examples/pytorch/pinned_loader_leak.py $fixed
     done
-    # Leaks listed too (leaks=on): with Python lines, PyTorch's host cache is not told from
-    # the program's own pinned memory (to record what it shows).
-    step "pinned_loader_leak.py leaks=on" 300 python3 -m vramguard run --mode=guard --leaks=on \
+    # Leaks listed (leaks=auto): PyTorch's host cache should be counted in one line as its
+    # cache (its CachingHostAllocator frames, exported symbols, at the pinning call), the
+    # kept buffers listed as leaks.
+    step "pinned_loader_leak.py leaks=auto" 300 python3 -m vramguard run --mode=guard --leaks=auto \
         examples/pytorch/pinned_loader_leak.py
     ;;
 access|access-tool)

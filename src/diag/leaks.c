@@ -78,27 +78,51 @@ static uint32_t merge_same_stacks(leak_site_t *per, uint32_t n) {
     return out;
 }
 
-/* The caching allocator a site allocated for, if its stack goes through one: memory such
- * an allocator holds at exit is its cache (PyTorch never gives its cache back), not a
- * leak of the program's. Only leaks=auto leaves them out. */
+/* Caching allocators known by a frame of their stacks: memory such an allocator holds at
+ * exit is its cache (PyTorch never gives its cache back), not a leak of the program's. Only
+ * leaks=auto leaves them out. */
+typedef struct known_cache {
+    const char *frame, *name;
+} known_cache_t;
+static const known_cache_t g_device_caches[] = {
+    {"CUDACachingAllocator", "PyTorch's CUDA caching allocator"},
+    {"BFCAllocator", "XLA's BFC allocator"},
+    {"SingleDeviceMemoryPool", "CuPy's memory pool"},
+}, g_host_caches[] = { /* (PyTorch's CachingHostAllocatorImpl, CUDACachingHostAllocatorImpl) */
+    {"CachingHostAllocator", "PyTorch's host caching allocator"},
+    {"PinnedMemoryPool", "CuPy's pinned memory pool"},
+};
+
+/* The cache whose frame `text` is (a frame of device or host memory's caches), or NULL. */
+static const char *cache_of_frame(const char *text, bool pinned) {
+    const known_cache_t *k = pinned ? g_host_caches : g_device_caches;
+    size_t n = pinned ? VG_ARRAY_LEN(g_host_caches) : VG_ARRAY_LEN(g_device_caches);
+    for (size_t i = 0; text && i < n; i++)
+        if (strstr(text, k[i].frame))
+            return k[i].name;
+    return NULL;
+}
+
+/* The caching allocator a site allocated for, if its stack goes through one. */
 static const char *caching_allocator(uint32_t site, bool pinned) {
-    static const struct { const char *frame, *name; } device[] = {
-        {"CUDACachingAllocator", "PyTorch's CUDA caching allocator"},
-        {"BFCAllocator", "XLA's BFC allocator"},
-        {"SingleDeviceMemoryPool", "CuPy's memory pool"},
-    }, host[] = { /* (PyTorch's CachingHostAllocatorImpl, CUDACachingHostAllocatorImpl) */
-        {"CachingHostAllocator", "PyTorch's host caching allocator"},
-        {"PinnedMemoryPool", "CuPy's pinned memory pool"},
-    };
     const vg_site_t *s = vg__site(site);
-    size_t nknown = pinned ? VG_ARRAY_LEN(host) : VG_ARRAY_LEN(device);
     for (uint32_t i = 0; s && i < s->nframes; i++) {
-        const char *f = vg__symbolize(s->frames[i]);
-        for (size_t k = 0; f && k < nknown; k++) {
-            const char *frame = pinned ? host[k].frame : device[k].frame;
-            if (strstr(f, frame))
-                return pinned ? host[k].name : device[k].name;
-        }
+        const char *c = cache_of_frame(vg__symbolize(s->frames[i]), pinned);
+        if (c)
+            return c;
+    }
+    return NULL;
+}
+
+const char *vg__host_cache_here(void) {
+    uintptr_t frames[32];
+    int n = vg__capture_stack(frames, 32, 1);
+    for (int i = 0; i < n; i++) {
+        char text[512];
+        vg__symbolize_quick(frames[i], text, sizeof text); /* (dladdr: no symbolizer run) */
+        const char *c = cache_of_frame(text, true);
+        if (c)
+            return c;
     }
     return NULL;
 }
@@ -111,6 +135,8 @@ typedef struct {
     leak_site_t *per;
     uint32_t nsites;
     int device;
+    uint64_t cached, ncached; /* pinned ranges a host cache made (leaks=auto) */
+    const char *cache;
 } live_t;
 
 /* Count block b, if live, under its site. */
@@ -133,6 +159,12 @@ static bool count_live(vg_block_t *b, void *arg) {
 /* Count pinned range r under its site. */
 static void count_pinned(const vg_pinned_rec_t *r, void *arg) {
     live_t *v = arg;
+    if (r->cache && vg__opt.leaks == VG_LEAKS_AUTO) { /* (a cache's, seen when pinned) */
+        v->cached += r->size;
+        v->ncached++;
+        v->cache = r->cache;
+        return;
+    }
     if (r->site >= v->nsites)
         return;
     leak_site_t *l = &v->per[r->site];
@@ -146,9 +178,11 @@ static void count_pinned(const vg_pinned_rec_t *r, void *arg) {
     }
 }
 
-/* Report the sites of per[] (nsites of them, counted), largest first: device memory or
- * (pinned) pinned host memory. */
-static void report_sites(leak_site_t *per, uint32_t nsites, const char *found, bool pinned) {
+/* Report the sites of live->per[] (live->nsites of them, counted), largest first: device
+ * memory or (pinned) pinned host memory; live->cached is a cache's already. */
+static void report_sites(const live_t *lv, const char *found, bool pinned) {
+    leak_site_t *per = lv->per;
+    uint32_t nsites = lv->nsites;
     qsort(per, nsites, sizeof *per, by_bytes_desc);
     uint32_t live = 0;
     while (live < nsites && per[live].count)
@@ -160,8 +194,8 @@ static void report_sites(leak_site_t *per, uint32_t nsites, const char *found, b
     live = merged + (live > MERGE_SITES ? live - MERGE_SITES : 0);
     nsites = live;
     qsort(per, nsites, sizeof *per, by_bytes_desc);
-    uint64_t total = 0, count = 0, sites = 0, cached = 0, ncached = 0;
-    const char *cache = NULL;
+    uint64_t total = 0, count = 0, sites = 0, cached = lv->cached, ncached = lv->ncached;
+    const char *cache = lv->cache;
     for (uint32_t i = 0; i < nsites && per[i].count; i++) {
         const char *c = vg__opt.leaks == VG_LEAKS_AUTO ? caching_allocator(per[i].site, pinned) : NULL;
         if (c) {
@@ -212,11 +246,11 @@ void vg__leak_report(vg_heap_t *only, const char *found) {
         if (only && h != only)
             continue;
         pthread_mutex_lock(&h->lock);
-        live_t live = {per, nsites, h->device};
+        live_t live = {per, nsites, h->device, 0, 0, NULL};
         vg__heap_each_block(h, count_live, &live);
         pthread_mutex_unlock(&h->lock);
     }
-    report_sites(per, nsites, found, false);
+    report_sites(&(live_t){per, nsites, -1, 0, 0, NULL}, found, false);
     free(per);
 }
 
@@ -225,9 +259,9 @@ void vg__pinned_leak_report(void) {
     leak_site_t *per = calloc(nsites ? nsites : 1, sizeof *per);
     if (!per)
         return;
-    live_t live = {per, nsites, -1};
+    live_t live = {per, nsites, -1, 0, 0, NULL};
     vg__pinned_each(count_pinned, &live);
-    report_sites(per, nsites, "at exit", true);
+    report_sites(&live, "at exit", true);
     free(per);
 }
 

@@ -194,11 +194,11 @@ static void site_count(const vg_pinned_rec_t *r, int add) {
 }
 
 void vg__pinned_added(const void *p, uint64_t n, uint32_t site, bool registered,
-                      uint64_t elapsed_ns) {
+                      const char *cache, uint64_t elapsed_ns) {
     uint64_t threshold = warn_threshold(), total;
     bool say = false;
     pthread_mutex_lock(&g_lock);
-    vg_pinned_rec_t r = {(uintptr_t)p, n, site, registered, g_next_id++};
+    vg_pinned_rec_t r = {(uintptr_t)p, n, site, registered, cache, g_next_id++};
     g_admitted -= (int64_t)n;
     g_stats.num_host_alloc++;
     duration_add(&g_stats.host_alloc_time, elapsed_ns);

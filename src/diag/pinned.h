@@ -21,6 +21,7 @@ typedef struct vg_pinned_rec {
     uint64_t size;
     uint32_t site;     /* where the program pinned it */
     bool registered;   /* cuMemHostRegister (else cuMemHostAlloc / cuMemAllocHost) */
+    const char *cache; /* the host caching allocator that pinned it, if its C stack said so */
     uint64_t id;       /* its number among the process's pinnings, from 1 */
 } vg_pinned_rec_t;
 
@@ -30,9 +31,10 @@ typedef struct vg_pinned_rec {
  * CUDA_ERROR_OUT_OF_MEMORY without calling the driver. True: the bytes are counted
  * until vg__pinned_added or vg__pinned_failed says how the call ended. */
 bool vg__pinned_admit(uint64_t n, uint32_t site, const char *call);
-/* The driver pinned [p, p + n) in elapsed_ns. */
+/* The driver pinned [p, p + n) in elapsed_ns; cache: the host caching allocator that
+ * asked (leaks.h, vg__host_cache_here), or NULL. */
 void vg__pinned_added(const void *p, uint64_t n, uint32_t site, bool registered,
-                      uint64_t elapsed_ns);
+                      const char *cache, uint64_t elapsed_ns);
 /* The driver refused to pin n bytes with `result` (a CUresult): the admitted bytes go;
  * CUDA_ERROR_OUT_OF_MEMORY is explained as the cap's failure is. */
 void vg__pinned_failed(uint64_t n, uint32_t site, const char *call, int result);

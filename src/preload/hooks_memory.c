@@ -13,6 +13,7 @@
 
 #include "base/common.h"
 #include "base/options.h"
+#include "diag/leaks.h"
 #include "diag/order.h"
 #include "diag/pinned.h"
 #include "check/guard.h"
@@ -265,11 +266,15 @@ VG_API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
  * the race guard
  * ------------------------------------------------------------------------------------- */
 
-/* After a pinning call made at t0 (its result r): recorded, or its failure explained. */
+/* After a pinning call made at t0 (its result r): recorded, or its failure explained.
+ * For leaks=auto, the host cache that asked for it, from the C stack (a site of Python
+ * lines does not show it: diag/leaks.h). */
 static CUresult pinned(CUresult r, void *p, size_t n, uint32_t site, bool registered,
                        const char *call, uint64_t t0) {
+    uint64_t took = vg__now_ns() - t0;
+    bool auto_leaks = vg__opt.leaks == VG_LEAKS_AUTO && vg__leaks_wanted();
     if (r == CUDA_SUCCESS)
-        vg__pinned_added(p, n, site, registered, vg__now_ns() - t0);
+        vg__pinned_added(p, n, site, registered, auto_leaks ? vg__host_cache_here() : NULL, took);
     else
         vg__pinned_failed(n, site, call, (int)r);
     return r;

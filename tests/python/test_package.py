@@ -353,8 +353,8 @@ class Pinned(unittest.TestCase):
             with open(rj) as f:
                 reports = json.load(f)
         with open(child) as f:
-            at = {tag: i + 1 for i, text in enumerate(f) for tag in ("BATCH", "STRAY")
-                  if "# " + tag in text}
+            at = {tag: i + 1 for i, text in enumerate(f)
+                  for tag in ("BATCH", "STRAY", "HOSTALLOC") if "# " + tag in text}
         return child, at, r, reports
 
     @unittest.skipIf(sys.version_info < (3, 11), "the cache is known by its qualified name (3.11)")
@@ -364,13 +364,25 @@ class Pinned(unittest.TestCase):
         leak = reports[0]
         self.assertTrue(leak["pinned_host"])
         self.assertEqual((leak["bytes"], leak["count"]), (3 << 20, 1))
-        self.assertEqual(leak["allocated_at"][0], "<module> (%s:%d)" % (child, at["STRAY"]))
+        self.assertEqual(leak["allocated_at"][:2], ["pin_with_driver (%s:%d)" % (child, at["HOSTALLOC"]),
+                                                    "<module> (%s:%d)" % (child, at["STRAY"])])
         self.assertIn("1.00 MiB of pinned host memory in 1 allocations at exit belongs to "
                       "PyTorch's host caching allocator: its cache, not a leak", r.stderr)
         self.assertIn("pinned 4194304 in 2 after 2 calls, peak 4194304", r.stdout)
         # leaks=on lists the cache too.
         child, at, r, reports = self.run_child("cache", "--leaks=on")
         self.assertEqual(sorted(x["bytes"] for x in reports), [1 << 20, 3 << 20], r.stderr)
+
+    def test_the_host_cache_is_known_by_its_c_frames(self):
+        # The cache's blocks pinned from C (as PyTorch's are), the sites Python lines.
+        child, at, r, reports = self.run_child("cache_c", "--leaks=auto")
+        self.assertEqual([(x["kind"], x["bytes"]) for x in reports], [("leak", 3 << 20)], r.stderr)
+        self.assertIn("1.00 MiB of pinned host memory in 1 allocations at exit belongs to "
+                      "PyTorch's host caching allocator: its cache, not a leak", r.stderr)
+        child, at, r, reports = self.run_child("cache_c", "--leaks=on")
+        self.assertEqual(sorted(x["bytes"] for x in reports), [1 << 20, 3 << 20], r.stderr)
+        self.assertIn("<module> (%s:%d)" % (child, at["BATCH"]),
+                      [x for x in reports if x["bytes"] == 1 << 20][0]["allocated_at"])
 
     def test_pinned_batches_kept_grow_at_every_step(self):
         child, at, r, reports = self.run_child("leak")

@@ -20,7 +20,7 @@ static uint32_t here(void) { return vg__site_here(0); }
 static bool pin(uintptr_t p, uint64_t n, uint32_t site, bool registered) {
     if (!vg__pinned_admit(n, site, registered ? "cuMemHostRegister" : "cuMemHostAlloc"))
         return false;
-    vg__pinned_added((void *)p, n, site, registered, 3000);
+    vg__pinned_added((void *)p, n, site, registered, NULL, 3000);
     return true;
 }
 

@@ -71,7 +71,7 @@ static char *workload_snapshot(void) {
     CHECK_EQ(vg__report_count_kind(VG_REPORT_UNORDERED_FREE), 1);
     /* Pinned host memory, as the interposer counts it (a range, then one refused). */
     CHECK(vg__pinned_admit(4096, 0, "cuMemHostAlloc"));
-    vg__pinned_added((void *)(uintptr_t)0x10000000, 4096, 0, false, 1000);
+    vg__pinned_added((void *)(uintptr_t)0x10000000, 4096, 0, false, NULL, 1000);
     CHECK(vg__pinned_admit(1ull << 40, 0, "cuMemHostAlloc"));
     vg__pinned_failed(1ull << 40, 0, "cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY);
     char *snap = vg_snapshot_json();
