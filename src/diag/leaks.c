@@ -139,20 +139,27 @@ typedef struct {
     const char *cache;
 } live_t;
 
+/* Count a live allocation (or pinned range) under its site; the first is the example. */
+static void tally(live_t *v, uint32_t site, uint64_t bytes, uint64_t user, uint64_t id,
+                  int device) {
+    if (site >= v->nsites)
+        return;
+    leak_site_t *l = &v->per[site];
+    l->site = site;
+    l->bytes += bytes;
+    if (l->count++ == 0) {
+        l->example_user = user;
+        l->example_size = bytes;
+        l->example_id = id;
+        l->device = device;
+    }
+}
+
 /* Count block b, if live, under its site. */
 static bool count_live(vg_block_t *b, void *arg) {
     live_t *v = arg;
-    if (b->state != VG_BLOCK_ALLOCATED || b->site >= v->nsites)
-        return true;
-    leak_site_t *l = &v->per[b->site];
-    l->site = b->site;
-    l->bytes += b->requested;
-    if (l->count++ == 0) {
-        l->example_user = b->user;
-        l->example_size = b->requested;
-        l->example_id = b->id;
-        l->device = v->device;
-    }
+    if (b->state == VG_BLOCK_ALLOCATED)
+        tally(v, b->site, b->requested, b->user, b->id, v->device);
     return true;
 }
 
@@ -165,17 +172,7 @@ static void count_pinned(const vg_pinned_rec_t *r, void *arg) {
         v->cache = r->cache;
         return;
     }
-    if (r->site >= v->nsites)
-        return;
-    leak_site_t *l = &v->per[r->site];
-    l->site = r->site;
-    l->bytes += r->size;
-    if (l->count++ == 0) {
-        l->example_user = r->base;
-        l->example_size = r->size;
-        l->example_id = r->id;
-        l->device = -1;
-    }
+    tally(v, r->site, r->size, r->base, r->id, -1);
 }
 
 /* Report the sites of live->per[] (live->nsites of them, counted), largest first: device

@@ -280,40 +280,35 @@ static CUresult pinned(CUresult r, void *p, size_t n, uint32_t site, bool regist
     return r;
 }
 
+/* A pinning hook's body: the program's site (taken here, in the hook), pinned_limit, the
+ * driver's call timed, then the count (pinned()). `ptr`: the range's address, read once
+ * the driver answered. */
+#define PINNING_HOOK(symbol, call, n, ptr, registered, ...)                                 \
+    do {                                                                                    \
+        if (!vgp_ready())                                                                   \
+            NEXT(symbol, __VA_ARGS__);                                                      \
+        uint32_t site_ = vgp_call_site();                                                   \
+        if (!vg__pinned_admit((n), site_, (call)))                                          \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                \
+        uint64_t t0_ = vg__now_ns();                                                        \
+        CUresult r_;                                                                        \
+        CALL_NEXT(r_, symbol, __VA_ARGS__);                                                 \
+        return pinned(r_, (ptr), (n), site_, (registered), (call), t0_);                    \
+    } while (0)
+
 VG_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
-    if (!vgp_ready())
-        NEXT(cuMemAllocHost_v2, pp, bytesize);
-    uint32_t site = vgp_call_site();
-    if (!vg__pinned_admit(bytesize, site, "cuMemAllocHost"))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t t0 = vg__now_ns();
-    CUresult r;
-    CALL_NEXT(r, cuMemAllocHost_v2, pp, bytesize);
-    return pinned(r, pp ? *pp : NULL, bytesize, site, false, "cuMemAllocHost", t0);
+    PINNING_HOOK(cuMemAllocHost_v2, "cuMemAllocHost", bytesize, pp ? *pp : NULL, false, pp,
+                 bytesize);
 }
 
 VG_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
-    if (!vgp_ready())
-        NEXT(cuMemHostAlloc, pp, bytesize, Flags);
-    uint32_t site = vgp_call_site();
-    if (!vg__pinned_admit(bytesize, site, "cuMemHostAlloc"))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t t0 = vg__now_ns();
-    CUresult r;
-    CALL_NEXT(r, cuMemHostAlloc, pp, bytesize, Flags);
-    return pinned(r, pp ? *pp : NULL, bytesize, site, false, "cuMemHostAlloc", t0);
+    PINNING_HOOK(cuMemHostAlloc, "cuMemHostAlloc", bytesize, pp ? *pp : NULL, false, pp,
+                 bytesize, Flags);
 }
 
 VG_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
-    if (!vgp_ready())
-        NEXT(cuMemHostRegister_v2, p, bytesize, Flags);
-    uint32_t site = vgp_call_site();
-    if (!vg__pinned_admit(bytesize, site, "cuMemHostRegister"))
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    uint64_t t0 = vg__now_ns();
-    CUresult r;
-    CALL_NEXT(r, cuMemHostRegister_v2, p, bytesize, Flags);
-    return pinned(r, p, bytesize, site, true, "cuMemHostRegister", t0);
+    PINNING_HOOK(cuMemHostRegister_v2, "cuMemHostRegister", bytesize, p, true, p, bytesize,
+                 Flags);
 }
 
 /* Where site s was, as a user reads it (its innermost frame's text; a compiler may give
@@ -379,20 +374,18 @@ static CUresult unpin(CUresult (*next)(void *), void *p, bool registered, const 
     return r;
 }
 
-VG_API CUresult cuMemFreeHost(void *p) {
-    if (!vgp_ready())
-        NEXT(cuMemFreeHost, p);
-    static void *next;
-    uint32_t site = vg__opt.verbose ? vgp_call_site() : 0;
-    return unpin((CUresult(*)(void *))vgp_next("cuMemFreeHost", &next), p, false,
-                 "cuMemFreeHost", site);
-}
+/* An unpinning hook's body: its site (in verbose mode, for the note; taken here, in the
+ * hook), then unpin(). */
+#define UNPINNING_HOOK(symbol, registered, p)                                               \
+    do {                                                                                    \
+        if (!vgp_ready())                                                                   \
+            NEXT(symbol, p);                                                                \
+        static void *next_;                                                                 \
+        uint32_t site_ = vg__opt.verbose ? vgp_call_site() : 0;                             \
+        return unpin((CUresult(*)(void *))vgp_next(#symbol, &next_), (p), (registered),     \
+                     #symbol, site_);                                                       \
+    } while (0)
 
-VG_API CUresult cuMemHostUnregister(void *p) {
-    if (!vgp_ready())
-        NEXT(cuMemHostUnregister, p);
-    static void *next;
-    uint32_t site = vg__opt.verbose ? vgp_call_site() : 0;
-    return unpin((CUresult(*)(void *))vgp_next("cuMemHostUnregister", &next), p, true,
-                 "cuMemHostUnregister", site);
-}
+VG_API CUresult cuMemFreeHost(void *p) { UNPINNING_HOOK(cuMemFreeHost, false, p); }
+
+VG_API CUresult cuMemHostUnregister(void *p) { UNPINNING_HOOK(cuMemHostUnregister, true, p); }
