@@ -181,3 +181,51 @@ VG_TEST(snapshots_have_the_pinned_timeline) {
     rp_free(&f);
     vg_free_string(snap);
 }
+
+/* Data-loader threads pinning and freeing at once under the cap (DESIGN.md D10): the cap
+ * is never passed, even between a request's admission and the driver's answer, and the
+ * counters add up when they are done. */
+#define THREADS 4
+#define ROUNDS 2000
+
+static _Atomic int64_t g_held, g_most; /* what the "driver" has pinned, and its peak */
+
+static void *loader(void *arg) {
+    uintptr_t base = 0x100000000ull * (1 + (uintptr_t)arg);
+    uint32_t site = here();
+    for (int i = 0; i < ROUNDS; i++) {
+        uintptr_t p = base + (uintptr_t)(i % 8) * 0x400000;
+        uint64_t n = (uint64_t)(1 + i % 3) * MiB;
+        if (vg__pinned_admit(n, site, "cuMemHostAlloc")) {
+            int64_t now = atomic_fetch_add(&g_held, (int64_t)n) + (int64_t)n;
+            for (int64_t m = atomic_load(&g_most);
+                 now > m && !atomic_compare_exchange_weak(&g_most, &m, now);)
+                ;
+            vg__pinned_added((void *)p, n, site, false, NULL, 1000);
+        }
+        if (i % 8 == 7 || i == ROUNDS - 1) /* (frees the ranges it holds) */
+            for (int k = 0; k < 8; k++) {
+                vg_pinned_rec_t r;
+                if (vg__pinned_remove((void *)(base + (uintptr_t)k * 0x400000), false, &r))
+                    atomic_fetch_sub(&g_held, (int64_t)r.size);
+            }
+    }
+    return NULL;
+}
+
+VG_TEST(threads_pinning_at_once_never_pass_the_cap) {
+    vgt_init("pinned_limit=12M,pinned_warn=0,log=/dev/null");
+    pthread_t t[THREADS];
+    for (long i = 0; i < THREADS; i++)
+        CHECK(pthread_create(&t[i], NULL, loader, (void *)i) == 0);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    vg_host_stats_t s = stats();
+    CHECK(atomic_load(&g_most) <= (int64_t)(12 * MiB));
+    CHECK(s.allocated_bytes.peak <= (int64_t)(12 * MiB));
+    CHECK_EQ(s.allocated_bytes.current, 0);
+    CHECK_EQ(s.allocations.current, 0);
+    CHECK_EQ(s.num_host_alloc, s.num_host_free);
+    CHECK(s.num_ooms > 0); /* (each thread's 8 ranges of 1-3 MiB alone pass 12 MiB) */
+    CHECK_EQ(s.num_host_alloc + s.num_ooms, (uint64_t)THREADS * ROUNDS);
+}
