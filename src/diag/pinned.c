@@ -184,13 +184,22 @@ static bool insert(const vg_pinned_rec_t *r) {
     return true;
 }
 
-/* Count r's bytes on its site (add: +1 or -1). */
-static void site_count(const vg_pinned_rec_t *r, int add) {
+/* Count r's bytes on its site (add: +1 or -1; `again`: a removal undone). */
+static void site_count(const vg_pinned_rec_t *r, int add, bool again) {
     vg_site_t *s = vg__site(r->site);
     if (!s)
         return;
-    atomic_fetch_add_explicit(&s->pinned_bytes, add * (int64_t)r->size, memory_order_relaxed);
+    int64_t now = atomic_fetch_add_explicit(&s->pinned_bytes, add * (int64_t)r->size,
+                                            memory_order_relaxed) + add * (int64_t)r->size;
     atomic_fetch_add_explicit(&s->pinned_count, add, memory_order_relaxed);
+    if (add < 0 || again)
+        return;
+    atomic_fetch_add_explicit(&s->pinned_total, 1, memory_order_relaxed);
+    int64_t peak = atomic_load_explicit(&s->pinned_peak, memory_order_relaxed);
+    while (now > peak && !atomic_compare_exchange_weak_explicit(&s->pinned_peak, &peak, now,
+                                                                memory_order_relaxed,
+                                                                memory_order_relaxed)) {
+    }
 }
 
 void vg__pinned_added(const void *p, uint64_t n, uint32_t site, bool registered,
@@ -210,7 +219,7 @@ void vg__pinned_added(const void *p, uint64_t n, uint32_t site, bool registered,
         say = g_warned = true;
     pthread_mutex_unlock(&g_lock);
     if (kept)
-        site_count(&r, 1);
+        site_count(&r, 1, false);
     if (say)
         warn(total, threshold);
 }
@@ -234,7 +243,7 @@ void vg__pinned_restore(const vg_pinned_rec_t *r) {
     g_stats.num_host_free--; /* (vg__pinned_remove counted a free that did not happen) */
     pthread_mutex_unlock(&g_lock);
     if (kept)
-        site_count(r, 1);
+        site_count(r, 1, true);
 }
 
 void vg__pinned_failed(uint64_t n, uint32_t site, const char *call, int result) {
@@ -271,7 +280,7 @@ bool vg__pinned_remove(const void *p, bool registered, vg_pinned_rec_t *out) {
     }
     pthread_mutex_unlock(&g_lock);
     if (found)
-        site_count(&r, -1);
+        site_count(&r, -1, false);
     if (out)
         *out = r;
     return found;

@@ -41,6 +41,8 @@ typedef struct vg_site {
     _Atomic int64_t peak_bytes;    /* highest live_bytes seen */
     _Atomic int64_t pinned_bytes;  /* pinned host memory from this site (pinned.h) */
     _Atomic int64_t pinned_count;
+    _Atomic int64_t pinned_peak;   /* highest pinned_bytes seen */
+    _Atomic uint64_t pinned_total; /* ranges ever pinned here */
     vg_growth_t growth, pinned_growth; /* of live_bytes, of pinned_bytes */
 } vg_site_t;
 

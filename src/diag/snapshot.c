@@ -187,6 +187,21 @@ static void pinned_json(vg_buf_t *b, site_set_t *sites) {
                    stats ? stats : "{}");
     pinned_json_t a = {b, sites, true};
     vg__pinned_each(pinned_rec_json, &a);
+    vg__buf_printf(b, "],\"sites\":[");
+    a.first = true;
+    for (uint32_t id = 0; id < vg__site_count(); id++) { /* every site that pinned */
+        vg_site_t *s = vg__site(id);
+        if (!s || !atomic_load(&s->pinned_total))
+            continue;
+        vg__buf_printf(b, "%s{\"site\":%u,\"bytes\":%lld,\"count\":%lld,\"peak_bytes\":%lld,"
+                          "\"total_count\":%llu}",
+                       a.first ? "" : ",", id, (long long)atomic_load(&s->pinned_bytes),
+                       (long long)atomic_load(&s->pinned_count),
+                       (long long)atomic_load(&s->pinned_peak),
+                       (unsigned long long)atomic_load(&s->pinned_total));
+        site_mark(sites, id);
+        a.first = false;
+    }
     vg__buf_putc(b, ']');
     events_json(b, &ev, sites);
     vg__buf_putc(b, '}');

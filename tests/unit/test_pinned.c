@@ -175,6 +175,13 @@ VG_TEST(snapshots_have_the_pinned_timeline) {
     CHECK(json_get(all->kids[0], "registered") != NULL);
     CHECK_EQ(json_int(d->j, "limit_bytes", 0), (int64_t)(10 * MiB));
     CHECK_EQ(json_int(json_get(d->j, "stats"), "allocated_bytes.current", 0), (int64_t)(6 * MiB));
+    const json_t *sites = json_get(d->j, "sites"); /* per site: now, its peak, ever */
+    CHECK_EQ(sites->n, 1);
+    CHECK_EQ(json_int(sites->kids[0], "site", -1), (int64_t)site);
+    CHECK_EQ(json_int(sites->kids[0], "bytes", 0), (int64_t)(6 * MiB));
+    CHECK_EQ(json_int(sites->kids[0], "count", 0), 3);
+    CHECK_EQ(json_int(sites->kids[0], "peak_bytes", 0), (int64_t)(6 * MiB));
+    CHECK_EQ(json_int(sites->kids[0], "total_count", 0), 6);
     char label[400];
     rp_device_label(d, label, sizeof label);
     CHECK_STREQ(label, "pinned host memory");
