@@ -361,7 +361,7 @@ static CUresult unpin(CUresult (*next)(void *), void *p, bool registered, const 
     vg_pinned_rec_t rec;
     bool known = vg__pinned_remove(p, registered, &rec);
     vgp_copy_t copy;
-    bool queued = known && vg__opt.verbose && vgp_race_in_flight(p, rec.size, &copy);
+    bool queued = known && vgp_race_unpinned(p, rec.size, &copy);
     uint64_t t0 = vg__now_ns();
     CUresult r = next ? next(p) : CUDA_ERROR_NOT_INITIALIZED;
     uint64_t took = vg__now_ns() - t0;
@@ -369,7 +369,7 @@ static CUresult unpin(CUresult (*next)(void *), void *p, bool registered, const 
         vg__pinned_restore(&rec);
     else if (known)
         vg__pinned_free_time(took);
-    if (queued && r == CUDA_SUCCESS)
+    if (queued && r == CUDA_SUCCESS && vg__opt.verbose)
         note_hidden_sync(call, &rec, site, &copy, took);
     return r;
 }

@@ -121,8 +121,10 @@ typedef struct vgp_copy {
     CUstream stream;
     uint32_t site;
 } vgp_copy_t;
-/* Is such a copy still in flight on host range [p, p + n)? True, and *copy, if one is. */
-bool vgp_race_in_flight(const void *p, size_t n, vgp_copy_t *copy);
+/* Host range [p, p + n) is about to be freed or unregistered: its pages stop being guarded
+ * (the address may come back). True, and *copy (the first), if a copy followed on it was
+ * still in flight. */
+bool vgp_race_unpinned(const void *p, size_t n, vgp_copy_t *copy);
 /* At exit: every protection lifted, the previous SIGSEGV handler back. */
 void vgp_race_release(void);
 

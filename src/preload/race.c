@@ -25,9 +25,11 @@
  * default action). The report is written outside the handler, at the next CUDA call or
  * at exit.
  *
- * Without the guard (fast mode), verbose mode follows the copies all the same, protecting
- * nothing: a free of a pinned buffer that the driver makes wait for a copy still queued on
- * it is then noted (vgp_race_in_flight; docs/decisions.md G13).
+ * A buffer freed or unregistered while a copy is still queued on it (the driver waits for
+ * the copy: docs/decisions.md G13) stops being guarded at once: the driver may hand its
+ * address out again before the copy's host function runs. Without the guard (fast mode),
+ * verbose mode follows the copies all the same, protecting nothing, so that such a free
+ * is noted (vgp_race_unpinned).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -69,6 +71,7 @@ typedef struct rec {
     CUstream stream;
     uint32_t enqueue_site;
     _Atomic int faulted;       /* set by the signal handler (once) */
+    _Atomic bool gone;         /* the buffer is being freed: its pages are no longer guarded */
     uintptr_t fault_addr;
     bool fault_write, waited_out;
     int nframes;
@@ -102,17 +105,26 @@ bool vgp_race_enabled(void) {
  * Pinned ranges (diag/pinned.h keeps them)
  * ------------------------------------------------------------------------------------- */
 
-bool vgp_race_in_flight(const void *p, size_t n, vgp_copy_t *copy) {
+static void reprotect(uintptr_t lo, uintptr_t hi);
+
+bool vgp_race_unpinned(const void *p, size_t n, vgp_copy_t *copy) {
     uintptr_t lo = (uintptr_t)p, hi = lo + n;
     bool found = false;
     pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < RECS && !found; i++) {
+    for (int i = 0; i < RECS; i++) {
         rec_t *r = &g_recs[i];
         uintptr_t h = (uintptr_t)r->host;
-        if (atomic_load(&r->state) != R_ACTIVE || h + r->bytes <= lo || h >= hi)
+        if (atomic_load(&r->state) != R_ACTIVE || atomic_load(&r->gone) || h + r->bytes <= lo ||
+            h >= hi)
             continue;
-        *copy = (vgp_copy_t){r->api, r->bytes, r->stream, r->enqueue_site};
+        if (!found)
+            *copy = (vgp_copy_t){r->api, r->bytes, r->stream, r->enqueue_site};
         found = true;
+        /* The driver may hand the address out again before the copy's host function runs:
+         * its pages must not stay protected for a copy of a buffer that is gone. */
+        atomic_store(&r->gone, true);
+        if (r->lo < r->hi)
+            reprotect(r->lo, r->hi);
     }
     pthread_mutex_unlock(&g_lock);
     return found;
@@ -135,7 +147,8 @@ static void reprotect(uintptr_t lo, uintptr_t hi) {
     cuts[n++] = hi;
     for (int i = 0; i < RECS; i++) {
         rec_t *r = &g_recs[i];
-        if (atomic_load(&r->state) != R_ACTIVE || r->hi <= lo || r->lo >= hi)
+        if (atomic_load(&r->state) != R_ACTIVE || atomic_load(&r->gone) || r->hi <= lo ||
+            r->lo >= hi)
             continue;
         if (r->lo > lo)
             cuts[n++] = r->lo;
@@ -150,7 +163,8 @@ static void reprotect(uintptr_t lo, uintptr_t hi) {
         int prot = PROT_READ | PROT_WRITE;
         for (int i = 0; i < RECS; i++) {
             rec_t *r = &g_recs[i];
-            if (atomic_load(&r->state) != R_ACTIVE || r->hi <= a || r->lo >= b)
+            if (atomic_load(&r->state) != R_ACTIVE || atomic_load(&r->gone) || r->hi <= a ||
+                r->lo >= b)
                 continue;
             prot &= r->to_device ? PROT_READ : PROT_NONE;
         }
@@ -190,7 +204,8 @@ static void on_segv(int sig, siginfo_t *si, void *ucv) {
     for (int i = 0; i < RECS && !r; i++) {
         int st = atomic_load(&g_recs[i].state);
         /* (LIFTING: the copy completed and the page is about to become accessible) */
-        if ((st == R_ACTIVE || st == R_LIFTING) && a >= g_recs[i].lo && a < g_recs[i].hi)
+        if ((st == R_ACTIVE || st == R_LIFTING) && !atomic_load(&g_recs[i].gone) &&
+            a >= g_recs[i].lo && a < g_recs[i].hi)
             r = &g_recs[i];
     }
     if (!r) {
@@ -258,7 +273,7 @@ static void install_handler(void) {
 uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stream,
                           const char *api) {
     /* Without the race guard, verbose mode still follows the copy, unprotected, for the
-     * note of a free that waits for it (vgp_race_in_flight). */
+     * note of a free that waits for it (vgp_race_unpinned). */
     bool guard = vgp_race_enabled();
     if ((!guard && !vg__opt.verbose) || !h || n == 0)
         return 0;
@@ -305,6 +320,7 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
     r->stream = stream;
     r->enqueue_site = site;
     r->waited_out = false;
+    atomic_store(&r->gone, false);
     atomic_store(&r->faulted, 0);
     atomic_store(&r->state, R_ACTIVE);
     if (guard)
