@@ -33,7 +33,8 @@
       "fast: caching allocator only; guard: redzones, poison, quarantine and checks")        \
     X(verbose, BOOL, "0", "",                                                                \
       "print every option and where its value came from, the driver and each device as "   \
-      "vramguard sets it up, and each device's peak memory and counts at exit")            \
+      "vramguard sets it up, each device's peak memory and counts at exit, the peak pinned " \
+      "host memory, and a free of pinned memory that waited for a copy")                   \
     X(log, PATH, "", "", "file for vramguard's messages (default: standard error)")           \
     X(limit, LIMIT, "0", "",                                                                 \
       "cap on device memory per device: bytes (15G) or a fraction (0.2); 0 = none")          \
