@@ -267,6 +267,52 @@ VG_API char *vg_memory_summary(int device);
  * ("allocated_bytes.all.current": 123, ...). Free with vg_free_string(). */
 VG_API char *vg_memory_stats_json(int device);
 
+/* Pinned host memory (page-locked host RAM the driver pinned for the program:
+ * cuMemHostAlloc, cuMemAllocHost, cuMemHostRegister; cudaHostAlloc, cudaMallocHost,
+ * cudaHostRegister, PyTorch's pin_memory()), as `vramguard run` sees the program pin and
+ * free it. X(field, PyTorch key, its other key) — the counters, with
+ * torch.cuda.host_memory_stats()'s keys: every block the driver pins is both an
+ * allocation and a segment, so "segment" and "reserved_bytes" (the keys of PyTorch 2.5
+ * and earlier) give the same figures as "allocations" and "allocated_bytes". */
+#define VG_HOST_STATS_COUNTERS(X)                                                           \
+    X(allocations, "allocations", "segment")                                                \
+    X(allocated_bytes, "allocated_bytes", "reserved_bytes")                                 \
+    X(registered_bytes, "registered_bytes", "") /* (vramguard's: cuMemHostRegister's part) */
+
+/* X(field, PyTorch key) — time spent in the driver's pinning and unpinning calls, in
+ * microseconds, as PyTorch's DurationStat. */
+#define VG_HOST_STATS_TIMES(X)                                                              \
+    X(host_alloc_time, "host_alloc_time")                                                   \
+    X(host_free_time, "host_free_time")
+
+typedef struct vg_duration_stat {
+    int64_t total, max, min, count; /* microseconds; avg = total / count */
+} vg_duration_stat_t;
+
+typedef struct vg_host_stats {
+    uint32_t size;                  /* sizeof(vg_host_stats_t), set by the caller */
+#define VG_X(f, key, alias) vg_stat_t f;
+    VG_HOST_STATS_COUNTERS(VG_X)
+#undef VG_X
+    uint64_t num_host_alloc, num_host_free; /* the driver's pinning and unpinning calls */
+#define VG_X(f, key) vg_duration_stat_t f;
+    VG_HOST_STATS_TIMES(VG_X)
+#undef VG_X
+    uint64_t num_ooms;              /* pinning requests that failed for lack of memory */
+    uint64_t limit;                 /* pinned_limit, 0 = none */
+    uint64_t warn_at;               /* pinned_warn in bytes, 0 = never */
+    uint64_t host_total;            /* the host's RAM (MemTotal), bytes */
+} vg_host_stats_t;
+
+/* Fill *out with the pinned host memory counters of this process (all zero where no
+ * pinning call was seen: only `vramguard run` sees them). Set out->size first. */
+VG_API vg_status_t vg_get_host_stats(vg_host_stats_t *out);
+
+/* The same as one JSON object with torch.cuda.host_memory_stats()'s keys
+ * ("allocated_bytes.current": 123, "num_host_alloc": 4, "host_alloc_time.avg": 12, ...).
+ * Free with vg_free_string(); NULL on error. */
+VG_API char *vg_host_memory_stats_json(void);
+
 /* Free a string returned by vramguard. */
 VG_API void vg_free_string(char *s);
 

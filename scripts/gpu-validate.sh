@@ -39,6 +39,11 @@
 #            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost)
 #   h2d      bench/h2d_copy_timing.py plain, under vramguard run fast and guard mode (and
 #            guard_defer=off), with and without a first allocation before the long kernel
+#   pinned   issue 34: bench/pinned_free_wait (does a free wait for a queued copy); the
+#            staging-buffer example (S11) under vramguard run: its leak, the cap, the
+#            verbose note of a free that waited; examples/pytorch/pinned_loader_leak.py (a
+#            DataLoader with pin_memory=True and pinned buffers kept), bug and --fixed,
+#            under python -m vramguard run --mode=guard --verbose
 #   convert  PyTorch memory snapshots of the two loops under PyTorch's allocator, turned
 #            into traces by python -m vramguard convert and replayed: the snapshot's
 #            figures beside what PyTorch measured in the same run, and vramguard's beside them
@@ -46,7 +51,7 @@
 # the traces.
 set -u
 cd "$(dirname "$0")/.."
-PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next[-guard|-twins|-memcheck|-stream]|peak[-why]|convert [OUTDIR]}
+PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next[-guard|-twins|-memcheck|-stream]|peak[-why]|convert|pinned [OUTDIR]}
 O=${2:-/tmp/vg-gpu}
 mkdir -p "$O"
 B=${B:-build-gpu}
@@ -643,6 +648,38 @@ h2d)
         VRAMGUARD_OPTIONS=guard_defer=off step "h2d timing guard, guard_defer=off $w" 60 \
             "$B/vramguard" run --mode=guard -- python3 bench/h2d_copy_timing.py $w
     done
+    ;;
+pinned)
+    # Issue 34 (docs/decisions.md G14): the driver's wait at a free with a copy queued,
+    # measured; the S11 example as on vgsim (exit 99, 20.00 MiB leaked from its line, the
+    # peak at exit; the 64 MiB refusal under pinned_limit=16M; the verbose note); the
+    # PyTorch loader with pinned buffers kept (growth at its Python line) and its fix.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    python3 -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda)'
+    build
+    step "pinned_free_wait 300" 60 "$B/bench/pinned_free_wait" 300
+    step "s11 plain" 60 "$B/examples/s11_pinned_staging"
+    step "s11 guard" 60 "$B/vramguard" run --mode=guard --error_exitcode=99 --verbose -- \
+        "$B/examples/s11_pinned_staging"
+    step "s11 --big under pinned_limit=16M" 60 "$B/vramguard" run --pinned_limit=16M -- \
+        "$B/examples/s11_pinned_staging" --big
+    step "s11 --steps guard" 60 "$B/vramguard" run --mode=guard -- "$B/examples/s11_pinned_staging" --steps
+    step "s11 --register guard" 60 "$B/vramguard" run --mode=guard -- "$B/examples/s11_pinned_staging" --register
+    for m in fast guard; do
+        step "s11 --free-queued $m verbose" 60 "$B/vramguard" run --mode=$m --verbose -- \
+            "$B/examples/s11_pinned_staging" --free-queued
+    done
+    for fixed in "" --fixed; do
+        step "pinned_loader_leak.py $fixed plain" 300 python3 examples/pytorch/pinned_loader_leak.py $fixed
+        step "pinned_loader_leak.py $fixed guard" 300 python3 -m vramguard run --mode=guard --verbose \
+            examples/pytorch/pinned_loader_leak.py $fixed
+    done
+    # Leaks listed (leaks=auto): PyTorch's host cache should be counted in one line as its
+    # cache (its CachingHostAllocator frames, exported symbols, at the pinning call), the
+    # kept buffers listed as leaks.
+    step "pinned_loader_leak.py leaks=auto" 300 python3 -m vramguard run --mode=guard --leaks=auto \
+        examples/pytorch/pinned_loader_leak.py
     ;;
 access|access-tool)
     # Issue 31 (docs/decisions.md G11, G12): what the driver does past an allocation; the

@@ -17,7 +17,8 @@ from . import _lib
 from ._lib import VramguardError
 from ._snapshot import to_pytorch
 
-__all__ = ["enable", "enabled", "memory_stats", "memory_summary", "snapshot", "dump_snapshot",
+__all__ = ["enable", "enabled", "memory_stats", "memory_summary", "host_memory_stats",
+           "snapshot", "dump_snapshot",
            "raw_snapshot", "check", "step", "errors", "options_string", "trace_from_snapshot",
            "VramguardError"]
 
@@ -351,6 +352,14 @@ def memory_stats(device=0):
 def memory_summary(device=0):
     """PyTorch's memory_summary() table for vramguard's allocator."""
     return _lib.take_string(_lib.lib().vg_memory_summary(device))
+
+
+def host_memory_stats():
+    """torch.cuda.host_memory_stats()'s dictionary (the same key names: "allocated_bytes.current",
+    "num_host_alloc", "host_alloc_time.avg", ...) for the pinned host memory the process
+    pinned, as vramguard run saw it (the driver's pinned blocks: a host cache's are counted
+    while it keeps them). All zero without vramguard run, which alone sees pinning calls."""
+    return json.loads(_lib.take_string(_lib.lib().vg_host_memory_stats_json()))
 
 
 def raw_snapshot():

@@ -103,7 +103,7 @@ def lib():
         l.vg_strerror.argtypes = [ctypes.c_int]
         l.vg_last_error.restype = ctypes.c_char_p
         for name in ("vg_memory_summary", "vg_memory_stats_json", "vg_snapshot_json",
-                     "vg_errors_json"):
+                     "vg_errors_json", "vg_host_memory_stats_json"):
             getattr(l, name).restype = ctypes.c_void_p
         l.vg_memory_summary.argtypes = [ctypes.c_int]
         l.vg_memory_stats_json.argtypes = [ctypes.c_int]

@@ -40,7 +40,11 @@ void vg__events_restart(vg_heap_t *h) {
 
 void vg__event(vg_heap_t *h, vg_event_kind_t kind, uint64_t addr, uint64_t size,
                CUstream stream, uint32_t site) {
-    vg_events_t *e = &h->events;
+    vg__event_in(&h->events, kind, addr, size, stream, site);
+}
+
+void vg__event_in(vg_events_t *e, vg_event_kind_t kind, uint64_t addr, uint64_t size,
+                  CUstream stream, uint32_t site) {
     if (!e->ring) {
         if (e->cap == UINT64_MAX) /* off (until vg__events_restart) */
             return;

@@ -42,6 +42,9 @@ struct vg_heap;
 /* Record an event in h (heap lock held). */
 void vg__event(struct vg_heap *h, vg_event_kind_t kind, uint64_t addr, uint64_t size,
                CUstream stream, uint32_t site);
+/* The same in ring e, kept as a heap's is (the caller serialises e's events). */
+void vg__event_in(vg_events_t *e, vg_event_kind_t kind, uint64_t addr, uint64_t size,
+                  CUstream stream, uint32_t site);
 /* How many events each heap keeps from now on (0: none; -1: as the options say). */
 void vg__events_keep(int64_t n);
 /* Drop h's events; its ring is made again, at the size now wanted, at its next event

@@ -110,7 +110,20 @@ static void rule(vg_buf_t *b, char ch) {
     vg__buf_append(b, "|\n", 2);
 }
 
-char *vg__stats_summary(const vg_stats_t *s, int device) {
+/* The pinned host memory rows under the device's (nothing if none was ever pinned). */
+static void host_rows(vg_buf_t *b, const vg_host_stats_t *h) {
+    if (!h || (!h->num_host_alloc && !h->num_ooms))
+        return;
+    rule(b, '=');
+    vg__buf_printf(b, "| %14s pinned host memory (this process) %-24s |\n", "", "");
+    rule(b, '-');
+    row(b, "Pinned memory", &h->allocated_bytes, &h->allocated_bytes, true);
+    row(b, "      registered", &h->registered_bytes, &h->allocated_bytes, true);
+    rule(b, '-');
+    row(b, "Pinned allocs", &h->allocations, &h->allocations, false);
+}
+
+char *vg__stats_summary(const vg_stats_t *s, int device, const vg_host_stats_t *host) {
     vg_buf_t b = {0};
     rule(&b, '=');
     vg__buf_printf(&b, "| %14s vramguard CUDA memory summary, device ID %-17d |\n", "", device);
@@ -131,6 +144,7 @@ char *vg__stats_summary(const vg_stats_t *s, int device) {
     row(&b, name, &s->f, &s->f, false);
     VG_STATS_SINGLE(VG_X)
 #undef VG_X
+    host_rows(&b, host);
     rule(&b, '=');
     return b.failed ? (vg__buf_free(&b), NULL) : b.data;
 }
@@ -167,5 +181,36 @@ char *vg__stats_json(const vg_stats_t *s) {
                    (unsigned long long)s->largest_free_block,
                    (unsigned long long)s->largest_servable, (unsigned long long)s->device_total,
                    (unsigned long long)s->limit);
+    return b.failed ? (vg__buf_free(&b), NULL) : b.data;
+}
+
+/* One counter's four keys, PyTorch's way ("allocated_bytes.current": ...). */
+static void stat_json(vg_buf_t *b, const char *key, const vg_stat_t *v) {
+    vg__buf_printf(b, ",\"%s.current\":%lld,\"%s.peak\":%lld,\"%s.allocated\":%lld,"
+                      "\"%s.freed\":%lld",
+                   key, (long long)v->current, key, (long long)v->peak, key,
+                   (long long)v->allocated, key, (long long)v->freed);
+}
+
+char *vg__host_stats_json(const vg_host_stats_t *h) {
+    vg_buf_t b = {0};
+    vg__buf_printf(&b, "{\"num_host_alloc\":%llu,\"num_host_free\":%llu",
+                   (unsigned long long)h->num_host_alloc, (unsigned long long)h->num_host_free);
+#define VG_X(f, key, alias)                                                                 \
+    stat_json(&b, key, &h->f);                                                              \
+    if (alias[0])                                                                           \
+        stat_json(&b, alias, &h->f);
+    VG_HOST_STATS_COUNTERS(VG_X)
+#undef VG_X
+#define VG_X(f, key)                                                                        \
+    vg__buf_printf(&b, ",\"" key ".total\":%lld,\"" key ".max\":%lld,\"" key              \
+                       ".min\":%lld,\"" key ".count\":%lld,\"" key ".avg\":%lld",          \
+                   (long long)h->f.total, (long long)h->f.max, (long long)h->f.min,          \
+                   (long long)h->f.count, (long long)(h->f.count ? h->f.total / h->f.count : 0));
+    VG_HOST_STATS_TIMES(VG_X)
+#undef VG_X
+    vg__buf_printf(&b, ",\"num_ooms\":%llu,\"limit\":%llu,\"warn_at\":%llu,\"host_total\":%llu}",
+                   (unsigned long long)h->num_ooms, (unsigned long long)h->limit,
+                   (unsigned long long)h->warn_at, (unsigned long long)h->host_total);
     return b.failed ? (vg__buf_free(&b), NULL) : b.data;
 }

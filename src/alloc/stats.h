@@ -36,8 +36,11 @@ struct vg_heap;
 /* Fill the computed fields (inactive split, largest blocks) of h->stats and copy it out
  * (heap lock held). */
 void vg__stats_snapshot(struct vg_heap *h, vg_stats_t *out);
-/* The PyTorch-layout summary table of a stats snapshot. */
-char *vg__stats_summary(const vg_stats_t *s, int device);
+/* The PyTorch-layout summary table of a stats snapshot, with the process's pinned host
+ * memory below (host: NULL, or none pinned: no rows). */
+char *vg__stats_summary(const vg_stats_t *s, int device, const vg_host_stats_t *host);
+/* Pinned host memory counters as torch.cuda.host_memory_stats()'s JSON (caller frees). */
+char *vg__host_stats_json(const vg_host_stats_t *h);
 char *vg__stats_json(const vg_stats_t *s);
 
 #endif /* VG_STATS_H */

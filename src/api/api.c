@@ -18,6 +18,7 @@
 #include "alloc/hooks.h"
 #include "init.h"
 #include "diag/leaks.h"
+#include "diag/pinned.h"
 #include "check/nvtx.h"
 #include "diag/report.h"
 #include "base/options.h"
@@ -725,7 +726,9 @@ VG_API char *vg_memory_summary(int device) {
     int dev = 0;
     if (snapshot(device, &s, &dev) != VG_OK)
         return NULL;
-    return vg__stats_summary(&s, dev);
+    vg_host_stats_t host = {.size = sizeof host};
+    vg__pinned_stats(&host);
+    return vg__stats_summary(&s, dev, &host);
 }
 
 VG_API char *vg_memory_stats_json(int device) {
@@ -733,6 +736,19 @@ VG_API char *vg_memory_stats_json(int device) {
     if (snapshot(device, &s, NULL) != VG_OK)
         return NULL;
     return vg__stats_json(&s);
+}
+
+VG_API vg_status_t vg_get_host_stats(vg_host_stats_t *out) {
+    if (!out || out->size == 0)
+        return vg__error(VG_ERR_INVALID_ARGUMENT, "vg_get_host_stats: out is NULL or its size is 0");
+    vg__pinned_stats(out);
+    return VG_OK;
+}
+
+VG_API char *vg_host_memory_stats_json(void) {
+    vg_host_stats_t host = {.size = sizeof host};
+    vg__pinned_stats(&host);
+    return vg__host_stats_json(&host);
 }
 
 VG_API void vg_free_string(char *s) { free(s); }

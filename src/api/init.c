@@ -24,6 +24,7 @@
 #include "check/memcheck.h"
 #include "check/nvtx.h"
 #include "diag/leaks.h"
+#include "diag/pinned.h"
 #include "diag/oom.h"
 #include "diag/report.h"
 #include "diag/sites.h"
@@ -253,12 +254,16 @@ void vg__modules_shutdown(void) {
         vg__guard_heap_shutdown(h);
         pthread_mutex_unlock(&h->lock);
     }
-    if (vg__leaks_wanted())
+    if (vg__leaks_wanted()) {
         vg__leak_report(NULL, "at exit");
+        vg__pinned_leak_report();
+    }
     vg__snapshot_at_exit();
     vg__trace_close();
     vg__memcheck_exit_summary();
-    if (vg__opt.verbose)
+    if (vg__opt.verbose) {
         vg__heaps_describe_exit();
+        vg__pinned_describe_exit();
+    }
     vg__report_finish();
 }

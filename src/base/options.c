@@ -22,7 +22,7 @@
 vg_options_t vg__opt;
 static vg_opt_source_t g_source[64];
 
-enum { VG_T_STR, VG_T_PATH, VG_T_BOOL, VG_T_SIZE, VG_T_INT, VG_T_ENUM, VG_T_LIMIT };
+enum { VG_T_STR, VG_T_PATH, VG_T_BOOL, VG_T_SIZE, VG_T_INT, VG_T_ENUM, VG_T_LIMIT, VG_T_SHARE };
 
 typedef struct opt_desc {
     const char *key, *type_name, *def, *allowed, *help;
@@ -117,6 +117,23 @@ static bool parse_limit(const char *s, vg_limit_t *out) {
     return true;
 }
 
+/* "50%": a share of the host's RAM in (0, 100]; else a size. */
+static bool parse_share(const char *s, vg_limit_t *out) {
+    size_t n = strlen(s);
+    if (n > 1 && s[n - 1] == '%') {
+        char *end;
+        errno = 0;
+        double p = strtod(s, &end);
+        if (errno || end != s + n - 1 || !(p > 0.0 && p <= 100.0) || isnan(p))
+            return false;
+        out->bytes = 0;
+        out->fraction = p / 100.0;
+        return true;
+    }
+    out->fraction = 0;
+    return vg__parse_size(s, &out->bytes);
+}
+
 static const char *type_expectation(const opt_desc_t *d, char *buf, size_t n) {
     switch (d->type) {
     case VG_T_BOOL: return "expected 1/0, true/false, yes/no or on/off";
@@ -130,6 +147,8 @@ static const char *type_expectation(const opt_desc_t *d, char *buf, size_t n) {
     case VG_T_ENUM: snprintf(buf, n, "expected one of %s", d->allowed); return buf;
     case VG_T_LIMIT:
         return "expected a size such as 15G, or a fraction of the device such as 0.2";
+    case VG_T_SHARE:
+        return "expected a size such as 64G, or a percentage of the host's RAM such as 50%";
     default: return "expected text";
     }
 }
@@ -161,6 +180,7 @@ static bool parse_value(const opt_desc_t *d, const char *val, vg_options_t *o) {
     case VG_T_INT: return parse_int(val, d->allowed, (long *)field);
     case VG_T_ENUM: return parse_enum(val, d->allowed, (int *)field);
     case VG_T_LIMIT: return parse_limit(val, (vg_limit_t *)field);
+    case VG_T_SHARE: return parse_share(val, (vg_limit_t *)field);
     default: return false;
     }
 }
@@ -343,9 +363,12 @@ const char *vg__option_value(int i, char *out, size_t n) {
         }
         break;
     }
-    case VG_T_LIMIT: {
+    case VG_T_LIMIT:
+    case VG_T_SHARE: {
         const vg_limit_t *l = field;
-        if (l->fraction > 0)
+        if (l->fraction > 0 && d->type == VG_T_SHARE)
+            snprintf(out, n, "%g%%", l->fraction * 100.0);
+        else if (l->fraction > 0)
             snprintf(out, n, "%g", l->fraction);
         else
             snprintf(out, n, "%llu", (unsigned long long)l->bytes);

@@ -11,6 +11,7 @@
  *          also checks that it can be created (its folder exists and is writable)
  *   ENUM   one of the words in the `allowed` column
  *   LIMIT  a SIZE, or a fraction of the device's memory in (0, 1] such as 0.2; 0 = none
+ *   SHARE  a SIZE, or a percentage of the host's RAM in (0, 100] such as 50%; 0 = none
  *
  * Precedence, lowest first: default < VRAMGUARD_OPTIONS (read with secure_getenv, so
  * ignored in set-uid programs) < vg_init()'s string / CLI flags.
@@ -34,7 +35,8 @@
       "device (NVIDIA's Compute Sanitizer API; docs/memcheck.md)")                           \
     X(verbose, BOOL, "0", "",                                                                \
       "print every option and where its value came from, the driver and each device as "   \
-      "vramguard sets it up, and each device's peak memory and counts at exit")            \
+      "vramguard sets it up, each device's peak memory and counts at exit, the peak pinned " \
+      "host memory, and a free of pinned memory that waited for a copy")                   \
     X(log, PATH, "", "", "file for vramguard's messages (default: standard error)")           \
     X(limit, LIMIT, "0", "",                                                                 \
       "cap on device memory per device: bytes (15G) or a fraction (0.2); 0 = none")          \
@@ -124,7 +126,14 @@
       "report allocations still live at exit (auto: in guard mode, less what a caching "    \
       "allocator such as PyTorch's holds: one line says how much)")                         \
     X(growth_steps, INT, "5", "0..1000000",                                                 \
-      "report a site whose live bytes grew at each of this many vg_step() calls (0: off)")
+      "report a site whose live bytes grew at each of this many vg_step() calls (0: off)")   \
+    X(pinned_limit, SIZE, "0", "",                                                          \
+      "vramguard run: cap on pinned host memory (cuMemHostAlloc, cuMemHostRegister, ...): "  \
+      "a request that would pass it fails with CUDA_ERROR_OUT_OF_MEMORY, explained, as on a " \
+      "smaller host (0 = none)")                                                             \
+    X(pinned_warn, SHARE, "50%", "",                                                        \
+      "vramguard run: warn once pinned host memory passes this size (64G) or share of the "  \
+      "host's RAM (50%): pinned pages cannot be swapped out (0 = never)")
 
 /* Memcheck is guard mode and more: `mode >= VG_MODE_GUARD` means guard mode's checks. */
 typedef enum { VG_MODE_FAST = 0, VG_MODE_GUARD = 1, VG_MODE_MEMCHECK = 2 } vg_mode_t;
@@ -138,7 +147,7 @@ typedef enum { VG_ORDER_AUTO = 0, VG_ORDER_ON = 1, VG_ORDER_OFF = 2 } vg_free_or
 
 typedef struct vg_limit {
     uint64_t bytes;  /* absolute cap, or 0 */
-    double fraction; /* fraction of the device's total memory, or 0 */
+    double fraction; /* fraction of the device's total memory (SHARE: of the host's), or 0 */
 } vg_limit_t;
 
 #define VG_OPT_STR_MAX 1024
@@ -150,6 +159,7 @@ typedef struct vg_limit {
 #define VG_OPT_CTYPE_INT long
 #define VG_OPT_CTYPE_ENUM int
 #define VG_OPT_CTYPE_LIMIT vg_limit_t
+#define VG_OPT_CTYPE_SHARE vg_limit_t
 #define VG_OPT_DIM_STR [VG_OPT_STR_MAX]
 #define VG_OPT_DIM_PATH [VG_OPT_STR_MAX]
 #define VG_OPT_DIM_BOOL
@@ -157,6 +167,7 @@ typedef struct vg_limit {
 #define VG_OPT_DIM_INT
 #define VG_OPT_DIM_ENUM
 #define VG_OPT_DIM_LIMIT
+#define VG_OPT_DIM_SHARE
 
 typedef struct vg_options {
 #define VG_X(key, type, def, allowed, help) VG_OPT_CTYPE_##type key VG_OPT_DIM_##type;

@@ -68,7 +68,9 @@ const cli_verb_t cli_verbs[] = {
      "run a program with vramguard injected, unmodified",
      "Injects vramguard into a dynamically linked CUDA program (driver API or CUDA\n"
      "runtime) without rebuilding it, e.g. --mode=guard for the checks, --limit=15G for a\n"
-     "smaller GPU, --error_exitcode=N for CI. Exits with the program's own status.\n"
+     "smaller GPU, --pinned_limit=16M for a host with less RAM to pin, --error_exitcode=N\n"
+     "for CI. Exits with the program's own status. It counts the pinned host memory the\n"
+     "program pins, by site (leaks and growth reported in guard mode, pinned_warn).\n"
      "Guard mode then also sees every launch, copy, event and synchronisation: it names\n"
      "the kernels that touched a damaged allocation, reports a free that nothing orders\n"
      "after another stream's use of the memory (free_order), and the host touching a\n"

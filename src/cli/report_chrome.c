@@ -87,8 +87,8 @@ int rp_write_chrome(const char *path, rp_file_t *files, int n) {
             const rp_device_t *d = &f->devices[k];
             fprintf(o, "%s{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
                     SEP(), pid, d->device);
-            char dn[160];
-            snprintf(dn, sizeof dn, "device %d: %s", d->device, d->name);
+            char dn[400];
+            rp_device_label(d, dn, sizeof dn);
             jstr(o, dn);
             fprintf(o, "}}");
             const json_t *evs = json_get(d->j, "events");
@@ -117,9 +117,14 @@ int rp_write_chrome(const char *path, rp_file_t *files, int n) {
                     jstr(o, sn);
                 }
                 fprintf(o, "}}");
-                fprintf(o, "%s{\"name\":\"device %d memory\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":%d,"
-                           "\"args\":{\"allocated\":%.0f,\"reserved\":%.0f}}",
-                        SEP(), d->device, ts, pid, allocated, reserved);
+                if (d->pinned) /* (its own counter track: what the driver pinned) */
+                    fprintf(o, "%s{\"name\":\"pinned host memory\",\"ph\":\"C\",\"ts\":%.3f,"
+                               "\"pid\":%d,\"args\":{\"pinned\":%.0f}}",
+                            SEP(), ts, pid, allocated);
+                else
+                    fprintf(o, "%s{\"name\":\"device %d memory\",\"ph\":\"C\",\"ts\":%.3f,\"pid\":%d,"
+                               "\"args\":{\"allocated\":%.0f,\"reserved\":%.0f}}",
+                            SEP(), d->device, ts, pid, allocated, reserved);
             }
         }
         clock_map_t kclk = {t0, -1}, eclk = {t0, -1}; /* their own orders */

@@ -40,9 +40,9 @@ static void site_text(const rp_file_t *f, int64_t site, char *out, size_t n) {
 }
 
 static void segments_json(FILE *o, const rp_file_t *f, const rp_device_t *d) {
-    const json_t *segs = json_get(d->j, "segments");
+    const json_t *segs = json_get(d->j, "segments"); /* (none for pinned host memory) */
     fprintf(o, "[");
-    for (size_t i = 0; i < segs->n; i++) {
+    for (size_t i = 0; segs && i < segs->n; i++) {
         const json_t *s = segs->kids[i];
         fprintf(o, "%s{\"address\":", i ? "," : "");
         jstr(o, json_str(s, "address", "?"));
@@ -84,9 +84,11 @@ static void segments_json(FILE *o, const rp_file_t *f, const rp_device_t *d) {
 }
 
 static void panel_json(FILE *o, const rp_file_t *f, const rp_device_t *d) {
-    char rk[32], title[256], sub[256], b1[32], b2[32];
+    char rk[32], title[448], sub[256], b1[32], b2[32];
     rp_rank_label(f, rk, sizeof rk);
-    snprintf(title, sizeof title, "%s, device %d: %s", rk, d->device, d->name);
+    char dl[400];
+    rp_device_label(d, dl, sizeof dl);
+    snprintf(title, sizeof title, "%s, %s", rk, dl);
     snprintf(sub, sizeof sub, "%s (pid %d%s%s), %s mode; peak live %s, peak reserved %s in the "
                               "events kept%s",
              f->path, f->pid, *f->host ? " on " : "", f->host, f->mode, rp_bytes(b1, d->peak_live),

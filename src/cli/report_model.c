@@ -96,6 +96,8 @@ static void check_segment(checker_t *c, const json_t *seg, const char *path) {
     }
 }
 
+static void check_events(checker_t *c, const json_t *d, const char *path);
+
 static void check_device(checker_t *c, const json_t *d, const char *path) {
     char p[160];
     need(c, d, path, "device", J_NUM);
@@ -111,6 +113,21 @@ static void check_device(checker_t *c, const json_t *d, const char *path) {
         else
             check_segment(c, segs->kids[i], p);
     }
+    check_events(c, d, path);
+}
+
+/* The process's pinned host memory: a device's figures and events, no segments. */
+static void check_pinned(checker_t *c, const json_t *d, const char *path) {
+    need(c, d, path, "name", J_STR);
+    need(c, d, path, "total_bytes", J_NUM);
+    need(c, d, path, "stats", J_OBJ);
+    need(c, d, path, "allocations", J_ARR);
+    need(c, d, path, "events_dropped", J_NUM);
+    check_events(c, d, path);
+}
+
+static void check_events(checker_t *c, const json_t *d, const char *path) {
+    char p[160];
     const json_t *evs = need(c, d, path, "events", J_ARR);
     static const char *const actions[] = {"alloc", "free", "map", "unmap", "oom", NULL};
     int64_t last = 0;
@@ -160,6 +177,11 @@ static void check_root(checker_t *c, const json_t *r) {
         else
             check_device(c, devs->kids[i], p);
     }
+    const json_t *pinned = json_get(r, "pinned_host");
+    if (pinned && pinned->type != J_OBJ)
+        bad(c, "pinned_host", "expected an object");
+    else if (pinned && !c->failed)
+        check_pinned(c, pinned, "pinned_host");
     const json_t *sites = need(c, r, "", "sites", J_ARR);
     for (size_t i = 0; sites && i < sites->n && !c->failed; i++) {
         snprintf(p, sizeof p, "sites[%zu]", i);
@@ -372,7 +394,8 @@ static bool build_timeline(const rp_file_t *f, rp_device_t *d) {
     double older = 0, reserved0 = 0;
     if (d->events_dropped > 0) {
         const json_t *st = json_get(d->j, "stats");
-        int64_t alloc_now = json_int(st, "allocated_bytes.all.current", -1);
+        int64_t alloc_now = json_int(st, d->pinned ? "allocated_bytes.current"
+                                                   : "allocated_bytes.all.current", -1);
         int64_t res_now = json_int(st, "reserved_bytes.all.current", -1);
         if (alloc_now >= 0 && (double)alloc_now > net_live)
             older = (double)alloc_now - net_live;
@@ -458,6 +481,12 @@ static bool build_timeline(const rp_file_t *f, rp_device_t *d) {
             best_total = -1;
         }
     }
+    if (d->pinned) { /* (every range the driver pins is its own: reserved is what is pinned) */
+        for (int k = 0; k < d->nsamples && ok; k++)
+            for (int x = 0; x < d->nseries; x++)
+                d->reserved[k] += d->live[(size_t)k * RP_MAX_SERIES + x];
+        d->peak_reserved = d->peak_live;
+    }
     free(dec);
     free(series_of);
     free(gm.key);
@@ -533,16 +562,18 @@ bool rp_load_text(const char *path, const char *text, size_t len, rp_file_t *out
     out->errors = json_get(out->root, "errors");
     out->kernels = json_get(out->root, "kernels");
     const json_t *devs = json_get(out->root, "devices");
-    out->devices = calloc(devs->n + 1, sizeof *out->devices);
+    const json_t *pinned = json_get(out->root, "pinned_host");
+    out->devices = calloc(devs->n + 2, sizeof *out->devices);
     if (!out->devices) {
         snprintf(err, errlen, "%s: out of memory", path);
         rp_free(out);
         return false;
     }
-    for (size_t i = 0; i < devs->n; i++) {
+    for (size_t i = 0; i < devs->n + (pinned ? 1 : 0); i++) {
         rp_device_t *d = &out->devices[out->ndevices++];
-        d->j = devs->kids[i];
-        d->device = (int)json_int(d->j, "device", 0);
+        d->pinned = i == devs->n; /* (after the devices) */
+        d->j = d->pinned ? pinned : devs->kids[i];
+        d->device = (int)json_int(d->j, "device", -1);
         d->name = json_str(d->j, "name", "?");
         const json_t *m = json_get(d->j, "managed");
         if (m && m->type == J_BOOL && m->b) {
@@ -590,6 +621,13 @@ void rp_frame_short(const char *frame, char *out, size_t n) {
         snprintf(out, n, "%.*s%s", (int)(open - frame + 1), frame, slash + 1);
     else
         snprintf(out, n, "%s", frame);
+}
+
+void rp_device_label(const rp_device_t *d, char *out, size_t n) {
+    if (d->pinned)
+        snprintf(out, n, "%s", d->name);
+    else
+        snprintf(out, n, "device %d: %s", d->device, d->name);
 }
 
 void rp_rank_label(const rp_file_t *f, char *out, size_t n) {

@@ -2,7 +2,8 @@
  * documented format (docs/snapshot-format.md), and turned into what the outputs draw: a
  * memory timeline per device stacked by allocation site (or by size class when every
  * allocation comes from one site), the reserved-memory line, error markers and the
- * segment map. One rp_file per snapshot (a rank); the outputs put them side by side. */
+ * segment map; the process's pinned host memory as one more timeline, after its devices.
+ * One rp_file per snapshot (a rank); the outputs put them side by side. */
 #ifndef VG_CLI_REPORT_MODEL_H
 #define VG_CLI_REPORT_MODEL_H
 
@@ -36,6 +37,7 @@ typedef struct rp_device {
     const char *name;  /* the device's name; for the heap of a context's managed memory
                           (guard mode) "NAME, managed memory", kept in name_buf */
     char name_buf[320];
+    bool pinned;       /* the process's pinned host memory (device -1), not a device */
     uint64_t total;
     int64_t events_dropped;
     size_t nevents;
@@ -79,6 +81,8 @@ void rp_free(rp_file_t *f);
 const json_t *rp_site_frames(const rp_file_t *f, int64_t id);
 /* "run_once (cmd_replay.c:70)": a frame without the directory. */
 void rp_frame_short(const char *frame, char *out, size_t n);
+/* A timeline's title: "device 0: NAME", or "pinned host memory". */
+void rp_device_label(const rp_device_t *d, char *out, size_t n);
 /* The label of a rank: "rank 3", or "pid 1234" when the process had no rank. */
 void rp_rank_label(const rp_file_t *f, char *out, size_t n);
 /* Bytes as "1.50 GiB". */

@@ -54,8 +54,10 @@ static void panel(FILE *o, const rp_file_t *f, const rp_device_t *d, int y0) {
     fprintf(o, "<g transform=\"translate(0,%d)\">\n", y0);
     fprintf(o, "<text x=\"%d\" y=\"18\" class=\"title\">", LEFT);
     xml(o, rk);
-    fprintf(o, ", device %d: ", d->device);
-    xml(o, d->name);
+    char dl[400];
+    rp_device_label(d, dl, sizeof dl);
+    fprintf(o, ", ");
+    xml(o, dl);
     fprintf(o, "</text>\n<text x=\"%d\" y=\"34\" class=\"axis\">peak live %s, peak reserved %s"
                "</text>\n", LEFT, rp_bytes(b1, d->peak_live), rp_bytes(b2, d->peak_reserved));
     /* Live memory far below what is reserved (a small program holds one 2 MiB page for a

@@ -23,49 +23,47 @@ static int by_bytes(const void *a, const void *b) {
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
-static void top_sites(FILE *out, const rp_file_t *f, const rp_device_t *d) {
-    size_t cap = 64, n = 0;
-    site_sum_t *s = calloc(cap, sizeof *s);
-    const json_t *segs = json_get(d->j, "segments");
-    for (size_t i = 0; s && i < segs->n; i++) {
-        const json_t *blocks = json_get(segs->kids[i], "blocks");
-        for (size_t k = 0; k < blocks->n; k++) {
-            const json_t *b = blocks->kids[k];
-            const char *st = json_str(b, "state", "");
-            if (strcmp(st, "allocated") != 0)
-                continue;
-            int64_t site = json_int(b, "site", 0);
-            size_t j = 0;
-            while (j < n && s[j].site != site)
-                j++;
-            if (j == n) {
-                if (n == cap) {
-                    site_sum_t *ns = realloc(s, (cap *= 2) * sizeof *s);
-                    if (!ns)
-                        break;
-                    s = ns;
-                }
-                s[n++] = (site_sum_t){site, 0, 0};
+typedef struct site_sums {
+    site_sum_t *s;
+    size_t n, cap;
+    bool failed;
+} site_sums_t;
+
+static void sums_add(site_sums_t *m, int64_t site, uint64_t bytes) {
+    size_t j = 0;
+    while (j < m->n && m->s[j].site != site)
+        j++;
+    if (j == m->n) {
+        if (m->n == m->cap) {
+            size_t cap = m->cap ? 2 * m->cap : 64;
+            site_sum_t *ns = realloc(m->s, cap * sizeof *ns);
+            if (!ns) {
+                m->failed = true;
+                return;
             }
-            s[j].bytes += (uint64_t)json_int(b, "requested", 0);
-            s[j].count++;
+            m->s = ns;
+            m->cap = cap;
         }
+        m->s[m->n++] = (site_sum_t){site, 0, 0};
     }
+    m->s[j].bytes += bytes;
+    m->s[j].count++;
+}
+
+/* The five sites with the most live bytes (`what`: "allocation", "pinning"). */
+static void sums_print(FILE *out, const rp_file_t *f, site_sums_t *m, const char *what) {
     char b1[32];
-    int64_t cached = stat_of(d, "reserved_bytes.all.current") - stat_of(d, "allocated_bytes.all.current");
-    fprintf(out, "    cached and free (reserved, not allocated): %s\n",
-            rp_bytes(b1, (double)(cached > 0 ? cached : 0)));
-    if (!s || n == 0) {
-        fprintf(out, "    nothing allocated when the snapshot was taken\n");
-        free(s);
+    if (m->n == 0) {
+        fprintf(out, "    nothing %s when the snapshot was taken\n",
+                strcmp(what, "pinning") == 0 ? "pinned" : "allocated");
         return;
     }
-    qsort(s, n, sizeof *s, by_bytes);
-    fprintf(out, "    top allocation sites by live bytes:\n");
-    for (size_t i = 0; i < n && i < 5; i++) {
-        fprintf(out, "      %10s in %llu allocation%s from ", rp_bytes(b1, (double)s[i].bytes),
-                (unsigned long long)s[i].count, s[i].count == 1 ? "" : "s");
-        const json_t *fr = rp_site_frames(f, s[i].site);
+    qsort(m->s, m->n, sizeof *m->s, by_bytes);
+    fprintf(out, "    top %s sites by live bytes:\n", what);
+    for (size_t i = 0; i < m->n && i < 5; i++) {
+        fprintf(out, "      %10s in %llu allocation%s from ", rp_bytes(b1, (double)m->s[i].bytes),
+                (unsigned long long)m->s[i].count, m->s[i].count == 1 ? "" : "s");
+        const json_t *fr = rp_site_frames(f, m->s[i].site);
         if (!fr || fr->n == 0)
             fprintf(out, "(no backtrace)\n");
         for (size_t k = 0; fr && k < fr->n && k < 4; k++) {
@@ -74,9 +72,67 @@ static void top_sites(FILE *out, const rp_file_t *f, const rp_device_t *d) {
             fprintf(out, "%s%s\n", k ? "                  " : "", sh);
         }
     }
-    if (n > 5)
-        fprintf(out, "      ... and %zu more sites\n", n - 5);
-    free(s);
+    if (m->n > 5)
+        fprintf(out, "      ... and %zu more sites\n", m->n - 5);
+}
+
+static void top_sites(FILE *out, const rp_file_t *f, const rp_device_t *d) {
+    site_sums_t m = {0};
+    const json_t *segs = json_get(d->j, "segments");
+    for (size_t i = 0; i < segs->n && !m.failed; i++) {
+        const json_t *blocks = json_get(segs->kids[i], "blocks");
+        for (size_t k = 0; k < blocks->n; k++) {
+            const json_t *b = blocks->kids[k];
+            if (strcmp(json_str(b, "state", ""), "allocated") == 0)
+                sums_add(&m, json_int(b, "site", 0), (uint64_t)json_int(b, "requested", 0));
+        }
+    }
+    char b1[32];
+    int64_t cached = stat_of(d, "reserved_bytes.all.current") - stat_of(d, "allocated_bytes.all.current");
+    fprintf(out, "    cached and free (reserved, not allocated): %s\n",
+            rp_bytes(b1, (double)(cached > 0 ? cached : 0)));
+    sums_print(out, f, &m, "allocation");
+    free(m.s);
+}
+
+/* The process's pinned host memory (docs/snapshot-format.md, pinned_host). */
+static void pinned_text(FILE *out, const rp_file_t *f, const rp_device_t *d) {
+    char b1[32], b2[32], b3[32];
+    fprintf(out, "  %s (the host has %s of RAM", d->name, rp_bytes(b1, (double)d->total));
+    int64_t limit = json_int(d->j, "limit_bytes", 0);
+    if (limit > 0)
+        fprintf(out, "; pinned_limit %s", rp_bytes(b2, (double)limit));
+    fprintf(out, ")\n    pinned: %s now in %lld allocations, peak %s; %lld pinned, %lld freed or "
+                 "unregistered, %lld refused\n",
+            rp_bytes(b2, (double)stat_of(d, "allocated_bytes.current")),
+            (long long)stat_of(d, "allocations.current"),
+            rp_bytes(b3, (double)stat_of(d, "allocated_bytes.peak")),
+            (long long)stat_of(d, "num_host_alloc"), (long long)stat_of(d, "num_host_free"),
+            (long long)stat_of(d, "num_ooms"));
+    site_sums_t m = {0};
+    const json_t *all = json_get(d->j, "allocations");
+    for (size_t i = 0; i < all->n && !m.failed; i++)
+        sums_add(&m, json_int(all->kids[i], "site", 0), (uint64_t)json_int(all->kids[i], "size", 0));
+    sums_print(out, f, &m, "pinning");
+    free(m.s);
+}
+
+static void timeline_text(FILE *out, const rp_device_t *d) {
+    char b1[32];
+    if (d->nevents == 0) {
+        if (stat_of(d, d->pinned ? "allocations.allocated" : "allocation.all.allocated") == 0 &&
+            d->events_dropped == 0)
+            fprintf(out, "    timeline: nothing was allocated here\n");
+        else
+            fprintf(out, "    timeline: no allocator events were recorded (they are "
+                         "with snapshot=PATH, or snapshot_events=N)\n");
+        return;
+    }
+    fprintf(out, "    timeline: %zu events kept", d->nevents);
+    if (d->events_dropped > 0)
+        fprintf(out, " (%lld earlier ones dropped: raise snapshot_events)",
+                (long long)d->events_dropped);
+    fprintf(out, ", peak live %s in them\n", rp_bytes(b1, d->peak_live));
 }
 
 static void errors_text(FILE *out, const rp_file_t *f) {
@@ -111,6 +167,8 @@ static void ranks_table(FILE *out, rp_file_t *files, int n) {
         rp_rank_label(&files[i], rk, sizeof rk);
         for (int k = 0; k < files[i].ndevices; k++) {
             const rp_device_t *d = &files[i].devices[k];
+            if (d->pinned) /* (a device's figures: the pinned memory is in each rank's part) */
+                continue;
             double pa = (double)stat_of(d, "allocated_bytes.all.peak");
             double pr = (double)stat_of(d, "reserved_bytes.all.peak");
             fprintf(out, "%-10s %-7d %14s %14s %10.4f %14s %7zu\n", rk, d->device, rp_bytes(b1, pa),
@@ -142,6 +200,11 @@ int rp_write_text(FILE *out, rp_file_t *files, int n) {
                                                      : "on request");
         for (int k = 0; k < f->ndevices; k++) {
             const rp_device_t *d = &f->devices[k];
+            if (d->pinned) {
+                pinned_text(out, f, d);
+                timeline_text(out, d);
+                continue;
+            }
             double pa = (double)stat_of(d, "allocated_bytes.all.peak");
             double pr = (double)stat_of(d, "reserved_bytes.all.peak");
             fprintf(out, "  device %d (%s, %s)\n", d->device, d->name, rp_bytes(b1, (double)d->total));
@@ -159,19 +222,7 @@ int rp_write_text(FILE *out, rp_file_t *files, int n) {
             fprintf(out, "    out-of-memory errors: %lld, device allocations: %lld\n",
                     (long long)stat_of(d, "num_ooms"), (long long)stat_of(d, "num_device_alloc"));
             top_sites(out, f, d);
-            if (d->nevents == 0) {
-                if (stat_of(d, "allocation.all.allocated") == 0 && d->events_dropped == 0)
-                    fprintf(out, "    timeline: nothing was allocated here\n");
-                else
-                    fprintf(out, "    timeline: no allocator events were recorded (they are "
-                                 "with snapshot=PATH, or snapshot_events=N)\n");
-                continue;
-            }
-            fprintf(out, "    timeline: %zu events kept", d->nevents);
-            if (d->events_dropped > 0)
-                fprintf(out, " (%lld earlier ones dropped: raise snapshot_events)",
-                        (long long)d->events_dropped);
-            fprintf(out, ", peak live %s in them\n", rp_bytes(b1, d->peak_live));
+            timeline_text(out, d);
         }
         errors_text(out, f);
         if (i + 1 < n)

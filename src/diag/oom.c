@@ -28,7 +28,7 @@ static int by_bytes_desc(const void *a, const void *b) {
     return x->bytes < y->bytes ? 1 : x->bytes > y->bytes ? -1 : 0;
 }
 
-void vg__sites_top(vg_buf_t *b, int n, const char *indent) {
+void vg__sites_top(vg_buf_t *b, int n, const char *indent, bool pinned) {
     uint32_t count = vg__site_count();
     site_rank_t *r = malloc((size_t)count * sizeof *r);
     if (!r)
@@ -38,13 +38,13 @@ void vg__sites_top(vg_buf_t *b, int n, const char *indent) {
         vg_site_t *s = vg__site(id);
         if (!s)
             continue;
-        int64_t bytes = atomic_load(&s->live_bytes);
+        int64_t bytes = atomic_load(pinned ? &s->pinned_bytes : &s->live_bytes);
         if (bytes > 0)
-            r[k++] = (site_rank_t){id, bytes, atomic_load(&s->live_count)};
+            r[k++] = (site_rank_t){id, bytes, atomic_load(pinned ? &s->pinned_count : &s->live_count)};
     }
     qsort(r, (size_t)k, sizeof *r, by_bytes_desc);
     if (k == 0)
-        vg__buf_printf(b, "%s(no live allocations)\n", indent);
+        vg__buf_printf(b, "%s%s\n", indent, pinned ? "(nothing pinned)" : "(no live allocations)");
     for (int i = 0; i < k && i < n; i++) {
         vg_site_t *s = vg__site(r[i].id);
         char sz[32];
@@ -168,7 +168,7 @@ void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream s
         vg__buf_printf(&b, "the device has too little free memory (other processes or "
                            "contexts may hold it)");
     vg__buf_printf(&b, "\n  top holders by allocation site:\n");
-    vg__sites_top(&b, 5, "    ");
+    vg__sites_top(&b, 5, "    ", false);
     if (vg__pyframes_missed())
         vg__buf_printf(&b, "  (C frames: with python_frames=1, as in guard mode, the sites are "
                            "the Python lines that allocated)\n");

@@ -11,7 +11,8 @@
  * could be served, and the top holders by allocation site (heap lock held). */
 void vg__oom_explain(vg_heap_t *h, uint64_t requested, uint64_t size, CUstream stream);
 
-/* Append the top `n` allocation sites by live bytes to b (for OOM and leak reports). */
-void vg__sites_top(vg_buf_t *b, int n, const char *indent);
+/* Append the top `n` allocation sites by live bytes to b (for OOM and leak reports): of
+ * device memory, or (pinned) of pinned host memory. */
+void vg__sites_top(vg_buf_t *b, int n, const char *indent, bool pinned);
 
 #endif /* VG_OOM_H */

@@ -634,6 +634,8 @@ static void json_report(vg_buf_t *j, const vg_report_t *r) {
                        (unsigned long long)r->bytes, (unsigned long long)r->count);
         site_json(j, r->alloc_site);
     }
+    if (r->pinned)
+        vg__buf_printf(j, ",\"pinned_host\":true");
     if (r->kind == VG_REPORT_GROWTH)
         vg__buf_printf(j, ",\"growth_per_step\":%lld,\"steps\":%u",
                        (long long)r->growth_per_step, r->steps);
@@ -759,13 +761,14 @@ void vg__report(const vg_report_t *r) {
     }
     if (r->kind == VG_REPORT_LEAK || r->kind == VG_REPORT_GROWTH) {
         if (r->kind == VG_REPORT_GROWTH)
-            vg__buf_printf(&b, PREFIX "  live memory from this site grew in each of the last %u "
+            vg__buf_printf(&b, PREFIX "  %s from this site grew in each of the last %u "
                                   "steps, by %s per step on average\n",
-                           r->steps, vg__fmt_bytes(sz, (uint64_t)r->growth_per_step));
+                           r->pinned ? "pinned host memory" : "live memory", r->steps,
+                           vg__fmt_bytes(sz, (uint64_t)r->growth_per_step));
         char tot[32];
-        vg__buf_printf(&b, PREFIX "  %s %s in %llu allocation%s from:\n",
-                       r->kind == VG_REPORT_GROWTH ? "now" : "",
-                       vg__fmt_bytes(tot, r->bytes), (unsigned long long)r->count,
+        vg__buf_printf(&b, PREFIX "  %s %s%s in %llu allocation%s from:\n",
+                       r->kind == VG_REPORT_GROWTH ? "now" : "", vg__fmt_bytes(tot, r->bytes),
+                       r->pinned ? " of pinned host memory" : "", (unsigned long long)r->count,
                        r->count == 1 ? "" : "s");
         site_lines(&b, r->alloc_site, PREFIX "    ", 12);
     }

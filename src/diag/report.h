@@ -53,6 +53,7 @@ typedef struct vg_report {
     uint64_t id;              /* allocation number */
     bool in_graph;            /* made while a CUDA graph was captured (graphpool.c) */
     bool managed;             /* managed memory (cuMemAllocManaged): the host reaches it */
+    bool pinned;              /* LEAK, GROWTH, OUT_OF_MEMORY: of pinned host memory */
     bool has_damage;
     int64_t off_first, off_last; /* damaged bytes, relative to `user` */
     uint64_t bad_bytes;

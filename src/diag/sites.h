@@ -21,21 +21,29 @@
 #define VG_MAX_FRAMES 64
 #define VG_MAX_SITES (1u << 16)
 
+/* Growth tracking (vg_step): live bytes at the last step and the run of steps in which
+ * they grew. Updated by vg_step under the growth lock. */
+typedef struct vg_growth {
+    int64_t step_bytes;
+    int64_t run_start_bytes;
+    uint32_t run_steps;
+    bool reported;
+} vg_growth_t;
+
 typedef struct vg_site {
     uint64_t hash;
     uint32_t nframes;
     uintptr_t frames[VG_MAX_FRAMES];
-    _Atomic int64_t live_bytes;    /* bytes of live allocations from this site */
+    _Atomic int64_t live_bytes;    /* bytes of live device allocations from this site */
     _Atomic int64_t live_count;
     _Atomic uint64_t total_count;  /* allocations ever made here */
     _Atomic uint64_t total_bytes;
     _Atomic int64_t peak_bytes;    /* highest live_bytes seen */
-    /* Growth tracking (vg_step): live bytes at the last step and the run of steps in
-     * which they grew. Updated by vg_step under the growth lock. */
-    int64_t step_bytes;
-    int64_t run_start_bytes;
-    uint32_t run_steps;
-    bool growth_reported;
+    _Atomic int64_t pinned_bytes;  /* pinned host memory from this site (pinned.h) */
+    _Atomic int64_t pinned_count;
+    _Atomic int64_t pinned_peak;   /* highest pinned_bytes seen */
+    _Atomic uint64_t pinned_total; /* ranges ever pinned here */
+    vg_growth_t growth, pinned_growth; /* of live_bytes, of pinned_bytes */
 } vg_site_t;
 
 /* Capture the caller's stack (skipping `skip` innermost frames) into frames[]; returns

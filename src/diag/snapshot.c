@@ -1,5 +1,6 @@
 /* snapshot.c — snapshot JSON (docs/snapshot-format.md): the state of every device's heap,
- * the last allocator events, the allocation sites they name, statistics and errors.
+ * the last allocator events, the allocation sites they name, statistics and errors, and
+ * the process's pinned host memory.
  *
  * Written on request (vg_snapshot_json, vg_write_snapshot), and with `snapshot=PATH` at
  * exit, at the first out-of-memory and at the first error. Those two happen with heap
@@ -20,6 +21,7 @@
 #include "alloc/heap.h"
 #include "base/options.h"
 #include "alloc/stats.h"
+#include "pinned.h"
 #include "report.h"
 #include "sites.h"
 
@@ -154,6 +156,60 @@ static void device_json(vg_buf_t *b, vg_heap_t *h, site_set_t *sites) {
     free(stats);
 }
 
+typedef struct {
+    vg_buf_t *b;
+    site_set_t *sites;
+    bool first;
+} pinned_json_t;
+
+static void pinned_rec_json(const vg_pinned_rec_t *r, void *arg) {
+    pinned_json_t *a = arg;
+    vg__buf_printf(a->b, "%s{\"address\":\"0x%llx\",\"size\":%llu,\"id\":%llu,\"site\":%u%s}",
+                   a->first ? "" : ",", (unsigned long long)r->base,
+                   (unsigned long long)r->size, (unsigned long long)r->id, r->site,
+                   r->registered ? ",\"registered\":true" : "");
+    site_mark(a->sites, r->site);
+    a->first = false;
+}
+
+/* The process's pinned host memory (pinned.h), shaped as a device is, when it pinned any. */
+static void pinned_json(vg_buf_t *b, site_set_t *sites) {
+    vg_events_t ev;
+    if (!vg__pinned_events(&ev)) {
+        free(ev.ring);
+        return;
+    }
+    vg_host_stats_t st = {.size = sizeof st};
+    vg__pinned_stats(&st);
+    char *stats = vg__host_stats_json(&st);
+    vg__buf_printf(b, ",\"pinned_host\":{\"name\":\"pinned host memory\",\"total_bytes\":%llu,"
+                      "\"limit_bytes\":%llu,\"stats\":%s,\"allocations\":[",
+                   (unsigned long long)st.host_total, (unsigned long long)st.limit,
+                   stats ? stats : "{}");
+    pinned_json_t a = {b, sites, true};
+    vg__pinned_each(pinned_rec_json, &a);
+    vg__buf_printf(b, "],\"sites\":[");
+    a.first = true;
+    for (uint32_t id = 0; id < vg__site_count(); id++) { /* every site that pinned */
+        vg_site_t *s = vg__site(id);
+        if (!s || !atomic_load(&s->pinned_total))
+            continue;
+        vg__buf_printf(b, "%s{\"site\":%u,\"bytes\":%lld,\"count\":%lld,\"peak_bytes\":%lld,"
+                          "\"total_count\":%llu}",
+                       a.first ? "" : ",", id, (long long)atomic_load(&s->pinned_bytes),
+                       (long long)atomic_load(&s->pinned_count),
+                       (long long)atomic_load(&s->pinned_peak),
+                       (unsigned long long)atomic_load(&s->pinned_total));
+        site_mark(sites, id);
+        a.first = false;
+    }
+    vg__buf_putc(b, ']');
+    events_json(b, &ev, sites);
+    vg__buf_putc(b, '}');
+    free(stats);
+    free(ev.ring);
+}
+
 static void sites_json(vg_buf_t *b, const site_set_t *sites) {
     vg__buf_printf(b, ",\"sites\":[");
     bool first = true;
@@ -211,6 +267,7 @@ char *vg__snapshot_build(const char *reason) {
         device_json(&b, vg__heap_at(i), &sites);
     }
     vg__buf_putc(&b, ']');
+    pinned_json(&b, &sites);
     sites_json(&b, &sites);
     char *errors = vg__reports_json();
     vg__buf_printf(&b, ",\"errors\":%s,\"kernels\":", errors ? errors : "[]");

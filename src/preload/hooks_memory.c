@@ -3,8 +3,9 @@
  *
  * Device allocations come from vramguard's allocator (stream-ordered, guarded in guard
  * mode); a free of memory vramguard does not hold (the driver's own, from a path not
- * hooked) goes to the driver. Pinned host memory passes through and is remembered for
- * the race guard, which wraps asynchronous copies from and to it.
+ * hooked) goes to the driver. Pinned host memory is the driver's, counted on its way
+ * (diag/pinned.h: by site, under pinned_limit) and followed by the race guard, which
+ * wraps asynchronous copies from and to it.
  */
 #define _GNU_SOURCE
 #include <stdatomic.h>
@@ -12,7 +13,9 @@
 
 #include "base/common.h"
 #include "base/options.h"
+#include "diag/leaks.h"
 #include "diag/order.h"
+#include "diag/pinned.h"
 #include "check/guard.h"
 #include "alloc/heap.h"
 #include "diag/report.h"
@@ -259,46 +262,130 @@ VG_API CUresult cuMemGetInfo_v2(size_t *free_b, size_t *total_b) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Pinned host memory: passed through, remembered for the race guard
+ * Pinned host memory: counted by site (diag/pinned.h), capped by pinned_limit, followed by
+ * the race guard
  * ------------------------------------------------------------------------------------- */
 
-VG_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
-    static void *next;
-    CUresult (*f)(void **, size_t) = (CUresult(*)(void **, size_t))vgp_next("cuMemAllocHost_v2", &next);
-    CUresult r = f ? f(pp, bytesize) : CUDA_ERROR_NOT_INITIALIZED;
-    if (r == CUDA_SUCCESS && vgp_ready())
-        vgp_pinned_add(*pp, bytesize);
+/* After a pinning call made at t0 (its result r): recorded, or its failure explained.
+ * For leaks=auto, the host cache that asked for it, from the C stack (a site of Python
+ * lines does not show it: diag/leaks.h). */
+static CUresult pinned(CUresult r, void *p, size_t n, uint32_t site, bool registered,
+                       const char *call, uint64_t t0) {
+    uint64_t took = vg__now_ns() - t0;
+    bool auto_leaks = vg__opt.leaks == VG_LEAKS_AUTO && vg__leaks_wanted();
+    if (r == CUDA_SUCCESS)
+        vg__pinned_added(p, n, site, registered, auto_leaks ? vg__host_cache_here() : NULL, took);
+    else
+        vg__pinned_failed(n, site, call, (int)r);
     return r;
+}
+
+/* A pinning hook's body: the program's site (taken here, in the hook), pinned_limit, the
+ * driver's call timed, then the count (pinned()). `ptr`: the range's address, read once
+ * the driver answered. */
+#define PINNING_HOOK(symbol, call, n, ptr, registered, ...)                                 \
+    do {                                                                                    \
+        if (!vgp_ready())                                                                   \
+            NEXT(symbol, __VA_ARGS__);                                                      \
+        uint32_t site_ = vgp_call_site();                                                   \
+        if (!vg__pinned_admit((n), site_, (call)))                                          \
+            return CUDA_ERROR_OUT_OF_MEMORY;                                                \
+        uint64_t t0_ = vg__now_ns();                                                        \
+        CUresult r_;                                                                        \
+        CALL_NEXT(r_, symbol, __VA_ARGS__);                                                 \
+        return pinned(r_, (ptr), (n), site_, (registered), (call), t0_);                    \
+    } while (0)
+
+VG_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize) {
+    PINNING_HOOK(cuMemAllocHost_v2, "cuMemAllocHost", bytesize, pp ? *pp : NULL, false, pp,
+                 bytesize);
 }
 
 VG_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
-    static void *next;
-    CUresult (*f)(void **, size_t, unsigned) =
-        (CUresult(*)(void **, size_t, unsigned))vgp_next("cuMemHostAlloc", &next);
-    CUresult r = f ? f(pp, bytesize, Flags) : CUDA_ERROR_NOT_INITIALIZED;
-    if (r == CUDA_SUCCESS && vgp_ready())
-        vgp_pinned_add(*pp, bytesize);
-    return r;
-}
-
-VG_API CUresult cuMemFreeHost(void *p) {
-    if (vgp_ready())
-        vgp_pinned_remove(p);
-    NEXT(cuMemFreeHost, p);
+    PINNING_HOOK(cuMemHostAlloc, "cuMemHostAlloc", bytesize, pp ? *pp : NULL, false, pp,
+                 bytesize, Flags);
 }
 
 VG_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags) {
-    static void *next;
-    CUresult (*f)(void *, size_t, unsigned) =
-        (CUresult(*)(void *, size_t, unsigned))vgp_next("cuMemHostRegister_v2", &next);
-    CUresult r = f ? f(p, bytesize, Flags) : CUDA_ERROR_NOT_INITIALIZED;
-    if (r == CUDA_SUCCESS && vgp_ready())
-        vgp_pinned_add(p, bytesize);
+    PINNING_HOOK(cuMemHostRegister_v2, "cuMemHostRegister", bytesize, p, true, p, bytesize,
+                 Flags);
+}
+
+/* Where site s was, as a user reads it (its innermost frame's text; a compiler may give
+ * one line several call instructions), as a hash. */
+static uint64_t place_key(uint32_t id) {
+    vg_site_t *s = vg__site(id);
+    const char *t = s && s->nframes ? vg__symbolize(s->frames[0]) : "";
+    uint64_t h = 1469598103934665603ull;
+    for (; t && *t; t++)
+        h = (h ^ (unsigned char)*t) * 1099511628211ull;
+    return h;
+}
+
+/* A free or unregistration of pinned range p (its record: rec), which the driver made
+ * wait for an asynchronous copy still queued on it (docs/decisions.md G14): in verbose
+ * mode, a note naming the call, where it was made, and the copy it waited for, once per
+ * pair of places. */
+static void note_hidden_sync(const char *call, const vg_pinned_rec_t *rec, uint32_t site,
+                             const vgp_copy_t *copy, uint64_t waited_ns) {
+    if (!vg__report_first_time(0x5e11ull << 48 ^ place_key(site) ^ place_key(copy->site) << 1))
+        return;
+    vg_buf_t b = {0};
+    char sz[32];
+    vg__buf_printf(&b, "note: %s(%p) waited %.1f ms for %s of %s on stream %p, still queued "
+                       "on the buffer: the driver completes a pinned buffer's copies before "
+                       "it lets the buffer go, a synchronisation the program may not expect "
+                       "(said once for these two places)",
+                   call, (void *)rec->base, (double)waited_ns / 1e6, copy->api,
+                   vg__fmt_bytes(sz, copy->bytes), (void *)copy->stream);
+    const char *what[2] = {call, "the copy"};
+    uint32_t sites[2] = {site, copy->site};
+    for (int k = 0; k < 2; k++) {
+        vg_site_t *s = vg__site(sites[k]);
+        if (!s || !s->nframes)
+            continue;
+        uint32_t shown = vg__site_symbolize(s);
+        vg__buf_printf(&b, "\n  %s was made at:", what[k]);
+        for (uint32_t i = 0; i < shown && i < 6; i++)
+            vg__buf_printf(&b, "\n    #%u %s", i, vg__symbolize(s->frames[i]));
+    }
+    if (b.data)
+        vg__log("%s", b.data);
+    vg__buf_free(&b);
+}
+
+/* cuMemFreeHost and cuMemHostUnregister: the record goes before the driver's call (after
+ * it, another thread may be given the same address), then the driver frees. */
+static CUresult unpin(CUresult (*next)(void *), void *p, bool registered, const char *call,
+                      uint32_t site) {
+    vg_pinned_rec_t rec;
+    bool known = vg__pinned_remove(p, registered, &rec);
+    vgp_copy_t copy;
+    bool queued = known && vgp_race_unpinned(p, rec.size, &copy);
+    uint64_t t0 = vg__now_ns();
+    CUresult r = next ? next(p) : CUDA_ERROR_NOT_INITIALIZED;
+    uint64_t took = vg__now_ns() - t0;
+    if (known && r != CUDA_SUCCESS) /* (the driver kept it: so does the count) */
+        vg__pinned_restore(&rec);
+    else if (known)
+        vg__pinned_free_time(took);
+    if (queued && r == CUDA_SUCCESS && vg__opt.verbose)
+        note_hidden_sync(call, &rec, site, &copy, took);
     return r;
 }
 
-VG_API CUresult cuMemHostUnregister(void *p) {
-    if (vgp_ready())
-        vgp_pinned_remove(p);
-    NEXT(cuMemHostUnregister, p);
-}
+/* An unpinning hook's body: its site (in verbose mode, for the note; taken here, in the
+ * hook), then unpin(). */
+#define UNPINNING_HOOK(symbol, registered, p)                                               \
+    do {                                                                                    \
+        if (!vgp_ready())                                                                   \
+            NEXT(symbol, p);                                                                \
+        static void *next_;                                                                 \
+        uint32_t site_ = vg__opt.verbose ? vgp_call_site() : 0;                             \
+        return unpin((CUresult(*)(void *))vgp_next(#symbol, &next_), (p), (registered),     \
+                     #symbol, site_);                                                       \
+    } while (0)
+
+VG_API CUresult cuMemFreeHost(void *p) { UNPINNING_HOOK(cuMemFreeHost, false, p); }
+
+VG_API CUresult cuMemHostUnregister(void *p) { UNPINNING_HOOK(cuMemHostUnregister, true, p); }

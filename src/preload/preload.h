@@ -103,10 +103,8 @@ bool vgp_range_ok(const vg_access_t *a);
 
 /* --- race.c: the host/async-copy race guard (S3, S4) --- */
 
-/* A pinned host range the program allocated or registered (copies from/to it are
- * asynchronous, so they are guarded). */
-void vgp_pinned_add(void *p, size_t n);
-void vgp_pinned_remove(void *p);
+/* (The pinned host ranges the program allocated or registered, whose copies are
+ * asynchronous and so guarded, are diag/pinned.h's.) */
 /* Before an async copy between host range [h, h + n) and the device on `stream` (made by
  * `api`, named in reports): if the range is pinned, protect the pages it covers entirely
  * (to_device: read-only; else no access) until the copy completes. Returns a token for
@@ -116,6 +114,17 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
 /* After the copy was enqueued (r: its result): arrange the unprotection in stream order. */
 void vgp_race_after(uintptr_t token, CUresult r, CUstream stream);
 bool vgp_race_enabled(void);
+/* An asynchronous copy the race guard follows: its call, bytes, stream, where enqueued. */
+typedef struct vgp_copy {
+    const char *api;
+    size_t bytes;
+    CUstream stream;
+    uint32_t site;
+} vgp_copy_t;
+/* Host range [p, p + n) is about to be freed or unregistered: its pages stop being guarded
+ * (the address may come back). True, and *copy (the first), if a copy followed on it was
+ * still in flight. */
+bool vgp_race_unpinned(const void *p, size_t n, vgp_copy_t *copy);
 /* At exit: every protection lifted, the previous SIGSEGV handler back. */
 void vgp_race_release(void);
 

@@ -24,6 +24,12 @@
  * ours go to the handler that was installed before (vgsim's, the program's, or the
  * default action). The report is written outside the handler, at the next CUDA call or
  * at exit.
+ *
+ * A buffer freed or unregistered while a copy is still queued on it (the driver waits for
+ * the copy: docs/decisions.md G14) stops being guarded at once: the driver may hand its
+ * address out again before the copy's host function runs. Without the guard (fast mode),
+ * verbose mode follows the copies all the same, protecting nothing, so that such a free
+ * is noted (vgp_race_unpinned).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,13 +48,13 @@
 #include "base/common.h"
 #include "alloc/heap.h"
 #include "base/options.h"
+#include "diag/pinned.h"
 #include "diag/report.h"
 #include "diag/sites.h"
 #include "preload.h"
 #include "vramguard.h"
 
 #define RECS 256
-#define PINNED 4096
 #define FRAMES 16
 
 /* FREE -> (claimed: DONE) -> ACTIVE (protected) -> LIFTING (its protection being
@@ -65,6 +71,7 @@ typedef struct rec {
     CUstream stream;
     uint32_t enqueue_site;
     _Atomic int faulted;       /* set by the signal handler (once) */
+    _Atomic bool gone;         /* the buffer is being freed: its pages are no longer guarded */
     uintptr_t fault_addr;
     bool fault_write, waited_out;
     int nframes;
@@ -74,10 +81,7 @@ typedef struct rec {
 
 static rec_t g_recs[RECS];
 static _Atomic int g_pending_reports;
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* protections and pinned list */
-
-static struct { uintptr_t lo, hi; } g_pinned[PINNED];
-static int g_npinned;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* protections */
 
 static struct sigaction g_old_segv;
 static bool g_handler_installed;
@@ -98,36 +102,32 @@ bool vgp_race_enabled(void) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Pinned ranges
+ * Pinned ranges (diag/pinned.h keeps them)
  * ------------------------------------------------------------------------------------- */
 
-void vgp_pinned_add(void *p, size_t n) {
-    if (!p || !n)
-        return;
+static void reprotect(uintptr_t lo, uintptr_t hi);
+
+bool vgp_race_unpinned(const void *p, size_t n, vgp_copy_t *copy) {
+    uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    bool found = false;
     pthread_mutex_lock(&g_lock);
-    if (g_npinned < PINNED) {
-        g_pinned[g_npinned].lo = (uintptr_t)p;
-        g_pinned[g_npinned].hi = (uintptr_t)p + n;
-        g_npinned++;
+    for (int i = 0; i < RECS; i++) {
+        rec_t *r = &g_recs[i];
+        uintptr_t h = (uintptr_t)r->host;
+        if (atomic_load(&r->state) != R_ACTIVE || atomic_load(&r->gone) || h + r->bytes <= lo ||
+            h >= hi)
+            continue;
+        if (!found)
+            *copy = (vgp_copy_t){r->api, r->bytes, r->stream, r->enqueue_site};
+        found = true;
+        /* The driver may hand the address out again before the copy's host function runs:
+         * its pages must not stay protected for a copy of a buffer that is gone. */
+        atomic_store(&r->gone, true);
+        if (r->lo < r->hi)
+            reprotect(r->lo, r->hi);
     }
     pthread_mutex_unlock(&g_lock);
-}
-
-void vgp_pinned_remove(void *p) {
-    pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < g_npinned; i++)
-        if (g_pinned[i].lo == (uintptr_t)p) {
-            g_pinned[i] = g_pinned[--g_npinned];
-            break;
-        }
-    pthread_mutex_unlock(&g_lock);
-}
-
-static bool is_pinned(uintptr_t lo, uintptr_t hi) {
-    for (int i = 0; i < g_npinned; i++)
-        if (lo >= g_pinned[i].lo && hi <= g_pinned[i].hi)
-            return true;
-    return false;
+    return found;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -147,7 +147,8 @@ static void reprotect(uintptr_t lo, uintptr_t hi) {
     cuts[n++] = hi;
     for (int i = 0; i < RECS; i++) {
         rec_t *r = &g_recs[i];
-        if (atomic_load(&r->state) != R_ACTIVE || r->hi <= lo || r->lo >= hi)
+        if (atomic_load(&r->state) != R_ACTIVE || atomic_load(&r->gone) || r->hi <= lo ||
+            r->lo >= hi)
             continue;
         if (r->lo > lo)
             cuts[n++] = r->lo;
@@ -162,7 +163,8 @@ static void reprotect(uintptr_t lo, uintptr_t hi) {
         int prot = PROT_READ | PROT_WRITE;
         for (int i = 0; i < RECS; i++) {
             rec_t *r = &g_recs[i];
-            if (atomic_load(&r->state) != R_ACTIVE || r->hi <= a || r->lo >= b)
+            if (atomic_load(&r->state) != R_ACTIVE || atomic_load(&r->gone) || r->hi <= a ||
+                r->lo >= b)
                 continue;
             prot &= r->to_device ? PROT_READ : PROT_NONE;
         }
@@ -202,7 +204,8 @@ static void on_segv(int sig, siginfo_t *si, void *ucv) {
     for (int i = 0; i < RECS && !r; i++) {
         int st = atomic_load(&g_recs[i].state);
         /* (LIFTING: the copy completed and the page is about to become accessible) */
-        if ((st == R_ACTIVE || st == R_LIFTING) && a >= g_recs[i].lo && a < g_recs[i].hi)
+        if ((st == R_ACTIVE || st == R_LIFTING) && !atomic_load(&g_recs[i].gone) &&
+            a >= g_recs[i].lo && a < g_recs[i].hi)
             r = &g_recs[i];
     }
     if (!r) {
@@ -269,28 +272,34 @@ static void install_handler(void) {
 
 uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stream,
                           const char *api) {
-    if (!vgp_race_enabled() || !h || n == 0)
+    /* Without the race guard, verbose mode still follows the copy, unprotected, for the
+     * note of a free that waits for it (vgp_race_unpinned). */
+    bool guard = vgp_race_enabled();
+    if ((!guard && !vg__opt.verbose) || !h || n == 0)
         return 0;
     uintptr_t page = page_size();
     uintptr_t lo = ((uintptr_t)h + page - 1) & ~(page - 1);
     uintptr_t hi = ((uintptr_t)h + n) & ~(page - 1);
-    if (lo >= hi)
+    if (lo >= hi && guard)
         return 0; /* no page belongs to the buffer alone */
+    if (!guard)
+        lo = hi = 0; /* (nothing to protect) */
     pthread_mutex_lock(&g_lock); /* (device memory, as cuMemcpyAsync's often is, stops here) */
-    bool pinned = is_pinned((uintptr_t)h, (uintptr_t)h + n);
+    bool pinned = vg__pinned_contains((uintptr_t)h, (uintptr_t)h + n);
     pthread_mutex_unlock(&g_lock);
     if (!pinned)
         return 0;
     if (vg__stream_capturing(stream))
         return 0; /* captured into a graph: the copy runs at each replay, not now (A7) */
-    vg__stack_bounds_prepare(); /* so the handler can unwind this thread */
+    if (guard)
+        vg__stack_bounds_prepare(); /* so the handler can unwind this thread */
     uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
     pthread_mutex_lock(&g_lock);
-    if (!is_pinned((uintptr_t)h, (uintptr_t)h + n)) {
+    if (!vg__pinned_contains((uintptr_t)h, (uintptr_t)h + n)) {
         pthread_mutex_unlock(&g_lock);
         return 0; /* pageable: CUDA copies it synchronously */
     }
-    if (!g_handler_installed)
+    if (!g_handler_installed && guard)
         install_handler();
     rec_t *r = NULL;
     for (int i = 0; i < RECS && !r; i++) {
@@ -311,9 +320,11 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
     r->stream = stream;
     r->enqueue_site = site;
     r->waited_out = false;
+    atomic_store(&r->gone, false);
     atomic_store(&r->faulted, 0);
     atomic_store(&r->state, R_ACTIVE);
-    reprotect(lo, hi);
+    if (guard)
+        reprotect(lo, hi);
     pthread_mutex_unlock(&g_lock);
     return (uintptr_t)(r - g_recs) + 1;
 }
@@ -322,7 +333,8 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
 static void complete(rec_t *r) {
     pthread_mutex_lock(&g_lock);
     atomic_store(&r->state, R_LIFTING); /* a fault now waits, instead of looking foreign */
-    reprotect(r->lo, r->hi);
+    if (r->lo < r->hi) /* (an unguarded copy protected nothing) */
+        reprotect(r->lo, r->hi);
     atomic_store(&r->state, R_DONE);
     if (atomic_load(&r->faulted) != 1)
         atomic_store(&r->state, R_FREE); /* (a fault not yet reported: freed once it is) */
@@ -412,7 +424,8 @@ void vgp_race_release(void) {
         rec_t *r = &g_recs[i];
         if (atomic_load(&r->state) == R_ACTIVE) {
             atomic_store(&r->state, R_LIFTING);
-            mprotect((void *)r->lo, r->hi - r->lo, PROT_READ | PROT_WRITE);
+            if (r->lo < r->hi)
+                mprotect((void *)r->lo, r->hi - r->lo, PROT_READ | PROT_WRITE);
             atomic_store(&r->state, R_DONE);
         }
     }

@@ -483,9 +483,127 @@ example_*)
                   chk 1 interior_free allocation.size=8192 ;;
     s9_illegal_address) chk 1 cuda_error detail~CUDA_ERROR_ILLEGAL_ADDRESS detail~ex_scatter \
                             "detail~allocation #1 (4000 bytes" ;;
+    s11_pinned_staging)
+        line=$(grep -n "/\* PIN \*/" "$HERE/../../examples/s11_pinned_staging.c" | cut -d: -f1)
+        chk 1 leak pinned_host=True bytes=20971520 count=10 device=-1 \
+            "allocated_at~s11_pinned_staging.c:$line" "message~pinned host memory" ;;
     clean_program) chk 0 all ;;
     *) fail "no expectation for $ex" ;;
     esac ;;
+pinned_leak)
+    # S11, the issue's acceptance: the loader's 10 staging buffers never freed, 20 MiB of
+    # pinned host memory, reported as a leak from the line that pinned them, the run's exit
+    # status error_exitcode's; verbose mode's exit line has the peak. In fast mode, or
+    # with leaks=off, no report.
+    src="$HERE/../../examples/s11_pinned_staging.c"
+    line=$(grep -n "/\* PIN \*/" "$src" | cut -d: -f1)
+    run 99 "$VG" run --sim --mode=guard --error_exitcode=99 --verbose -- "$EXAMPLES/s11_pinned_staging"
+    for k in "ERROR: pinned host memory still allocated at exit" \
+             " 20.00 MiB of pinned host memory in 10 allocations from:" \
+             "#0 pinned_batch \(.*s11_pinned_staging.c:$line\)" \
+             "pinned host memory at exit: peak 20.00 MiB .*20 pinned, 10 freed" \
+             "ERROR SUMMARY: 1 error: 1 leak"; do
+        grep -qE "$k" "$TMP/err" || { cat "$TMP/err" >&2; fail "no line matching '$k'"; }
+    done
+    grep -q "^s11: 20 batches staged" "$TMP/out" || fail "the program's output: $(cat "$TMP/out")"
+    run 0 "$VG" run --sim --error_exitcode=99 -- "$EXAMPLES/s11_pinned_staging"
+    [ ! -s "$TMP/err" ] || { cat "$TMP/err" >&2; fail "fast mode reported something"; }
+    run 0 "$VG" run --sim --mode=guard --leaks=off --error_exitcode=99 -- "$EXAMPLES/s11_pinned_staging"
+    grep -q "ERROR SUMMARY: no errors found" "$TMP/err" || { cat "$TMP/err" >&2; fail "leaks=off"; }
+    # A registered buffer (cuMemHostRegister) counts the same, from its own line.
+    line=$(grep -n "/\* REGISTER \*/" "$src" | cut -d: -f1)
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s11_pinned_staging" --register
+    python3 "$HERE/check_report.py" "$TMP/r.json" 1 leak pinned_host=True bytes=20971520 \
+        "allocated_at~s11_pinned_staging.c:$line" || { cat "$TMP/err" >&2; fail "--register"; }
+    # Growth: the line's pinned memory grows at each of the program's steps (vg_step).
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s11_pinned_staging" --steps
+    python3 "$HERE/check_report.py" "$TMP/r.json" 1 growth pinned_host=True growth_per_step=2097152 \
+        steps=5 bytes=10485760 "message~pinned host memory" || { cat "$TMP/err" >&2; fail "--steps"; }
+    # A correct loader: nothing pinned at exit, nothing reported.
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$EXAMPLES/s11_pinned_staging" --free-queued
+    python3 "$HERE/check_report.py" "$TMP/r.json" 0 all || { cat "$TMP/err" >&2; fail "--free-queued"; } ;;
+pinned_snapshot)
+    # Snapshots carry the pinned host memory (pinned_host), and vramguard report shows it
+    # as a timeline of its own in the text, the SVG, the HTML page and the Chrome trace.
+    run 99 "$VG" run --sim --mode=guard --error_exitcode=99 --snapshot="$TMP/s.json" -- \
+        "$EXAMPLES/s11_pinned_staging"
+    run 0 "$VG" report "$TMP/s.json" --svg "$TMP/s.svg" --html "$TMP/s.html" --chrome-trace "$TMP/s.ct.json"
+    for k in "^  pinned host memory \(the host has .* of RAM\)" \
+             "pinned: 20.00 MiB now in 10 allocations, peak 20.00 MiB; 20 pinned, 10 freed" \
+             "20.00 MiB in 10 allocations from pinned_batch \(s11_pinned_staging.c:[0-9]+\)" \
+             "timeline: 30 events kept, peak live 20.00 MiB"; do
+        grep -qE "$k" "$TMP/out" || { cat "$TMP/out" >&2; fail "report: no line matching '$k'"; }
+    done
+    grep -q "class=\"title\">pid [0-9]*, pinned host memory<" "$TMP/s.svg" || fail "no SVG panel"
+    grep -q "pinned host memory" "$TMP/s.html" || fail "no HTML panel"
+    python3 - "$TMP/s.ct.json" <<'PY' || fail "the Chrome trace's pinned track"
+import json, sys
+ev = json.load(open(sys.argv[1]))
+ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+track = [e["args"]["pinned"] for e in ev if e.get("name") == "pinned host memory" and e.get("ph") == "C"]
+assert max(track) == 20 << 20 and track[-1] == 20 << 20, track
+PY
+    ;;
+pinned_limit)
+    # pinned_limit=16M: a 64 MiB cuMemHostAlloc fails as the driver fails for lack of
+    # memory, and the explanation says it is pinned host memory and the cap; in guard mode
+    # it is a report (out_of_memory, pinned_host). Under a larger cap it succeeds.
+    run 0 "$VG" run --sim --pinned_limit=16M -- "$EXAMPLES/s11_pinned_staging" --big
+    grep -q "cuMemHostAlloc of 64 MiB: CUDA_ERROR_OUT_OF_MEMORY" "$TMP/out" || fail "$(cat "$TMP/out")"
+    for k in "out of pinned host memory: cuMemHostAlloc cannot pin 64.00 MiB \(67108864 bytes\)" \
+             "page-locked host RAM, not device memory" \
+             "why: pinned_limit=16.00 MiB, and 0 bytes is pinned already"; do
+        grep -qE "$k" "$TMP/err" || { cat "$TMP/err" >&2; fail "no line matching '$k'"; }
+    done
+    run 0 "$VG" run --sim --mode=guard --pinned_limit=16M --report_json="$TMP/r.json" -- \
+        "$EXAMPLES/s11_pinned_staging" --big
+    python3 "$HERE/check_report.py" "$TMP/r.json" 1 out_of_memory pinned_host=True \
+        "message=out of pinned host memory" "detail~pinned_limit=16.00 MiB" \
+        call_at~s11_pinned_staging.c || { cat "$TMP/err" >&2; fail "guard mode's report"; }
+    run 0 "$VG" run --sim --pinned_limit=64M -- "$EXAMPLES/s11_pinned_staging" --big
+    grep -q "cuMemHostAlloc of 64 MiB: CUDA_SUCCESS" "$TMP/out" || fail "under 64M: $(cat "$TMP/out")"
+    # The staging loader under 16M: the ninth buffer would pass it, with the holders named.
+    run 1 "$VG" run --sim --pinned_limit=16M -- "$EXAMPLES/s11_pinned_staging"
+    grep -qE "why: pinned_limit=16.00 MiB, and 16.00 MiB is pinned already" "$TMP/err" ||
+        { cat "$TMP/err" >&2; fail "no explanation at the ninth buffer"; }
+    grep -qE "16.00 MiB in 8 allocations from:" "$TMP/err" || { cat "$TMP/err" >&2; fail "no holders"; }
+    # Bad values stop the run before the program starts.
+    for bad in pinned_limit=lots pinned_warn=150% pinned_warn=-1% pinned_warn=half; do
+        run 2 "$VG" run --sim --$bad -- "$EXAMPLES/s11_pinned_staging"
+        grep -q "'${bad%%=*}'" "$TMP/err" || { cat "$TMP/err" >&2; fail "--$bad not named"; }
+    done ;;
+pinned_warn)
+    # pinned_warn: one warning when the process's pinned memory first passes it, naming the
+    # threshold and the holders; as a share of the host's RAM too; never with 0.
+    run 0 "$VG" run --sim --pinned_warn=7M -- "$EXAMPLES/s11_pinned_staging"
+    [ "$(grep -c "warning: the process has pinned" "$TMP/err")" = 1 ] ||
+        { cat "$TMP/err" >&2; fail "not one warning"; }
+    grep -qE "warning: the process has pinned 8.00 MiB of host memory, past pinned_warn=7.00 MiB" "$TMP/err" ||
+        { cat "$TMP/err" >&2; fail "the warning's figures"; }
+    grep -qE "in 4 allocations from:" "$TMP/err" || { cat "$TMP/err" >&2; fail "no holders"; }
+    run 0 "$VG" run --sim --pinned_warn=0.00001% -- "$EXAMPLES/s11_pinned_staging"
+    grep -qE "past pinned_warn=1e-05% of the host's RAM \([0-9.]+ [KM]iB\)" "$TMP/err" ||
+        { cat "$TMP/err" >&2; fail "a share of the RAM"; }
+    run 0 "$VG" run --sim --pinned_warn=0 -- "$EXAMPLES/s11_pinned_staging"
+    [ ! -s "$TMP/err" ] || { cat "$TMP/err" >&2; fail "pinned_warn=0 warned"; }
+    # The default (50% of the RAM) says nothing of 20 MiB.
+    run 0 "$VG" run --sim -- "$EXAMPLES/s11_pinned_staging"
+    [ ! -s "$TMP/err" ] || { cat "$TMP/err" >&2; fail "the default warned"; } ;;
+pinned_free_waits)
+    # The driver makes a free of a pinned buffer wait for a copy still queued on it
+    # (docs/decisions.md G14): verbose mode says so once, naming both lines, in either mode;
+    # without verbose, nothing.
+    src="$HERE/../../examples/s11_pinned_staging.c"
+    for m in fast guard; do
+        run 0 "$VG" run --sim --mode=$m --verbose -- "$EXAMPLES/s11_pinned_staging" --free-queued
+        [ "$(grep -c "note: cuMemFreeHost(" "$TMP/err")" = 1 ] || { cat "$TMP/err" >&2; fail "$m: not one note"; }
+        grep -qE "note: cuMemFreeHost\(0x[0-9a-f]+\) waited [0-9.]+ ms for cuMemcpyHtoDAsync of 2.00 MiB on stream" "$TMP/err" ||
+            { cat "$TMP/err" >&2; fail "$m: the note"; }
+        grep -A4 "note: cuMemFreeHost" "$TMP/err" | grep -q "s11_pinned_staging.c" || fail "$m: no line named"
+        grep -q "pinned host memory at exit: peak 2.00 MiB" "$TMP/err" || { cat "$TMP/err" >&2; fail "$m: the peak"; }
+    done
+    run 0 "$VG" run --sim -- "$EXAMPLES/s11_pinned_staging" --free-queued
+    [ ! -s "$TMP/err" ] || { cat "$TMP/err" >&2; fail "a note without verbose"; } ;;
 race_other_copies)
     # S3 through cuMemcpyAsync, the host pointer a unified address (cudaMemcpyAsync with
     # cudaMemcpyDefault): the same race, the copy named as the program made it.
@@ -778,6 +896,18 @@ interposer_dlsym)
     command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
     run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$BUILD/tests/preload/dlsym_user"
     python3 "$HERE/check_report.py" "$TMP/r.json" 3 double_free allocation.size=4096 || fail "not every lookup was hooked" ;;
+interposer_pinned_lookups)
+    # Pinned memory reached as the CUDA runtime reaches it (dlsym, RTLD_NEXT,
+    # cuGetProcAddress) is counted: four 1 MiB leaks of pinned host memory, one per call.
+    command -v python3 >/dev/null || { echo "skipped: no python3"; exit 77; }
+    run 0 "$VG" run --sim --mode=guard --report_json="$TMP/r.json" -- "$BUILD/tests/preload/pinned_lookup_user"
+    python3 "$HERE/check_report.py" "$TMP/r.json" 4 leak pinned_host=True bytes=1048576 count=1 \
+        allocated_at~pinned_lookup_user.c || { cat "$TMP/err" >&2; fail "not every lookup was hooked"; }
+    python3 - "$TMP/r.json" <<'PY' || fail "a lookup's leak was not pinned host memory"
+import json, sys
+assert all(r.get("pinned_host") for r in json.load(open(sys.argv[1]))), "device leak"
+PY
+    ;;
 interposer_ctx_sync_v2)
     # CUDA 13's runtime synchronises a device through cuCtxSynchronize_v2, which it gets
     # from cuGetProcAddress: the hook runs the synchronisation's check (check_sync).

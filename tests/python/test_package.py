@@ -366,6 +366,70 @@ class Combined(unittest.TestCase):
         self.assertEqual(reports, [], r.stderr)
 
 
+class Pinned(unittest.TestCase):
+    """Pinned host memory through a PyTorch-style host cache (pinned_child.py) under
+    python -m vramguard run: the cache's blocks are its cache, not leaks; a loop that keeps
+    its pinned batches grows at every optimizer step; host_memory_stats() has PyTorch's
+    keys."""
+
+    def run_child(self, mode, *options):
+        import json
+        import subprocess
+        here = os.path.dirname(os.path.abspath(__file__))
+        child = os.path.join(here, "pinned_child.py")
+        with tempfile.TemporaryDirectory() as tmp:
+            rj = os.path.join(tmp, "r.json")
+            cmd = [sys.executable, "-m", "vramguard", "run", "--mode=guard"] + list(options) + [
+                "--report_json=" + rj, child, mode]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
+                               env=Interposed.env())
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("steps 8", r.stdout)
+            with open(rj) as f:
+                reports = json.load(f)
+        with open(child) as f:
+            at = {tag: i + 1 for i, text in enumerate(f)
+                  for tag in ("BATCH", "STRAY", "HOSTALLOC") if "# " + tag in text}
+        return child, at, r, reports
+
+    @unittest.skipIf(sys.version_info < (3, 11), "the cache is known by its qualified name (3.11)")
+    def test_the_host_cache_is_not_a_leak(self):
+        child, at, r, reports = self.run_child("cache", "--leaks=auto")
+        self.assertEqual([x["kind"] for x in reports], ["leak"], r.stderr)
+        leak = reports[0]
+        self.assertTrue(leak["pinned_host"])
+        self.assertEqual((leak["bytes"], leak["count"]), (3 << 20, 1))
+        self.assertEqual(leak["allocated_at"][:2], ["pin_with_driver (%s:%d)" % (child, at["HOSTALLOC"]),
+                                                    "<module> (%s:%d)" % (child, at["STRAY"])])
+        self.assertIn("1.00 MiB of pinned host memory in 1 allocations at exit belongs to "
+                      "PyTorch's host caching allocator: its cache, not a leak", r.stderr)
+        self.assertIn("pinned 4194304 in 2 after 2 calls, peak 4194304", r.stdout)
+        # leaks=on lists the cache too.
+        child, at, r, reports = self.run_child("cache", "--leaks=on")
+        self.assertEqual(sorted(x["bytes"] for x in reports), [1 << 20, 3 << 20], r.stderr)
+
+    def test_the_host_cache_is_known_by_its_c_frames(self):
+        # The cache's blocks pinned from C (as PyTorch's are), the sites Python lines.
+        child, at, r, reports = self.run_child("cache_c", "--leaks=auto")
+        self.assertEqual([(x["kind"], x["bytes"]) for x in reports], [("leak", 3 << 20)], r.stderr)
+        self.assertIn("1.00 MiB of pinned host memory in 1 allocations at exit belongs to "
+                      "PyTorch's host caching allocator: its cache, not a leak", r.stderr)
+        child, at, r, reports = self.run_child("cache_c", "--leaks=on")
+        self.assertEqual(sorted(x["bytes"] for x in reports), [1 << 20, 3 << 20], r.stderr)
+        self.assertIn("<module> (%s:%d)" % (child, at["BATCH"]),
+                      [x for x in reports if x["bytes"] == 1 << 20][0]["allocated_at"])
+
+    def test_pinned_batches_kept_grow_at_every_step(self):
+        child, at, r, reports = self.run_child("leak")
+        growth = [x for x in reports if x["kind"] == "growth"]
+        self.assertEqual(len(growth), 1, r.stderr)
+        self.assertTrue(growth[0]["pinned_host"])
+        self.assertEqual(growth[0]["growth_per_step"], 1 << 20)
+        self.assertIn("<module> (%s:%d)" % (child, at["BATCH"]), growth[0]["allocated_at"])
+        self.assertIn("pinned host memory from one allocation site grows every step", r.stderr)
+        self.assertIn("pinned 8388608 in 8 after 8 calls, peak 8388608", r.stdout)
+
+
 class Library(unittest.TestCase):
     def test_the_injected_library_is_preferred(self):
         with tempfile.NamedTemporaryFile("w", delete=False) as f:

@@ -1,5 +1,6 @@
 /* test_options.c — the option table: parsing, errors that name the key, precedence. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/common.h"
 #include "base/options.h"
@@ -87,4 +88,27 @@ VG_TEST(environment_then_init_string) {
     CHECK_EQ(vg__options_load_env(), VG_ERR_INVALID_OPTION);
     CHECK_CONTAINS(vg_last_error(), "in VRAMGUARD_OPTIONS");
     unsetenv("VRAMGUARD_OPTIONS");
+}
+
+VG_TEST(share_of_the_host_or_a_size) {
+    /* pinned_warn: a size, or a percentage of the host's RAM in (0, 100]. */
+    unsetenv("VRAMGUARD_OPTIONS");
+    CHECK_EQ(vg__options_load_env(), VG_OK);
+    CHECK(vg__opt.pinned_warn.fraction > 0.499 && vg__opt.pinned_warn.fraction < 0.501);
+    CHECK_STREQ(vg_option("pinned_warn"), "50%");
+    CHECK_EQ(vg__options_apply("pinned_warn=64G,pinned_limit=16M", VG_SRC_INIT), VG_OK);
+    CHECK_EQ(vg__opt.pinned_warn.bytes, 64ull << 30);
+    CHECK_EQ(vg__opt.pinned_warn.fraction, 0);
+    CHECK_EQ(vg__opt.pinned_limit, 16u << 20);
+    CHECK_EQ(vg__options_apply("pinned_warn=12.5%", VG_SRC_INIT), VG_OK);
+    CHECK(vg__opt.pinned_warn.fraction > 0.1249 && vg__opt.pinned_warn.fraction < 0.1251);
+    CHECK_STREQ(vg_option("pinned_warn"), "12.5%");
+    const char *bad[] = {"pinned_warn=150%", "pinned_warn=0%", "pinned_warn=%", "pinned_warn=x%",
+                         "pinned_warn=5%%", "pinned_warn=half", "pinned_limit=0.5"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ(vg__options_apply(bad[i], VG_SRC_INIT), VG_ERR_INVALID_OPTION);
+        CHECK_CONTAINS(vg_last_error(), strchr(bad[i], '=') ? "pinned_" : "");
+    }
+    CHECK_EQ(vg__options_apply("pinned_warn=0", VG_SRC_INIT), VG_OK);
+    CHECK_EQ(vg__opt.pinned_warn.bytes, 0);
 }

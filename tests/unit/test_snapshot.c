@@ -9,6 +9,7 @@
 #include "../src/cli/report_model.h"
 #include "schema_check.h"
 #include "vgtest.h"
+#include "diag/pinned.h"
 #include "diag/report.h" /* vg__report_count_kind */
 
 static char *slurp(const char *path, size_t *len) {
@@ -68,6 +69,11 @@ static char *workload_snapshot(void) {
     vg_kernel_launched_args("side_kernel", s, given, 1);
     CHECK_VG(vg_free(p[5], NULL)); /* not ordered after side_kernel */
     CHECK_EQ(vg__report_count_kind(VG_REPORT_UNORDERED_FREE), 1);
+    /* Pinned host memory, as the interposer counts it (a range, then one refused). */
+    CHECK(vg__pinned_admit(4096, 0, "cuMemHostAlloc"));
+    vg__pinned_added((void *)(uintptr_t)0x10000000, 4096, 0, false, NULL, 1000);
+    CHECK(vg__pinned_admit(1ull << 40, 0, "cuMemHostAlloc"));
+    vg__pinned_failed(1ull << 40, 0, "cuMemHostAlloc", CUDA_ERROR_OUT_OF_MEMORY);
     char *snap = vg_snapshot_json();
     CHECK(snap != NULL);
     return snap;
@@ -168,7 +174,8 @@ VG_TEST(snapshot_file_option_and_report_reader) {
     rp_file_t f;
     char err[600];
     CHECK_MSG(rp_load(path, &f, err, sizeof err), "%s", err);
-    CHECK_EQ(f.ndevices, 1);
+    CHECK_EQ(f.ndevices, 2); /* the device, then the pinned host memory */
+    CHECK(!f.devices[0].pinned && f.devices[1].pinned);
     CHECK(f.devices[0].nsamples > 0);
     CHECK(f.devices[0].nseries >= 1);
     CHECK(f.devices[0].nmarkers >= 1); /* the errors are on the timeline */
