@@ -766,8 +766,8 @@ void vg__report(const vg_report_t *r) {
                            r->pinned ? "pinned host memory" : "live memory", r->steps,
                            vg__fmt_bytes(sz, (uint64_t)r->growth_per_step));
         char tot[32];
-        vg__buf_printf(&b, PREFIX "  %s %s%s in %llu allocation%s from:\n",
-                       r->kind == VG_REPORT_GROWTH ? "now" : "", vg__fmt_bytes(tot, r->bytes),
+        vg__buf_printf(&b, PREFIX "  %s%s%s in %llu allocation%s from:\n",
+                       r->kind == VG_REPORT_GROWTH ? "now " : "", vg__fmt_bytes(tot, r->bytes),
                        r->pinned ? " of pinned host memory" : "", (unsigned long long)r->count,
                        r->count == 1 ? "" : "s");
         site_lines(&b, r->alloc_site, PREFIX "    ", 12);
