@@ -124,6 +124,26 @@ PY
 }
 
 case $PART in
+memcheck-floor)
+    # Issue 32's open question (docs/decisions.md G13): of the 7× that memcheck mode costs
+    # with nothing checked, how much is the launch callbacks and how much the patched
+    # accesses? 12 steps of each loop plain, in memcheck mode, with nothing checked, with
+    # the modules patched and no launch callback, and with the callbacks and no patch.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    for model in ${MODELS:-gpt2:1 resnet50:16}; do
+        m=${model%%:*} b=${model#*:}
+        args="bench/pytorch_train.py --model $m --batch $b --steps 12 --warmup 2"
+        step "$m plain" 120 python3 $args --alloc default
+        step "$m memcheck" 240 python3 -m vramguard run --mode=memcheck $args --alloc memcheck
+        step "$m nothing checked" 240 python3 -m vramguard run --mode=memcheck \
+            --memcheck_kernels=vg-none $args --alloc memcheck
+        for split in patch-only callbacks-only; do
+            VRAMGUARD_MEMCHECK_SPLIT=$split step "$m $split" 240 python3 -m vramguard run \
+                --mode=memcheck $args --alloc memcheck
+        done
+    done
+    ;;
 memcheck-recheck)
     # After the first H100 run (docs/gpu-validation.md): a flood of bad writes (s2), the
     # record_stream'd free, demangled names, initcheck=1 on the planted read and the clean

@@ -140,9 +140,21 @@ static bool find_api(void) {
 
 static void callback(void *userdata, int domain, uint32_t cbid, const void *data);
 
+/* For measuring the API's own cost (docs/memcheck.md "What it costs"), not for users:
+ * VRAMGUARD_MEMCHECK_SPLIT=patch-only patches every module but takes no launch callback
+ * (every access calls the device function, which returns at once); =callbacks-only takes
+ * the launch callbacks but patches nothing. */
+static int g_split; /* 0 both, 1 patch only, 2 callbacks only */
+
 vg_status_t vg__memcheck_init(void) {
     if (!vg__memcheck_on() || g_ready)
         return VG_OK;
+    const char *split = getenv("VRAMGUARD_MEMCHECK_SPLIT");
+    g_split = !split ? 0 : strcmp(split, "patch-only") == 0 ? 1
+            : strcmp(split, "callbacks-only") == 0 ? 2 : 0;
+    if (g_split)
+        vg__log("memcheck: VRAMGUARD_MEMCHECK_SPLIT=%s: nothing is checked (a measurement of "
+                "the API's cost)", split);
     if (!find_api())
         return vg__error(VG_ERR_NOT_SUPPORTED,
                          "mode=memcheck needs NVIDIA's Compute Sanitizer API "
@@ -153,7 +165,7 @@ vg_status_t vg__memcheck_init(void) {
     vg_san_result_t r = S.sanitizerSubscribe(&S.sub, callback, NULL);
     if (r == VG_SAN_SUCCESS)
         r = S.sanitizerEnableCallback(1, S.sub, VG_SAN_DOMAIN_RESOURCE, VG_SAN_CBID_MODULE_LOADED);
-    if (r == VG_SAN_SUCCESS)
+    if (r == VG_SAN_SUCCESS && g_split != 1)
         r = S.sanitizerEnableCallback(1, S.sub, VG_SAN_DOMAIN_LAUNCH, VG_SAN_CBID_LAUNCH_BEGIN);
     if (r != VG_SAN_SUCCESS)
         return vg__error(VG_ERR_NOT_SUPPORTED,
@@ -616,6 +628,8 @@ static bool own(CUmodule m) {
 }
 
 static void module_loaded(const vg_san_module_data_t *m) {
+    if (g_split == 2)
+        return; /* (callbacks only: nothing patched) */
     if (t_own_module) {
         for (int i = 0; i < MAX_CONTEXTS; i++) {
             CUmodule none = NULL;
@@ -721,7 +735,7 @@ static void launch_begin(const vg_san_launch_data_t *d) {
         seq = vg__launch_note(d->function_name ? d->function_name : "(a kernel)", d->stream, 0);
         vg__launch_take_noted(&site);
     }
-    bool check = c && !c->broken && name_wanted(d->function_name) &&
+    bool check = c && !c->broken && g_split == 0 && name_wanted(d->function_name) &&
                  (vg__opt.memcheck_every <= 1 || seq % (uint64_t)vg__opt.memcheck_every == 0);
     uint64_t ud = 0;
     if (check) {
