@@ -79,7 +79,7 @@ typedef void (*vg_san_callback_t)(void *userdata, int domain, uint32_t cbid, con
     X(sanitizerGetFunctionPcAndSize, vg_san_result_t,                                      \
       (CUmodule, const char *, uint64_t *, uint64_t *))
 
-/* Newer than the rest (CUDA 12.3): looked up, used when present. */
+/* Newer than the rest (CUDA 12.3): required, as the sign of the layouts above. */
 typedef vg_san_result_t (*vg_san_set_launch_data_t)(vg_san_launch_t, CUfunction,
                                                     vg_san_stream_t, const void *);
 

@@ -216,6 +216,12 @@ VGSIM_API vg_san_result_t sanitizerSetCallbackData(CUfunction f, const void *ud)
     return VG_SAN_SUCCESS;
 }
 
+VGSIM_API vg_san_result_t sanitizerSetLaunchCallbackData(vg_san_launch_t launch, CUfunction f,
+                                                         vg_san_stream_t stream, const void *ud) {
+    (void)launch, (void)stream;
+    return sanitizerSetCallbackData(f, ud);
+}
+
 /* vgsim has no device code: no pc to give. memcheck names the twin's line instead. */
 VGSIM_API vg_san_result_t sanitizerGetFunctionPcAndSize(CUmodule module, const char *name,
                                                         uint64_t *pc, uint64_t *size) {

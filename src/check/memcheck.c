@@ -66,8 +66,10 @@ static bool bind(void *lib) {
         return false;
     VG_SANITIZER_FUNCS(VG_X)
 #undef VG_X
+    /* (CUDA 12.3's, and the launch data's layout that kernels/sanitizer_abi.h declares:
+     * an older library is refused rather than misread) */
     S.set_launch_data = (vg_san_set_launch_data_t)vg__dlsym(lib, "sanitizerSetLaunchCallbackData");
-    return true;
+    return S.set_launch_data != NULL;
 }
 
 static bool try_path(const char *path) {
@@ -79,7 +81,8 @@ static bool try_path(const char *path) {
         return false;
     }
     if (!bind(lib)) {
-        vg__log("memcheck: %s lacks the Compute Sanitizer API's functions", path);
+        vg__log("memcheck: %s lacks the Compute Sanitizer API's functions of CUDA 12.3 and "
+                "later (sanitizerSetLaunchCallbackData among them): an older toolkit's?", path);
         return false;
     }
     snprintf(S.path, sizeof S.path, "%.*s", (int)sizeof S.path - 1, path);
@@ -723,11 +726,8 @@ static bool name_wanted(const char *name) {
 }
 
 static void launch_begin(const vg_san_launch_data_t *d) {
-    if (own(d->module)) { /* (guard mode's kernels) */
-        if (!S.set_launch_data)
-            S.sanitizerSetCallbackData(d->function, NULL);
+    if (own(d->module)) /* (guard mode's kernels) */
         return;
-    }
     mc_ctx_t *c = ctx_find(d->context);
     uint32_t site = 0;
     uint64_t seq = vg__launch_take_noted(&site);
@@ -755,10 +755,7 @@ static void launch_begin(const vg_san_launch_data_t *d) {
     } else {
         atomic_fetch_add(&g_launches_skipped, 1);
     }
-    if (S.set_launch_data)
-        S.set_launch_data(d->hlaunch, d->function, d->hstream, (const void *)(uintptr_t)ud);
-    else
-        S.sanitizerSetCallbackData(d->function, (const void *)(uintptr_t)ud);
+    S.set_launch_data(d->hlaunch, d->function, d->hstream, (const void *)(uintptr_t)ud);
 }
 
 static void callback(void *userdata, int domain, uint32_t cbid, const void *data) {
