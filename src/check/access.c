@@ -165,6 +165,32 @@ static const char *role_text(char out[64], const vg_access_t *a) {
     return out;
 }
 
+void vg__access_where(char *out, size_t n, const vg_access_fault_t *f, uint64_t first,
+                      uint64_t bytes) {
+    int64_t lo = (int64_t)(first - f->user), hi = lo + (int64_t)bytes; /* vs the user */
+    if (f->what == VG_FAULT_NOWHERE || !f->has_block)
+        snprintf(out, n, "%llu bytes at 0x%llx, in vramguard's memory on device %d, which no "
+                 "allocation holds (never allocated, or freed long ago)",
+                 (unsigned long long)bytes, (unsigned long long)first, f->device);
+    else if (f->what == VG_FAULT_FREED)
+        snprintf(out, n, "%llu bytes at the freed allocation %s %llu", (unsigned long long)bytes,
+                 lo < 0 ? "-" : "+", (unsigned long long)(lo < 0 ? -lo : lo));
+    else if (lo < 0)
+        snprintf(out, n, "%llu bytes starting %llu bytes before the start of a %llu-byte "
+                 "allocation%s",
+                 (unsigned long long)bytes, (unsigned long long)-lo, (unsigned long long)f->size,
+                 hi > (int64_t)f->size ? " and running past its end" : "");
+    else if (lo >= (int64_t)f->size)
+        snprintf(out, n, "%llu bytes starting %llu bytes past the end of a %llu-byte allocation",
+                 (unsigned long long)bytes, (unsigned long long)(lo - (int64_t)f->size),
+                 (unsigned long long)f->size);
+    else
+        snprintf(out, n, "bytes %lld to %lld of a %llu-byte allocation, %llu of them past its "
+                 "end",
+                 (long long)lo, (long long)hi - 1, (unsigned long long)f->size,
+                 (unsigned long long)(hi - (int64_t)f->size));
+}
+
 void vg__access_report(const vg_access_fault_t *f, uint32_t site) {
     const vg_access_t *a = &f->a;
     if (!vg__report_first_time(mix(mix(site, f->alloc_site), (uint64_t)f->what << 1 | a->write)))
@@ -180,40 +206,16 @@ void vg__access_report(const vg_access_fault_t *f, uint32_t site) {
     if (f->what == VG_FAULT_FREED) {
         r.kind = VG_REPORT_USE_AFTER_FREE;
         snprintf(head, sizeof head, "%s %s freed memory", op, verb);
-        snprintf(r.lead, sizeof r.lead,
-                 "%s %s %s: %llu bytes at the freed allocation %s %llu", a->call, verb, role,
-                 (unsigned long long)a->bytes, lo < 0 ? "-" : "+",
-                 (unsigned long long)(lo < 0 ? -lo : lo));
     } else if (f->what == VG_FAULT_NOWHERE || !f->has_block) {
         snprintf(head, sizeof head, "%s %s memory no allocation holds", op, verb);
-        snprintf(r.lead, sizeof r.lead,
-                 "%s %s %s: %llu bytes at 0x%llx, in vramguard's memory on device %d, which no "
-                 "allocation holds (never allocated, or freed long ago)",
-                 a->call, verb, role, (unsigned long long)a->bytes,
-                 (unsigned long long)a->first, f->device);
     } else if (lo < 0) {
         snprintf(head, sizeof head, "%s %s before the start of an allocation", op, verb);
-        snprintf(r.lead, sizeof r.lead,
-                 "%s %s %s: %llu bytes starting %llu bytes before the start of a %llu-byte "
-                 "allocation%s",
-                 a->call, verb, role, (unsigned long long)a->bytes,
-                 (unsigned long long)before, (unsigned long long)f->size,
-                 hi > (int64_t)f->size ? " and running past its end" : "");
     } else {
         snprintf(head, sizeof head, "%s %s past the end of an allocation", op, verb);
-        if (lo >= (int64_t)f->size)
-            snprintf(r.lead, sizeof r.lead,
-                     "%s %s %s: %llu bytes starting %llu bytes past the end of a %llu-byte "
-                     "allocation",
-                     a->call, verb, role, (unsigned long long)a->bytes,
-                     (unsigned long long)(lo - (int64_t)f->size), (unsigned long long)f->size);
-        else
-            snprintf(r.lead, sizeof r.lead,
-                     "%s %s %s: bytes %lld to %lld of a %llu-byte allocation, %llu of them "
-                     "past its end",
-                     a->call, verb, role, (long long)lo, (long long)hi - 1,
-                     (unsigned long long)f->size, (unsigned long long)past);
     }
+    char where[300];
+    vg__access_where(where, sizeof where, f, a->first, a->bytes);
+    snprintf(r.lead, sizeof r.lead, "%s %s %s: %s", a->call, verb, role, where);
     r.headline = head;
     snprintf(r.detail, sizeof r.detail,
              "vramguard refused the call with CUDA_ERROR_INVALID_VALUE, as the driver refuses "

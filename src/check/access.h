@@ -57,6 +57,11 @@ bool vg__access_check(const vg_access_t *a, vg_access_fault_t *f);
 struct vg_heap;
 int vg__access_classify_locked(struct vg_heap *h, uint64_t p, uint64_t bytes,
                                vg_access_fault_t *f);
+/* Where [first, first + bytes) lies for fault f, as report text: "4 bytes starting 96
+ * bytes past the end of a 4000-byte allocation", "bytes 0 to 4095 of a 4000-byte
+ * allocation, 96 of them past its end", "... at the freed allocation + 0", ... */
+void vg__access_where(char *out, size_t n, const vg_access_fault_t *f, uint64_t first,
+                      uint64_t bytes);
 /* The allocation of fault f into report r. */
 struct vg_report;
 void vg__access_fill_report(struct vg_report *r, const vg_access_fault_t *f);

@@ -198,11 +198,9 @@ typedef struct mc_ctx {
     CUstream stream;
     CUdeviceptr state_raw, state;
     vg_mc_log_t *log;
-    CUdeviceptr log_dev;
     pthread_mutex_t lock; /* segs, table, retired */
     mc_seg_t *segs;
     size_t nsegs, cap;
-    vg_mc_table_t *host_table;
     CUdeviceptr table;
     CUdeviceptr *retired;
     size_t nretired, capretired;
@@ -302,10 +300,9 @@ static void publish(mc_ctx_t *c) {
         free(t);
         return broken(c, r, "uploading the segment table");
     }
+    free(t); /* (uploaded, waited for) */
     retire(c, c->table, 0);
     c->table = dev;
-    free(c->host_table);
-    c->host_table = t;
     if (c->retired_bytes > RETIRED_MAX && vg__cuCtxSynchronize() == CUDA_SUCCESS)
         free_retired(c); /* (nothing can be reading them now) */
 }
@@ -381,6 +378,7 @@ static mc_ctx_t *ctx_create(CUcontext ctx, CUfunction shadow_fn) {
     c->shadow_fn = shadow_fn;
     size_t log_bytes = offsetof(vg_mc_log_t, rec) + LOG_CAPACITY * sizeof(vg_mc_record_t);
     void *log = NULL;
+    CUdeviceptr log_dev = 0;
     CUresult r = vg__cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
     if (r == CUDA_SUCCESS)
         r = vg__cuMemAlloc(&c->state_raw, 2 * VG_MC_LAUNCH_SPAN);
@@ -390,9 +388,9 @@ static mc_ctx_t *ctx_create(CUcontext ctx, CUfunction shadow_fn) {
         memset(log, 0, log_bytes);
         c->log = log;
         c->log->capacity = LOG_CAPACITY;
-        r = vg__cuMemHostGetDevicePointer(&c->log_dev, log, 0);
+        r = vg__cuMemHostGetDevicePointer(&log_dev, log, 0);
     }
-    vg_mc_state_t st = {0, c->log_dev};
+    vg_mc_state_t st = {0, log_dev};
     if (r == CUDA_SUCCESS) {
         c->state = (c->state_raw + VG_MC_LAUNCH_SPAN - 1) & ~(CUdeviceptr)(VG_MC_LAUNCH_SPAN - 1);
         r = vg__cuMemcpyHtoDAsync(c->state, &st, sizeof st, c->stream);
@@ -500,7 +498,6 @@ void vg__memcheck_heap_release(vg_heap_t *h) {
     vg__heap_ctx_leave(pushed);
     free(c->segs);
     free(c->retired);
-    free(c->host_table);
     /* (c itself is kept: a launch callback on another thread may still hold it) */
 }
 
@@ -513,9 +510,9 @@ struct vg_mc_log *vg__memcheck_log(vg_heap_t *h) {
  * Allocations and frees: the shadow in stream order
  * ------------------------------------------------------------------------------------- */
 
-/* Launch the shadow kernel for op over [addr, addr + size) of c's segments on `stream`
- * (`own`: on memcheck's stream, waited for). op's shadow and init are offsets from the
- * segment's arrays, made addresses here. */
+/* Launch the shadow kernel for op on `stream` (`own`: on memcheck's stream, waited for),
+ * its shadow words and init bitmap words starting at those of address addr, in the
+ * segment holding it (segments start on 512-byte granules: so do their arrays' words). */
 static void shadow_op(vg_heap_t *h, uint64_t addr, vg_mc_shadow_op_t op, CUstream stream,
                       bool own) {
     mc_ctx_t *c = h->memcheck;
@@ -525,8 +522,9 @@ static void shadow_op(vg_heap_t *h, uint64_t addr, vg_mc_shadow_op_t op, CUstrea
     size_t i = seg_index(c, addr);
     bool found = i < c->nsegs && c->segs[i].base <= addr;
     if (found) {
-        op.shadow = op.n ? c->segs[i].shadow + op.shadow : 0;
-        op.init = c->segs[i].init && op.init_n ? c->segs[i].init + op.init : 0;
+        uint64_t off = addr - c->segs[i].base;
+        op.shadow = op.n ? c->segs[i].shadow + (off >> VG_MC_SHIFT) * 2 : 0;
+        op.init = c->segs[i].init && op.init_n ? c->segs[i].init + (off >> 7) * 4 : 0;
         if (!op.init)
             op.init_n = 0;
     }
@@ -551,29 +549,16 @@ static void shadow_op(vg_heap_t *h, uint64_t addr, vg_mc_shadow_op_t op, CUstrea
         broken(c, r, "writing an allocation's shadow");
 }
 
-/* Offsets into a segment's arrays of the block at b (its base found by shadow_op). */
-static uint64_t seg_base(vg_heap_t *h, uint64_t addr) {
-    mc_ctx_t *c = h->memcheck;
-    pthread_mutex_lock(&c->lock);
-    size_t i = seg_index(c, addr);
-    uint64_t base = i < c->nsegs && c->segs[i].base <= addr ? c->segs[i].base : addr;
-    pthread_mutex_unlock(&c->lock);
-    return base;
-}
-
 void vg__memcheck_alloc(vg_heap_t *h, const vg_block_t *b, CUstream stream, bool own) {
     if (!h->memcheck)
         return;
-    uint64_t off = b->addr - seg_base(h, b->addr);
     vg_mc_shadow_op_t op = {0};
-    op.shadow = (off >> VG_MC_SHIFT) * 2;
     op.n = (uint32_t)(b->size >> VG_MC_SHIFT);
     op.live = (uint32_t)((b->user - b->addr) >> VG_MC_SHIFT);
     op.full = (uint32_t)(b->requested >> VG_MC_SHIFT);
     op.partial = (uint16_t)(b->requested & (VG_MC_GRANULE - 1));
     op.outside = VG_MC_NONE;
-    op.init = (off >> 7) * 4; /* (initcheck: never written) */
-    op.init_n = (uint32_t)(b->size >> 7);
+    op.init_n = (uint32_t)(b->size >> 7); /* (initcheck: never written) */
     shadow_op(h, b->addr, op, stream, own);
 }
 
@@ -581,7 +566,6 @@ void vg__memcheck_free(vg_heap_t *h, const vg_block_t *b, CUstream stream) {
     if (!h->memcheck || b->nuses) /* (record_stream: the streams recorded may still use it, */
         return;                   /*  rightly; its shadow stays live until it is reused) */
     vg_mc_shadow_op_t op = {0};
-    op.shadow = ((b->addr - seg_base(h, b->addr)) >> VG_MC_SHIFT) * 2;
     op.n = (uint32_t)(b->size >> VG_MC_SHIFT);
     op.live = UINT32_MAX; /* (no live word) */
     op.outside = VG_MC_FREED;
@@ -595,15 +579,13 @@ void vg__memcheck_written(uint64_t addr, uint64_t bytes, CUstream stream) {
     if (!h || !h->memcheck)
         return;
     pthread_mutex_lock(&h->lock);
-    uint64_t off = addr - seg_base(h, addr);
-    uint64_t w0 = off >> 2, w1 = (off + bytes - 1) >> 2; /* (4-byte words: bits) */
-    vg_mc_shadow_op_t op = {0};
-    op.init = (w0 >> 5) * 4;
+    uint64_t w0 = addr >> 2, w1 = (addr + bytes - 1) >> 2; /* (4-byte words: bits; a */
+    vg_mc_shadow_op_t op = {0};                           /*  segment's base is 128-aligned) */
     op.init_n = (uint32_t)((w1 >> 5) - (w0 >> 5) + 1);
     op.init_value = UINT32_MAX;
     op.init_lo = (uint16_t)(w0 & 31);
     op.init_hi = (uint16_t)(w1 & 31);
-    shadow_op(h, addr, op, stream, false);
+    shadow_op(h, addr & ~(uint64_t)127, op, stream, false); /* (from its bitmap word) */
     pthread_mutex_unlock(&h->lock);
 }
 

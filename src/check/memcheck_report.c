@@ -77,33 +77,17 @@ static int classify(vg_heap_t *h, uint64_t a, uint32_t size, vg_access_fault_t *
     return c;
 }
 
+/* Where the access lies ("4 bytes starting 0 bytes past the end of a 4000-byte
+ * allocation", as a copy's report says it), or what was never written. */
 static void where_text(char *out, size_t n, const vg_access_fault_t *f, uint64_t a,
                        uint32_t size) {
-    int64_t lo = (int64_t)(a - f->user), hi = lo + size;
-    if (f->what == FAULT_UNINIT) {
-        snprintf(out, n, "of bytes %lld to %lld of a %llu-byte allocation, which nothing has "
+    int64_t lo = (int64_t)(a - f->user);
+    if (f->what == FAULT_UNINIT)
+        snprintf(out, n, "bytes %lld to %lld of a %llu-byte allocation, which nothing has "
                  "written since it was allocated",
-                 (long long)lo, (long long)hi - 1, (unsigned long long)f->size);
-    } else if (!f->has_block) {
-        snprintf(out, n, "at 0x%llx, in vramguard's memory on device %d, which no allocation "
-                 "holds (never allocated, or freed long ago)",
-                 (unsigned long long)a, f->device);
-    } else if (f->what == VG_FAULT_FREED) {
-        snprintf(out, n, "at the freed allocation %s %llu", lo < 0 ? "-" : "+",
-                 (unsigned long long)(lo < 0 ? -lo : lo));
-    } else if (lo < 0) {
-        snprintf(out, n, "%llu bytes before the start of a %llu-byte allocation",
-                 (unsigned long long)-lo, (unsigned long long)f->size);
-    } else if (lo >= (int64_t)f->size) {
-        snprintf(out, n, "%llu bytes past the end of a %llu-byte allocation (offset %lld)",
-                 (unsigned long long)(lo - (int64_t)f->size), (unsigned long long)f->size,
-                 (long long)lo);
-    } else {
-        snprintf(out, n, "bytes %lld to %lld of a %llu-byte allocation, %llu of them past its "
-                 "end",
-                 (long long)lo, (long long)hi - 1, (unsigned long long)f->size,
-                 (unsigned long long)(hi - (int64_t)f->size));
-    }
+                 (long long)lo, (long long)lo + size - 1, (unsigned long long)f->size);
+    else
+        vg__access_where(out, n, f, a, size);
 }
 
 static void stream_text(char *out, size_t n, CUstream s) {
@@ -203,10 +187,11 @@ static void emit(const group_t *g) {
     else if (g->count > 1)
         snprintf(more, sizeof more, "; %llu such accesses logged",
                  (unsigned long long)g->count);
-    snprintf(r.lead, sizeof r.lead, "%s (launch #%llu on %s), block (%u,%u,%u) thread (%u,%u,%u): "
-             "a %u-byte %s %s%s",
+    snprintf(r.lead, sizeof r.lead, "%s (launch #%llu on %s), block (%u,%u,%u) thread (%u,%u,%u) "
+             "%s %s%s",
              kernel, (unsigned long long)g->l.seq, st, rec->block[0], rec->block[1],
-             rec->block[2], rec->thread[0], rec->thread[1], rec->thread[2], rec->size, op, where,
+             rec->block[2], rec->thread[0], rec->thread[1], rec->thread[2],
+             rec->flags & VG_MC_ATOMIC ? "updates atomically" : write ? "writes" : "reads", where,
              more);
     snprintf(r.detail, sizeof r.detail,
              "at %s, address 0x%llx\n"

@@ -1164,12 +1164,12 @@ memcheck_planted)
             access.offset=4000 access.past_end=4 access.accesses=5 allocation.size=4000 \
             access.checked_on_device=True "call_at~memcheck_user.c:" \
             "allocation.allocated_at~memcheck_user.c:" \
-            "summary~a 4-byte read 0 bytes past the end of a 4000-byte allocation" ;;
+            "summary~reads 4 bytes starting 0 bytes past the end of a 4000-byte allocation" ;;
         read_far) chk 1 all; chk 1 out_of_bounds_after access.operation=read access.offset=1052576 \
-            "summary~1048576 bytes past the end of a 4000-byte allocation" ;;
+            "summary~reads 4 bytes starting 1048576 bytes past the end of a 4000-byte allocation" ;;
         read_before) chk 1 all; chk 1 out_of_bounds_before access.operation=read \
             access.kernel=ex_sum_range access.before_start=4 \
-            "summary~4 bytes before the start of a 4000-byte allocation" ;;
+            "summary~reads 4 bytes starting 4 bytes before the start of a 4000-byte allocation" ;;
         write_far) chk 1 all; chk 1 out_of_bounds_after access.operation=write \
             access.kernel=ex_scatter "message~kernel writes past the end" ;;
         read_freed|other_stream) chk 2 all; chk 1 use_after_free access.operation=read \
@@ -1195,7 +1195,7 @@ memcheck_planted)
     chk 1 all
     chk 1 uninitialized_read access.operation=read access.kernel=ex_sum access.offset=2000 \
         access.accesses=500 allocation.size=4000 \
-        "summary~a 4-byte read of bytes 2000 to 2003 of a 4000-byte allocation, which nothing has written"
+        "summary~reads bytes 2000 to 2003 of a 4000-byte allocation, which nothing has written"
     run 0 "$VG" run --sim --mode=memcheck --leaks=off --report_json="$TMP/r.json" -- "$p" $c
     chk 0 all
     # A kernel that writes past the end is reported once, by memcheck, not again by guard
