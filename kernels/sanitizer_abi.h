@@ -68,19 +68,17 @@ typedef struct vg_san_launch_data { /* Sanitizer_LaunchData */
 
 typedef void (*vg_san_callback_t)(void *userdata, int domain, uint32_t cbid, const void *data);
 
+/* What memcheck mode calls; sanitizerSetLaunchCallbackData (CUDA 12.3) is also the sign
+ * of the launch data's layout above, so an older library is refused, not misread. */
 #define VG_SANITIZER_FUNCS(X)                                                               \
     X(sanitizerSubscribe, vg_san_result_t, (vg_san_subscriber_t *, vg_san_callback_t, void *)) \
-    X(sanitizerUnsubscribe, vg_san_result_t, (vg_san_subscriber_t))                         \
     X(sanitizerEnableCallback, vg_san_result_t, (uint32_t, vg_san_subscriber_t, int, uint32_t)) \
     X(sanitizerAddPatches, vg_san_result_t, (const void *, CUcontext))                     \
     X(sanitizerPatchInstructions, vg_san_result_t, (int, CUmodule, const char *))          \
     X(sanitizerPatchModule, vg_san_result_t, (CUmodule))                                   \
-    X(sanitizerSetCallbackData, vg_san_result_t, (CUfunction, const void *))               \
+    X(sanitizerSetLaunchCallbackData, vg_san_result_t,                                     \
+      (vg_san_launch_t, CUfunction, vg_san_stream_t, const void *))                        \
     X(sanitizerGetFunctionPcAndSize, vg_san_result_t,                                      \
       (CUmodule, const char *, uint64_t *, uint64_t *))
-
-/* Newer than the rest (CUDA 12.3): required, as the sign of the layouts above. */
-typedef vg_san_result_t (*vg_san_set_launch_data_t)(vg_san_launch_t, CUfunction,
-                                                    vg_san_stream_t, const void *);
 
 #endif /* VG_SANITIZER_ABI_H */

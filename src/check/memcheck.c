@@ -47,7 +47,6 @@ static struct {
 #define VG_X(name, ret, params) ret(*name) params;
     VG_SANITIZER_FUNCS(VG_X)
 #undef VG_X
-    vg_san_set_launch_data_t set_launch_data;
     vg_san_subscriber_t sub;
     char path[PATH_MAX + 64];
 } S;
@@ -66,10 +65,7 @@ static bool bind(void *lib) {
         return false;
     VG_SANITIZER_FUNCS(VG_X)
 #undef VG_X
-    /* (CUDA 12.3's, and the launch data's layout that kernels/sanitizer_abi.h declares:
-     * an older library is refused rather than misread) */
-    S.set_launch_data = (vg_san_set_launch_data_t)vg__dlsym(lib, "sanitizerSetLaunchCallbackData");
-    return S.set_launch_data != NULL;
+    return true;
 }
 
 static bool try_path(const char *path) {
@@ -737,7 +733,8 @@ static void launch_begin(const vg_san_launch_data_t *d) {
     } else {
         atomic_fetch_add(&g_launches_skipped, 1);
     }
-    S.set_launch_data(d->hlaunch, d->function, d->hstream, (const void *)(uintptr_t)ud);
+    S.sanitizerSetLaunchCallbackData(d->hlaunch, d->function, d->hstream,
+                                     (const void *)(uintptr_t)ud);
 }
 
 static void callback(void *userdata, int domain, uint32_t cbid, const void *data) {

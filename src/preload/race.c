@@ -284,11 +284,8 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
         return 0; /* no page belongs to the buffer alone */
     if (!guard)
         lo = hi = 0; /* (nothing to protect) */
-    pthread_mutex_lock(&g_lock); /* (device memory, as cuMemcpyAsync's often is, stops here) */
-    bool pinned = vg__pinned_contains((uintptr_t)h, (uintptr_t)h + n);
-    pthread_mutex_unlock(&g_lock);
-    if (!pinned)
-        return 0;
+    if (!vg__pinned_contains((uintptr_t)h, (uintptr_t)h + n))
+        return 0; /* (device memory, as cuMemcpyAsync's often is, stops here) */
     if (vg__stream_capturing(stream))
         return 0; /* captured into a graph: the copy runs at each replay, not now (A7) */
     if (guard)
