@@ -99,7 +99,8 @@ static bool parse_enum(const char *s, const char *allowed, int *out) {
 }
 
 static bool parse_limit(const char *s, vg_limit_t *out) {
-    if (strchr(s, '.')) {
+    size_t n = strlen(s);
+    if (strchr(s, '.') && n && isdigit((unsigned char)s[n - 1])) { /* 0.2, not 17.5G */
         char *end;
         errno = 0;
         double f = strtod(s, &end);

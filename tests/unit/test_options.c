@@ -32,6 +32,12 @@ VG_TEST(sizes_and_suffixes) {
     CHECK(!vg__parse_size("12X", &v));
     CHECK(!vg__parse_size("99999999999999999999", &v));
     CHECK(!vg__parse_size("20000000T", &v)); /* overflows 64 bits */
+    CHECK(vg__parse_size("1.5G", &v) && v == 3ull << 29);
+    CHECK(vg__parse_size("17.25M", &v) && v == 17ull * (1 << 20) + (1 << 18));
+    CHECK(vg__parse_size("0.5K", &v) && v == 512);
+    CHECK(!vg__parse_size("1.5", &v));  /* a fraction of a byte */
+    CHECK(!vg__parse_size("1.G", &v));
+    CHECK(!vg__parse_size("16383.99999999999999999T", &v) || v < UINT64_MAX);
 }
 
 VG_TEST(apply_values) {
@@ -48,6 +54,9 @@ VG_TEST(apply_values) {
     CHECK(vg__opt.limit.fraction > 0.249 && vg__opt.limit.fraction < 0.251);
     CHECK_STREQ(vg_option("mode"), "guard");
     CHECK_STREQ(vg_option("limit"), "0.25");
+    CHECK_EQ(vg__options_apply("limit=17.5G", VG_SRC_INIT), VG_OK); /* a size, not a fraction */
+    CHECK_EQ(vg__opt.limit.bytes, 35ull << 29);
+    CHECK_EQ(vg__opt.limit.fraction, 0);
     CHECK(vg_option("no_such_key") == NULL);
 }
 
