@@ -30,6 +30,7 @@ library only.
 """
 import bisect
 import csv
+import gzip
 import sys
 
 MiB = 1 << 20
@@ -51,7 +52,7 @@ def segment_size(size):
 def load(path):
     """The trace as (alloc, lifetime, size, stream) tuples, one lifetime per allocation."""
     ops, live, n = [], {}, 0
-    with open(path) as f:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         rows = csv.reader(f)
         next(rows)
         for r in rows:

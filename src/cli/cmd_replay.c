@@ -313,7 +313,9 @@ typedef struct pytorch_figures {
 static void read_pytorch_figures(const char *trace, pytorch_figures_t *pf) {
     memset(pf, 0, sizeof *pf);
     size_t n = strlen(trace);
-    if (n < 4 || strcasecmp(trace + n - 4, ".csv") != 0 || n >= sizeof pf->path)
+    if (n > 3 && strcasecmp(trace + n - 3, ".gz") == 0) /* NAME.csv.gz: NAME.json */
+        n -= 3;
+    if (n < 4 || strncasecmp(trace + n - 4, ".csv", 4) != 0 || n >= sizeof pf->path)
         return;
     snprintf(pf->path, sizeof pf->path, "%.*s.json", (int)(n - 4), trace);
     if (access(pf->path, F_OK) != 0)

@@ -58,10 +58,12 @@ const cli_verb_t cli_verbs[] = {
      demo_flags, true},
     {"replay", "TRACE.csv [flags] [--OPTION=VALUE ...]",
      "replay an allocation trace (RMM log format) through the allocator",
-     "Replays an allocation log (RAPIDS RMM's CSV format) on vgsim and prints the time per\n"
-     "operation, peak allocated and reserved memory, fragmentation and out-of-memory\n"
-     "failures; with TRACE.json beside it (python -m vramguard convert writes one from a\n"
-     "PyTorch memory snapshot), PyTorch's own figures on the same events beside them.\n"
+     "Replays an allocation log (RAPIDS RMM's CSV format, plain or gzipped) on vgsim and\n"
+     "prints the time per operation, peak allocated and reserved memory, fragmentation and\n"
+     "out-of-memory failures; with TRACE.json beside it (python -m vramguard convert writes\n"
+     "one from a PyTorch memory snapshot), PyTorch's own figures on the same events beside\n"
+     "them.\n"
+
      "Exits 1 if an allocation failed.",
      replay_flags, true},
     {"run", "[--sim] [--follow-children] [--OPTION=VALUE ...] -- PROGRAM [ARGS ...]",

@@ -5,7 +5,8 @@
 #include <stddef.h>
 
 /* The contents of `path` (caller frees) and their length; NULL with a message naming the
- * file in err when it cannot be opened or read, or does not fit in memory. */
+ * file in err when it cannot be opened or read, or does not fit in memory. A gzip file
+ * (found by its magic bytes, whatever its name) is read decompressed, by `gzip -dc`. */
 char *cli_read_file(const char *path, size_t *len, char *err, size_t errlen);
 
 #endif /* VG_CLI_READFILE_H */

@@ -283,6 +283,20 @@ replay_pytorch_figures)
     rm "$TMP/t.json"; run 0 "$VG" replay --json --repeat=1 "$TMP/t.csv"
     grep -q pytorch_peak "$TMP/out" && fail "PyTorch figures without a sidecar"
     [ ! -s "$TMP/err" ] || fail "a message without a sidecar: $(cat "$TMP/err")" ;;
+replay_gzip)
+    # A gzip-compressed trace (bench/traces keeps long ones so) replays exactly as the plain
+    # one, with the NAME.json beside NAME.csv.gz; a truncated one is a clear error.
+    t=$TRACES/resnet50_train
+    run 0 "$VG" replay --json --repeat=1 "$t.csv"; cp "$TMP/out" "$TMP/plain"
+    gzip -c "$t.csv" >"$TMP/r.csv.gz"; cp "$t.json" "$TMP/r.json"
+    run 0 "$VG" replay --json --repeat=1 "$TMP/r.csv.gz"
+    for k in events peak_reserved peak_requested pytorch_peak_reserved; do
+        want=$(grep -oE "\"$k\":[0-9]+" "$TMP/plain")
+        [ -n "$want" ] && grep -q "$want" "$TMP/out" || fail "$k differs from the plain trace's ($want)"
+    done
+    head -c 30000 "$TMP/r.csv.gz" >"$TMP/cut.csv.gz"
+    run 2 "$VG" replay --repeat=1 "$TMP/cut.csv.gz"
+    grep -q "cut.csv.gz' is not a whole gzip file" "$TMP/err" || fail "no clear error: $(cat "$TMP/err")" ;;
 missing_driver)
     run 2 "$VG" replay --driver=/nonexistent/libcuda.so.1 "$TRACES/transformer_ctx128_forward_mixed.csv"
     one_line_error "cannot load the CUDA driver.*vgsim" ;;
