@@ -21,7 +21,7 @@ one() { # one BUILD TRACE: host ns per op
 stats() { sort -g | awk '{v[NR] = $0} END {printf "%.1f %.1f\n", v[1], v[int((NR + 1) / 2)]}'; }
 echo "| trace | old, min / median | new, min / median | new / old (min) |"
 echo "|---|---|---|---|"
-for t in bench/traces/*.csv; do
+for t in bench/traces/*.csv bench/traces/*.csv.gz; do
     : >/tmp/vg_ab_old; : >/tmp/vg_ab_new
     for r in $(seq "$ROUNDS"); do
         one "$OLD" "$t" >>/tmp/vg_ab_old

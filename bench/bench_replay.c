@@ -148,7 +148,9 @@ int main(int argc, char **argv) {
         double gl = median_ns_per_op(A_GLIBC, &t, ptrs, repeats, &g);
         double cu = median_ns_per_op(A_CUMEMALLOC, &t, ptrs, 3, &cfails);
         char jpath[4096];
-        snprintf(jpath, sizeof jpath, "%.*s.json", (int)(strlen(argv[i]) - 4), argv[i]);
+        size_t n = strlen(argv[i]); /* NAME.csv or NAME.csv.gz: NAME.json */
+        n -= n > 3 && strcmp(argv[i] + n - 3, ".gz") == 0 ? 7 : 4;
+        snprintf(jpath, sizeof jpath, "%.*s.json", (int)n, argv[i]);
         double pt = json_number(jpath, "pytorch_reserved_over_allocated");
         const char *name = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
         printf("| %s | %zu | %.0f | %.0f | %.0f | %.2f | %.1f | %.4f | %.4f |\n", name, t.nops, vg,

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 B=${1:?usage: bench/perturbed.sh BUILD [SEEDS]}
 SEEDS=${2:-0,1,2,3,4,5,6,7,8}
 printf '| trace | vramguard peak reserved, GB: min / median / max | PyTorch default (model) | PyTorch expandable_segments (model) | orders where vramguard <= both |\n|---|---|---|---|---|\n'
-for t in bench/traces/*.csv; do
+for t in bench/traces/*.csv bench/traces/*.csv.gz; do
     vg=$(for s in ${SEEDS//,/ }; do
         "$B/vramguard" replay --json --repeat=1 --perturb="$s" "$t" |
             python3 -c 'import json,sys; print(json.load(sys.stdin)["peak_reserved"])'
@@ -19,7 +19,7 @@ for t in bench/traces/*.csv; do
     ex=$(python3 bench/pytorch_alloc_model.py --expandable --perturb="$SEEDS" "$t" | awk '{print $6}')
     python3 - "$t" "$vg" "$pt" "$ex" <<'PY'
 import sys
-name = sys.argv[1].split("/")[-1][:-4]
+name = sys.argv[1].split("/")[-1].split(".csv")[0]
 vg, pt, ex = ([int(x) for x in a.split()] for a in sys.argv[2:5])
 def s(v):
     w = sorted(v)

@@ -14,7 +14,7 @@ echo "## $(date -u +%Y-%m-%d) on $(nproc) cores: $(grep -m1 'model name' /proc/c
 echo
 echo "### Allocator (bench_replay, REPEAT=${REPEAT:-7})"
 echo
-"$B/bench/bench_replay" "$B/vgsim" $T/*.csv
+"$B/bench/bench_replay" "$B/vgsim" $T/*.csv $T/*.csv.gz
 echo
 echo "### Guard mode vs fast mode (vramguard replay --json --repeat=15, 5 alternating rounds, median)"
 echo
@@ -22,7 +22,7 @@ echo "| trace | fast host ns/op | guard host ns/op | guard / fast | guard wall n
 echo "|---|---|---|---|---|---|---|"
 field() { grep -oE "\"$1\":[-0-9.e]+" | head -1 | cut -d: -f2; }
 median() { sort -g | awk '{v[NR] = $0} END {print v[int((NR + 1) / 2)]}'; }
-for t in $T/*.csv; do
+for t in $T/*.csv $T/*.csv.gz; do
     : >/tmp/vg_bench_fast; : >/tmp/vg_bench_guard; : >/tmp/vg_bench_wall; : >/tmp/vg_bench_rss
     for round in 1 2 3 4 5; do
         "$B/vramguard" replay --json --repeat=15 "$t" | field cpu_ns_per_op >>/tmp/vg_bench_fast

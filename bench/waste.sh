@@ -12,6 +12,7 @@ field() { grep -oE "\"$1\":[-0-9.e]+" | head -1 | cut -d: -f2; }
 printf 'peak reserved above peak allocated (vramguard replay --json --repeat=1, fast mode):\n'
 printf '%-34s %10s %12s\n' trace vramguard "PyTorch's"
 rows=$(for t in bench/traces/*.csv; do
+    [ -f "${t%.csv}.json" ] || continue # (PyTorch's own figures: the traces recorded on GPUs)
     j=$("$VG" replay --json --repeat=1 "$t")
     vg=$(echo "$j" | field reserved_over_allocated)
     pr=$(echo "$j" | field pytorch_peak_reserved)

@@ -7,6 +7,7 @@ no pointer is allocated again while live; times never go backwards. Peak live is
 maximum over the trace of the sum of the sizes of live allocations, counting the
 allocations at time 0 (live when recording started). Exits 1 if a check fails.
 """
+import gzip
 import sys
 
 HEADER = "Thread,Time,Action,Pointer,Size,Stream"
@@ -22,7 +23,7 @@ def check(path):
     cur = peak = events = at0 = 0
     last_t = 0
     threads = {}
-    with open(path) as f:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         if f.readline().strip() != HEADER:
             errors.append("bad header")
         for n, line in enumerate(f, 2):
