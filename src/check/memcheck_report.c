@@ -187,12 +187,13 @@ static void emit(const group_t *g) {
     else if (g->count > 1)
         snprintf(more, sizeof more, "; %llu such accesses logged",
                  (unsigned long long)g->count);
-    snprintf(r.lead, sizeof r.lead, "%s (launch #%llu on %s), block (%u,%u,%u) thread (%u,%u,%u) "
-             "%s %s%s",
-             kernel, (unsigned long long)g->l.seq, st, rec->block[0], rec->block[1],
-             rec->block[2], rec->thread[0], rec->thread[1], rec->thread[2],
-             rec->flags & VG_MC_ATOMIC ? "updates atomically" : write ? "writes" : "reads", where,
-             more);
+    int n = snprintf(r.lead, sizeof r.lead, "%s (launch #%llu on %s), block (%u,%u,%u) thread "
+                     "(%u,%u,%u) %s %s%s",
+                     kernel, (unsigned long long)g->l.seq, st, rec->block[0], rec->block[1],
+                     rec->block[2], rec->thread[0], rec->thread[1], rec->thread[2],
+                     rec->flags & VG_MC_ATOMIC ? "updates atomically" : write ? "writes" : "reads",
+                     where, more);
+    (void)n; /* (a kernel's name can be long: the line is cut, the detail has the rest) */
     snprintf(r.detail, sizeof r.detail,
              "at %s, address 0x%llx\n"
              "memcheck mode checked it on the device, before the access was made: on a GPU "
