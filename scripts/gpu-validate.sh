@@ -137,7 +137,9 @@ memcheck-floor)
         step "$m plain" 120 python3 $args --alloc default
         step "$m memcheck" 240 python3 -m vramguard run --mode=memcheck $args --alloc memcheck
         step "$m nothing checked" 240 python3 -m vramguard run --mode=memcheck \
-            --memcheck_kernels=vg-none $args --alloc memcheck
+            --memcheck_every=1000000000 $args --alloc memcheck
+        step "$m nothing patched (memcheck_kernels naming no kernel)" 240 python3 -m vramguard \
+            run --mode=memcheck --memcheck_kernels=vg-none $args --alloc memcheck
         for split in patch-only callbacks-only; do
             VRAMGUARD_MEMCHECK_SPLIT=$split step "$m $split" 240 python3 -m vramguard run \
                 --mode=memcheck $args --alloc memcheck
@@ -208,7 +210,7 @@ memcheck|memcheck-c|memcheck-torch)
             step "$m memcheck mode" 240 python3 -m vramguard run --mode=memcheck \
                 bench/pytorch_train.py --alloc memcheck --model $m --batch $b --steps 12 --warmup 2
             step "$m memcheck mode, no kernel checked (the API's own cost)" 240 python3 -m \
-                vramguard run --mode=memcheck --memcheck_kernels=vg-none bench/pytorch_train.py \
+                vramguard run --mode=memcheck --memcheck_every=1000000000 bench/pytorch_train.py \
                 --alloc memcheck --model $m --batch $b --steps 12 --warmup 2
             [ -n "${NO_CS:-}" ] || step "$m compute-sanitizer memcheck alone" 240 compute-sanitizer \
                 --tool memcheck --print-limit 4 python3 bench/pytorch_train.py --alloc default \

@@ -225,7 +225,7 @@ VGSIM_API CUresult cuModuleLoadData(CUmodule *module, const void *image) {
     if (!module || !image)
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = load_ptx(image, (sim_module_t **)module)) == CUDA_SUCCESS)
-        sim_sanitizer_module_loaded(*module, NULL);
+        sim_sanitizer_module_loaded(*module, NULL, (const char *)image);
     return r;
 }
 
@@ -255,7 +255,7 @@ VGSIM_API CUresult cuLibraryLoadData(CUlibrary *library, const void *code,
         m->kernels[i].function = &m->funcs[i];
     }
     *library = (CUlibrary)m;
-    sim_sanitizer_module_loaded((CUmodule)m, *library);
+    sim_sanitizer_module_loaded((CUmodule)m, *library, (const char *)code);
     return CUDA_SUCCESS;
 }
 

@@ -233,14 +233,15 @@ VGSIM_API vg_san_result_t sanitizerGetFunctionPcAndSize(CUmodule module, const c
  * vgsim's side: callbacks at module load and launch, the twin in effect while a kernel runs
  * ------------------------------------------------------------------------------------- */
 
-void sim_sanitizer_module_loaded(CUmodule module, CUlibrary library) {
+void sim_sanitizer_module_loaded(CUmodule module, CUlibrary library, const char *image) {
     pthread_mutex_lock(&g_lock);
     vg_san_callback_t fn = g_sub.module_loaded ? g_sub.fn : NULL;
     void *ud = g_sub.ud;
     pthread_mutex_unlock(&g_lock);
     if (!fn)
         return;
-    vg_san_module_data_t d = {NULL, module, 0, NULL, library};
+    /* The image: a GPU's is the module's cubin; vgsim's, the PTX text it was loaded from. */
+    vg_san_module_data_t d = {NULL, module, strlen(image) + 1, image, library};
     cuCtxGetCurrent(&d.context);
     fn(ud, VG_SAN_DOMAIN_RESOURCE, VG_SAN_CBID_MODULE_LOADED, &d);
 }

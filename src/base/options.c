@@ -205,20 +205,33 @@ static char *trim(char *s) {
     return s;
 }
 
+/* An option whose value is a comma-separated list: in an options string, the items after
+ * its key=first run on until the next key=value (memcheck_kernels=*gather*,*index*). */
+static bool list_option(const opt_desc_t *d) { return strcmp(d->key, "memcheck_kernels") == 0; }
+
 /* Parse `str` into *o / src[]; on error set the last error and return it. */
 static vg_status_t parse_into(const char *str, vg_opt_source_t tag, vg_options_t *o,
                               vg_opt_source_t *src) {
-    char buf[8192];
+    char buf[8192], list[8192];
     if (strlen(str) >= sizeof buf)
         return vg__error(VG_ERR_INVALID_OPTION, "options string is longer than %zu bytes",
                          sizeof buf - 1);
     strcpy(buf, str);
     char *save = NULL;
+    const opt_desc_t *open_list = NULL; /* the list option the last key=value set */
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         item = trim(item);
         if (*item == '\0')
             continue;
         char *eq = strchr(item, '=');
+        if (!eq && open_list) { /* the list's next item (lengths: both within buf) */
+            size_t n = strlen(list);
+            snprintf(list + n, sizeof list - n, ",%s", item);
+            if (!parse_value(open_list, list, o))
+                return vg__error(VG_ERR_INVALID_OPTION, "bad value '%s' for option '%s'", list,
+                                 open_list->key);
+            continue;
+        }
         if (!eq)
             return vg__error(VG_ERR_INVALID_OPTION,
                              "option '%s' has no value (write key=value, e.g. mode=guard)",
@@ -237,6 +250,9 @@ static vg_status_t parse_into(const char *str, vg_opt_source_t tag, vg_options_t
                              key, type_expectation(d, tmp, sizeof tmp));
         }
         src[idx] = tag;
+        open_list = list_option(d) ? d : NULL;
+        if (open_list)
+            snprintf(list, sizeof list, "%s", val);
     }
     return VG_OK;
 }

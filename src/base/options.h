@@ -77,7 +77,8 @@
       "memcheck: check every Nth kernel launch (1: all), for long runs")                     \
     X(memcheck_kernels, STR, "", "",                                                        \
       "memcheck: check only kernels whose name matches one of these comma-separated shell "  \
-      "patterns (*gather*,*index*; empty: all)")                                             \
+      "patterns (*gather*,*index*; empty: all); modules that define none of them are not "   \
+      "patched, and run at full speed")                                                      \
     X(initcheck, BOOL, "0", "",                                                             \
       "memcheck: also report a kernel's read of memory never written since its allocation "  \
       "(an init bitmap of 1/32 of each segment, set by every store, copy and memset; the "   \

@@ -33,6 +33,7 @@
 #include "diag/report.h"
 #include "diag/sites.h"
 #include "driver/driver.h"
+#include "kernel_names.h"
 #include "memcheck_fatbin.h" /* generated from kernels/memcheck.fatbin: vg_memcheck_fatbin[] */
 
 #define LOG_CAPACITY 1024
@@ -53,7 +54,8 @@ static struct {
 
 static bool g_ready;
 static VG_TLS_FAST bool t_own_module;
-static _Atomic uint64_t g_modules, g_patch_failures, g_launches_checked, g_launches_skipped;
+static _Atomic uint64_t g_modules, g_unpatched, g_patch_failures, g_launches_checked,
+    g_launches_skipped;
 
 bool vg__memcheck_on(void) { return vg__opt.mode == VG_MODE_MEMCHECK; }
 
@@ -608,6 +610,9 @@ static bool own(CUmodule m) {
     return false;
 }
 
+static bool name_wanted(const char *name);
+static bool wanted_cb(const char *name, void *arg) { return (void)arg, name_wanted(name); }
+
 static void module_loaded(const vg_san_module_data_t *m) {
     if (g_split == 2)
         return; /* (callbacks only: nothing patched) */
@@ -618,6 +623,13 @@ static void module_loaded(const vg_san_module_data_t *m) {
                                             __ATOMIC_RELAXED))
                 break;
         }
+        return;
+    }
+    /* memcheck_kernels: a module that defines none of the kernels it names is left as it
+     * is, running at full speed (an image this cannot read is patched). */
+    if (vg__opt.memcheck_kernels[0] && m->cubin &&
+        vg__kernel_names_each(m->cubin, m->cubin_size, wanted_cb, NULL) == 0) {
+        atomic_fetch_add(&g_unpatched, 1);
         return;
     }
     pthread_mutex_lock(&g_patch_lock);
@@ -769,8 +781,10 @@ void vg__memcheck_pc_text(const vg_mc_launch_t *l, uint64_t pc, char *out, size_
         snprintf(out, n, "pc 0x%llx", (unsigned long long)pc);
 }
 
-void vg__memcheck_counts(uint64_t *modules, uint64_t *checked, uint64_t *skipped) {
+void vg__memcheck_counts(uint64_t *modules, uint64_t *unpatched, uint64_t *checked,
+                         uint64_t *skipped) {
     *modules = atomic_load(&g_modules);
+    *unpatched = atomic_load(&g_unpatched);
     *checked = atomic_load(&g_launches_checked);
     *skipped = atomic_load(&g_launches_skipped);
 }

@@ -65,6 +65,9 @@ void vg__memcheck_pc_text(const vg_mc_launch_t *l, uint64_t pc, char *out, size_
 /* A context's log, for its heaps (NULL outside memcheck mode). */
 struct vg_mc_log;
 struct vg_mc_log *vg__memcheck_log(vg_heap_t *h);
-void vg__memcheck_counts(uint64_t *modules, uint64_t *checked, uint64_t *skipped);
+/* Modules patched, and left unpatched (memcheck_kernels names none of their kernels);
+ * launches checked and not. */
+void vg__memcheck_counts(uint64_t *modules, uint64_t *unpatched, uint64_t *checked,
+                         uint64_t *skipped);
 
 #endif /* VG_MEMCHECK_H */

@@ -289,11 +289,21 @@ void vg__memcheck_poll(vg_heap_t *h) {
     free(recs);
 }
 
+/* ", N left unpatched (...)" when memcheck_kernels spared modules, else "". */
+static const char *unpatched_text(uint64_t n) {
+    static char buf[160];
+    if (!n)
+        return "";
+    snprintf(buf, sizeof buf, ", %llu left unpatched (no kernel memcheck_kernels names: they run "
+             "unchecked, at full speed)", (unsigned long long)n);
+    return buf;
+}
+
 void vg__memcheck_exit_summary(void) {
     if (!vg__memcheck_on())
         return;
-    uint64_t modules, checked, skipped;
-    vg__memcheck_counts(&modules, &checked, &skipped);
+    uint64_t modules, unpatched, checked, skipped;
+    vg__memcheck_counts(&modules, &unpatched, &checked, &skipped);
     uint64_t found = atomic_load(&g_found), reported = atomic_load(&g_reported),
              lost = atomic_load(&g_lost);
     if (found > reported || lost) {
@@ -308,8 +318,8 @@ void vg__memcheck_exit_summary(void) {
                 reported == 1 ? "" : "s", more);
     }
     if (vg__opt.verbose)
-        vg__log("memcheck: %llu modules patched; %llu launches checked, %llu not (memcheck_every, "
-                "memcheck_kernels, or before the first allocation)",
-                (unsigned long long)modules, (unsigned long long)checked,
-                (unsigned long long)skipped);
+        vg__log("memcheck: %llu modules patched%s; %llu launches checked, %llu not "
+                "(memcheck_every, memcheck_kernels, or before the first allocation)",
+                (unsigned long long)modules, unpatched_text(unpatched),
+                (unsigned long long)checked, (unsigned long long)skipped);
 }

@@ -1218,6 +1218,29 @@ memcheck_planted)
     c=s1_overrun chk 1 all
     c=s1_overrun chk 1 out_of_bounds_after access.operation=write access.kernel=ex_fill \
         access.offset=4000
+    # Narrowed for long runs. memcheck_kernels: only the named kernels are checked, and a
+    # module defining none of them is not patched at all (it runs at full speed); the bug
+    # is caught when its kernel is named, not otherwise. memcheck_every: launches skipped.
+    c=read_past
+    run 0 "$VG" run --sim --mode=memcheck --verbose=1 --leaks=off --memcheck_kernels='ex_fi*,ex_su?' \
+        --report_json="$TMP/r.json" -- "$p" $c
+    chk 1 out_of_bounds_after access.kernel=ex_sum access.offset=4000
+    grep -q "memcheck: 1 modules patched; [1-9][0-9]* launches checked" "$TMP/err" ||
+        { cat "$TMP/err" >&2; fail "memcheck_kernels naming ex_sum: the counts"; }
+    run 0 "$VG" run --sim --mode=memcheck --verbose=1 --leaks=off --memcheck_kernels=ex_fill \
+        --report_json="$TMP/r.json" -- "$p" $c
+    chk 0 all
+    grep -q "memcheck: 1 modules patched;" "$TMP/err" || { cat "$TMP/err" >&2; fail "ex_fill: patched"; }
+    run 0 "$VG" run --sim --mode=memcheck --verbose=1 --leaks=off --memcheck_kernels='*gather*' \
+        --report_json="$TMP/r.json" -- "$p" $c
+    chk 0 all
+    grep -q "memcheck: 0 modules patched, 1 left unpatched (no kernel memcheck_kernels names" \
+        "$TMP/err" || { cat "$TMP/err" >&2; fail "*gather*: the module was patched"; }
+    run 0 "$VG" run --sim --mode=memcheck --verbose=1 --leaks=off --memcheck_every=1000000 \
+        --report_json="$TMP/r.json" -- "$p" $c
+    chk 0 all
+    grep -q "memcheck: 1 modules patched; 0 launches checked, [1-9][0-9]* not" "$TMP/err" ||
+        { cat "$TMP/err" >&2; fail "memcheck_every: the counts"; }
     # Without the API: the run stops with one line saying what is missing (exit 2).
     run 2 env VRAMGUARD_OPTIONS=sanitizer_lib=/nonexistent/libsanitizer-public.so "$VG" run --sim \
         --mode=memcheck -- "$p" clean

@@ -60,6 +60,20 @@ VG_TEST(apply_values) {
     CHECK(vg_option("no_such_key") == NULL);
 }
 
+/* A list option's items run on to the next key=value; elsewhere a bare item is an error. */
+VG_TEST(a_list_option_takes_the_items_that_follow_it) {
+    unsetenv("VRAMGUARD_OPTIONS");
+    CHECK_EQ(vg__options_load_env(), VG_OK);
+    CHECK_EQ(vg__options_apply("memcheck_kernels=*gather*, *index* ,ex_su?,mode=guard",
+                               VG_SRC_INIT), VG_OK);
+    CHECK_STREQ(vg__opt.memcheck_kernels, "*gather*,*index*,ex_su?");
+    CHECK_EQ(vg__opt.mode, VG_MODE_GUARD);
+    CHECK_EQ(vg__options_apply("memcheck_kernels=one", VG_SRC_INIT), VG_OK);
+    CHECK_STREQ(vg__opt.memcheck_kernels, "one");
+    CHECK_EQ(vg__options_apply("mode=guard,stray", VG_SRC_INIT), VG_ERR_INVALID_OPTION);
+    CHECK_CONTAINS(vg_last_error(), "option 'stray' has no value");
+}
+
 VG_TEST(unknown_key_is_an_error_naming_it) {
     unsetenv("VRAMGUARD_OPTIONS");
     CHECK_EQ(vg__options_load_env(), VG_OK);

@@ -1,0 +1,93 @@
+/* kernel_names.c — the kernels a module image defines (see kernel_names.h). */
+#include "kernel_names.h"
+
+#include <elf.h>
+#include <string.h>
+
+/* A cubin: every function symbol of its symbol tables (kernels, and device functions the
+ * compiler kept out of line: a pattern naming one of those patches the module too). */
+static int elf_each(const unsigned char *img, size_t size,
+                    bool (*fn)(const char *name, void *arg), void *arg) {
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
+    if (size < sizeof *eh || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_shentsize != sizeof(Elf64_Shdr) ||
+        eh->e_shoff > size || eh->e_shnum > (size - eh->e_shoff) / sizeof(Elf64_Shdr))
+        return -1;
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);
+    bool any_table = false;
+    for (unsigned i = 0; i < eh->e_shnum; i++) {
+        if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum ||
+            sh[i].sh_entsize != sizeof(Elf64_Sym) || sh[i].sh_offset > size ||
+            sh[i].sh_size > size - sh[i].sh_offset)
+            continue;
+        const Elf64_Shdr *str = &sh[sh[i].sh_link];
+        if (str->sh_offset > size || str->sh_size > size - str->sh_offset || !str->sh_size ||
+            img[str->sh_offset + str->sh_size - 1] != '\0')
+            continue;
+        any_table = true;
+        const Elf64_Sym *sym = (const Elf64_Sym *)(img + sh[i].sh_offset);
+        const char *names = (const char *)img + str->sh_offset;
+        for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++)
+            if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_name < str->sh_size &&
+                names[sym[k].st_name] && fn(names + sym[k].st_name, arg))
+                return 1;
+    }
+    return any_table ? 0 : -1;
+}
+
+static bool name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '$';
+}
+
+/* PTX text: the name after each ".entry" directive (comments skipped). */
+static int ptx_each(const char *text, size_t size, bool (*fn)(const char *name, void *arg),
+                    void *arg) {
+    static const char entry[] = ".entry";
+    const size_t n = sizeof entry - 1;
+    bool any = false;
+    for (size_t i = 0; i + n < size && text[i]; i++) {
+        if (text[i] == '/' && text[i + 1] == '/') { /* to the end of the line */
+            while (i + 1 < size && text[i + 1] && text[i + 1] != '\n')
+                i++;
+            continue;
+        }
+        if (text[i] == '/' && text[i + 1] == '*') { /* to the closing star-slash */
+            for (i += 2; i + 1 < size && text[i] && !(text[i] == '*' && text[i + 1] == '/'); i++)
+                ;
+            continue;
+        }
+        if (memcmp(text + i, entry, n) != 0 || name_char(text[i + n]))
+            continue;
+        size_t j = i + n;
+        while (j < size && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' ||
+                            text[j] == '\r'))
+            j++;
+        char name[512];
+        size_t k = 0;
+        while (j < size && name_char(text[j]) && k + 1 < sizeof name)
+            name[k++] = text[j++];
+        if (!k)
+            continue;
+        name[k] = '\0';
+        any = true;
+        if (fn(name, arg))
+            return 1;
+    }
+    return any ? 0 : -1;
+}
+
+int vg__kernel_names_each(const void *image, size_t size,
+                          bool (*fn)(const char *name, void *arg), void *arg) {
+    const unsigned char *img = image;
+    if (!img || size < 4)
+        return -1;
+    if (memcmp(img, ELFMAG, SELFMAG) == 0)
+        return elf_each(img, size, fn, arg);
+    size_t i = 0; /* PTX starts with a comment or a directive (.version) */
+    while (i < size && (img[i] == ' ' || img[i] == '\t' || img[i] == '\n' || img[i] == '\r'))
+        i++;
+    if (i < size && (img[i] == '/' || img[i] == '.'))
+        return ptx_each((const char *)img, size, fn, arg);
+    return -1;
+}
