@@ -18,7 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_alloc_model import load, perturb, round_size  # noqa: E402
+from pytorch_alloc_model import load, parse_args, perturb, round_size  # noqa: E402
 
 PAGE = 2 << 20
 TOP = 1 << 62  # the unbounded free range above everything placed so far
@@ -93,16 +93,7 @@ def page_model(ops):
 
 
 def main(argv):
-    seeds, paths = [0], []
-    for a in argv:
-        if a.startswith("--perturb="):
-            seeds = [int(s) for s in a.split("=", 1)[1].split(",")]
-        elif a.startswith("-"):
-            sys.exit("usage: page_model.py [--perturb=SEED[,SEED...]] TRACE.csv ...")
-        else:
-            paths.append(a)
-    if not paths:
-        sys.exit("usage: page_model.py [--perturb=SEED[,SEED...]] TRACE.csv ...")
+    seeds, paths, _ = parse_args(argv, "usage: page_model.py [--perturb=SEED[,SEED...]] TRACE.csv ...")
     for path in paths:
         ops = load(path)
         for seed in seeds:

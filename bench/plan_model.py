@@ -37,7 +37,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from page_model import peak_live  # noqa: E402
-from pytorch_alloc_model import load, perturb, round_size  # noqa: E402
+from pytorch_alloc_model import load, parse_args, perturb, round_size  # noqa: E402
 
 PAGE = 2 << 20
 MIB = 1 << 20
@@ -251,16 +251,7 @@ def run(ops, check_every=64):
 
 
 def main(argv):
-    seeds, paths = [0], []
-    for a in argv:
-        if a.startswith("--perturb="):
-            seeds = [int(s) for s in a.split("=", 1)[1].split(",")]
-        elif a.startswith("-"):
-            sys.exit("usage: plan_model.py [--perturb=SEED[,SEED...]] TRACE.csv ...")
-        else:
-            paths.append(a)
-    if not paths:
-        sys.exit("usage: plan_model.py [--perturb=SEED[,SEED...]] TRACE.csv ...")
+    seeds, paths, _ = parse_args(argv, "usage: plan_model.py [--perturb=SEED[,SEED...]] TRACE.csv ...")
     for path in paths:
         ops = load(path)
         for seed in seeds:

@@ -272,21 +272,28 @@ def peak_reserved_expandable(ops, capacity=80 << 30):
     return peak
 
 
-def main(argv):
-    seeds, paths, model = [0], [], peak_reserved
+def parse_args(argv, usage, flags=()):
+    """The models' command lines: [FLAG ...] [--perturb=SEED[,SEED...]] TRACE ... Returns
+    (seeds, paths, the flags given); exits with `usage` on anything else."""
+    seeds, paths, given = [0], [], set()
     for a in argv:
-        if a == "--expandable":
-            model = peak_reserved_expandable
+        if a in flags:
+            given.add(a)
         elif a.startswith("--perturb="):
             seeds = [int(s) for s in a.split("=", 1)[1].split(",")]
         elif a.startswith("-"):
-            sys.exit("usage: pytorch_alloc_model.py [--expandable] [--perturb=SEED[,SEED...]] "
-                     "TRACE.csv ...")
+            sys.exit(usage)
         else:
             paths.append(a)
     if not paths:
-        sys.exit("usage: pytorch_alloc_model.py [--expandable] [--perturb=SEED[,SEED...]] "
-                 "TRACE.csv ...")
+        sys.exit(usage)
+    return seeds, paths, given
+
+
+def main(argv):
+    seeds, paths, given = parse_args(argv, "usage: pytorch_alloc_model.py [--expandable] "
+                                     "[--perturb=SEED[,SEED...]] TRACE.csv ...", ("--expandable",))
+    model = peak_reserved_expandable if "--expandable" in given else peak_reserved
     for path in paths:
         ops = load(path)
         for seed in seeds:

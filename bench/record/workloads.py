@@ -248,11 +248,11 @@ class GPT(nn.Module):
         return self.head(self.ln(x))
 
 
-def gpt_train(log, steps=4, batch=8, ctx=256, vocab=8192):
-    model = GPT(vocab, ctx, d=512, layers=6, heads=8)
+def lm_train(log, model, batches, ctx, vocab):
+    """AdamW on random tokens, one batch size per step."""
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
     log.start()
-    for i in range(steps):
+    for i, batch in enumerate(batches):
         t = time.time()
         tokens = torch.randint(0, vocab, (batch, ctx + 1))
         logits = model(tokens[:, :-1])
@@ -262,6 +262,10 @@ def gpt_train(log, steps=4, batch=8, ctx=256, vocab=8192):
         opt.zero_grad(set_to_none=True)
         step_done(i, t)
     log.stop()
+
+
+def gpt_train(log, steps=4, batch=8, ctx=256, vocab=8192):
+    lm_train(log, GPT(vocab, ctx, d=512, layers=6, heads=8), [batch] * steps, ctx, vocab)
 
 
 # ------------------------------------------------------------- generation --
@@ -326,19 +330,7 @@ def gen_large(log, layers=8, d=1024, heads=16, batch=16, prompt=1792, new=256, w
 def mixed_batch(log, batches=(8, 32, 16, 48, 24, 40, 12, 56), ctx=128, vocab=8192):
     """A small GPT (4 layers, d_model 256) trained on batches whose size changes every
     step, as when batches are packed from variable-length data."""
-    model = GPT(vocab, ctx, d=256, layers=4, heads=4)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
-    log.start()
-    for i, batch in enumerate(batches):
-        t = time.time()
-        tokens = torch.randint(0, vocab, (batch, ctx + 1))
-        logits = model(tokens[:, :-1])
-        loss = F.cross_entropy(logits.view(-1, vocab), tokens[:, 1:].reshape(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        step_done(i, t)
-    log.stop()
+    lm_train(log, GPT(vocab, ctx, d=256, layers=4, heads=4), batches, ctx, vocab)
 
 
 WORKLOADS = {f.__name__: f for f in (cnn_train, unet_train, lstm_lm, gpt_train, gen_small,
