@@ -5,32 +5,39 @@
 #include <string.h>
 
 /* A cubin: every function symbol of its symbol tables (kernels, and device functions the
- * compiler kept out of line: a pattern naming one of those patches the module too). */
+ * compiler kept out of line: a pattern naming one of those patches the module too). The
+ * headers are copied out, as the image need not be aligned. */
 static int elf_each(const unsigned char *img, size_t size,
                     bool (*fn)(const char *name, void *arg), void *arg) {
-    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
-    if (size < sizeof *eh || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_shentsize != sizeof(Elf64_Shdr) ||
-        eh->e_shoff > size || eh->e_shnum > (size - eh->e_shoff) / sizeof(Elf64_Shdr))
+    Elf64_Ehdr eh;
+    if (size < sizeof eh)
         return -1;
-    const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);
+    memcpy(&eh, img, sizeof eh);
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
+        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > size ||
+        eh.e_shnum > (size - eh.e_shoff) / sizeof(Elf64_Shdr))
+        return -1;
     bool any_table = false;
-    for (unsigned i = 0; i < eh->e_shnum; i++) {
-        if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum ||
-            sh[i].sh_entsize != sizeof(Elf64_Sym) || sh[i].sh_offset > size ||
-            sh[i].sh_size > size - sh[i].sh_offset)
+    for (unsigned i = 0; i < eh.e_shnum; i++) {
+        Elf64_Shdr sh, str;
+        memcpy(&sh, img + eh.e_shoff + i * sizeof sh, sizeof sh);
+        if (sh.sh_type != SHT_SYMTAB || sh.sh_link >= eh.e_shnum ||
+            sh.sh_entsize != sizeof(Elf64_Sym) || sh.sh_offset > size ||
+            sh.sh_size > size - sh.sh_offset)
             continue;
-        const Elf64_Shdr *str = &sh[sh[i].sh_link];
-        if (str->sh_offset > size || str->sh_size > size - str->sh_offset || !str->sh_size ||
-            img[str->sh_offset + str->sh_size - 1] != '\0')
+        memcpy(&str, img + eh.e_shoff + sh.sh_link * sizeof str, sizeof str);
+        if (str.sh_offset > size || str.sh_size > size - str.sh_offset || !str.sh_size ||
+            img[str.sh_offset + str.sh_size - 1] != '\0')
             continue;
         any_table = true;
-        const Elf64_Sym *sym = (const Elf64_Sym *)(img + sh[i].sh_offset);
-        const char *names = (const char *)img + str->sh_offset;
-        for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++)
-            if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_name < str->sh_size &&
-                names[sym[k].st_name] && fn(names + sym[k].st_name, arg))
+        const char *names = (const char *)img + str.sh_offset;
+        for (size_t k = 0; k < sh.sh_size / sizeof(Elf64_Sym); k++) {
+            Elf64_Sym sym;
+            memcpy(&sym, img + sh.sh_offset + k * sizeof sym, sizeof sym);
+            if (ELF64_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_name < str.sh_size &&
+                names[sym.st_name] && fn(names + sym.st_name, arg))
                 return 1;
+        }
     }
     return any_table ? 0 : -1;
 }
