@@ -176,8 +176,9 @@ vg_status_t vg__memcheck_init(void) {
     g_ready = true;
     if (vg__opt.verbose)
         vg__log("memcheck: the Compute Sanitizer API from %s patches every module loaded from "
-                "now on",
-                S.path);
+                "now on%s",
+                S.path, vg__opt.memcheck_kernels[0] ? " that defines a kernel memcheck_kernels names"
+                                                    : "");
     return VG_OK;
 }
 
