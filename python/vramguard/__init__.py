@@ -25,6 +25,11 @@ __all__ = ["enable", "enabled", "memory_stats", "memory_summary", "host_memory_s
 _enabled = False
 
 
+# Options whose value is a comma-separated list (memcheck_kernels="*gather*,*index*", or a
+# list of patterns): vramguard reads the items up to the next key=value.
+_LIST_OPTIONS = ("memcheck_kernels",)
+
+
 def options_string(mode=None, **options):
     """The VRAMGUARD_OPTIONS string for these options: enable(mode="guard", limit="15G",
     redzone=512) -> "mode=guard,limit=15G,redzone=512". Values may be str, int, float or
@@ -41,8 +46,10 @@ def options_string(mode=None, **options):
             raise ValueError("bad option name %r" % (key,))
         if isinstance(value, bool):
             value = "1" if value else "0"
+        if key in _LIST_OPTIONS and isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
         value = str(value)
-        if any(c in value for c in ",="):
+        if "=" in value or ("," in value and key not in _LIST_OPTIONS):
             raise ValueError("option %s: the value %r may not contain ',' or '='" % (key, value))
         out.append("%s=%s" % (key, value))
     return ",".join(out)

@@ -100,7 +100,8 @@ static bool parse_enum(const char *s, const char *allowed, int *out) {
 
 static bool parse_limit(const char *s, vg_limit_t *out) {
     size_t n = strlen(s);
-    if (strchr(s, '.') && n && isdigit((unsigned char)s[n - 1])) { /* 0.2, not 17.5G */
+    if (strchr(s, '.') && n && (isdigit((unsigned char)s[n - 1]) || s[n - 1] == '.')) {
+        /* a fraction, 0.2 or 1.; not a size, 17.5G */
         char *end;
         errno = 0;
         double f = strtod(s, &end);

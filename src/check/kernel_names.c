@@ -59,9 +59,10 @@ static int ptx_each(const char *text, size_t size, bool (*fn)(const char *name, 
                 i++;
             continue;
         }
-        if (text[i] == '/' && text[i + 1] == '*') { /* to the closing star-slash */
+        if (text[i] == '/' && text[i + 1] == '*') { /* past the closing star-slash */
             for (i += 2; i + 1 < size && text[i] && !(text[i] == '*' && text[i + 1] == '/'); i++)
                 ;
+            i++; /* (on the slash: the loop's step goes past it) */
             continue;
         }
         if (memcmp(text + i, entry, n) != 0 || name_char(text[i + n]))
@@ -74,6 +75,8 @@ static int ptx_each(const char *text, size_t size, bool (*fn)(const char *name, 
         size_t k = 0;
         while (j < size && name_char(text[j]) && k + 1 < sizeof name)
             name[k++] = text[j++];
+        if (j < size && name_char(text[j]))
+            return -1; /* a name longer than this reads: cannot tell (patch the module) */
         if (!k)
             continue;
         name[k] = '\0';

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,9 @@
 
 extern char **environ;
 
-/* All of f; NULL with errno set (ENOMEM: too large). */
-static char *read_all(FILE *f, size_t *len) {
+/* `prefix` (bytes already read) and then all of f; NULL with errno set (ENOMEM: too
+ * large). */
+static char *read_all(FILE *f, const unsigned char *prefix, size_t nprefix, size_t *len) {
     char *data = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
@@ -26,6 +28,10 @@ static char *read_all(FILE *f, size_t *len) {
                 return NULL;
             }
             data = d;
+            if (n == 0 && nprefix) { /* (cap >= 1 MiB > nprefix) */
+                memcpy(data, prefix, nprefix);
+                n = nprefix;
+            }
         }
         size_t got = fread(data + n, 1, cap - n, f);
         n += got;
@@ -42,62 +48,95 @@ static char *read_all(FILE *f, size_t *len) {
     return data;
 }
 
-/* The output of `gzip -dc -- path`, or NULL with the reason in err. */
-static char *gunzip(const char *path, size_t *len, char *err, size_t errlen) {
-    int fd[2];
-    if (pipe2(fd, O_CLOEXEC) != 0) {
+/* What `gzip -dcq` makes of the file open at fd (at its start), or NULL with the reason in
+ * err. gzip's own messages are not shown: the error says it in one line. */
+static char *gunzip(int fd, const char *path, size_t *len, char *err, size_t errlen) {
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot decompress '%s': %s", path, strerror(errno));
         return NULL;
     }
     posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
-    char *argv[] = {"gzip", "-dc", "--", (char *)path, NULL};
-    pid_t pid;
-    int rc = posix_spawnp(&pid, "gzip", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fd[1]);
-    if (rc != 0) {
-        close(fd[0]);
-        snprintf(err, errlen, "'%s' is compressed, and gzip cannot be run to read it: %s", path,
-                 strerror(rc));
-        return NULL;
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (rc == 0) {
+        rc = posix_spawn_file_actions_adddup2(&fa, fd, STDIN_FILENO);
+        if (rc == 0)
+            rc = posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+        if (rc == 0)
+            rc = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+        pid_t pid;
+        char *argv[] = {"gzip", "-dcq", NULL};
+        if (rc == 0)
+            rc = posix_spawnp(&pid, "gzip", &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        close(out[1]);
+        if (rc == 0) {
+            FILE *f = fdopen(out[0], "rb");
+            char *data = f ? read_all(f, NULL, 0, len) : NULL;
+            int why = errno;
+            if (f)
+                fclose(f);
+            else
+                close(out[0]);
+            int status = 0;
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+            /* gzip exits 1 on an error, 2 on a warning (trailing bytes it ignored). */
+            bool ok = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 2);
+            if (data && !ok) {
+                free(data);
+                data = NULL;
+                snprintf(err, errlen, "'%s' is not a whole gzip file (gzip -dc failed)", path);
+            } else if (!data) {
+                snprintf(err, errlen, "cannot decompress '%s': %s", path,
+                         why == ENOMEM ? "too large to hold in memory" : strerror(why));
+            }
+            return data;
+        }
+    } else {
+        close(out[1]);
     }
-    FILE *f = fdopen(fd[0], "rb");
-    char *data = f ? read_all(f, len) : NULL;
-    int why = errno;
-    if (f)
-        fclose(f);
-    else
-        close(fd[0]);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (data && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        free(data);
-        data = NULL;
-        snprintf(err, errlen, "'%s' is not a whole gzip file (gzip -dc failed)", path);
-    } else if (!data) {
-        snprintf(err, errlen, "cannot decompress '%s': %s", path,
-                 why == ENOMEM ? "too large to hold in memory" : strerror(why));
-    }
-    return data;
+    close(out[0]);
+    snprintf(err, errlen, "'%s' is compressed, and gzip cannot be run to read it: %s", path,
+             strerror(rc));
+    return NULL;
 }
 
 char *cli_read_file(const char *path, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
         snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
         return NULL;
     }
-    unsigned char magic[2] = {0, 0};
-    size_t nm = fread(magic, 1, 2, f);
-    if (nm == 2 && magic[0] == 0x1f && magic[1] == 0x8b) { /* gzip */
-        fclose(f);
-        return gunzip(path, len, err, errlen);
+    /* The first two bytes say whether it is gzip. A pipe cannot go back over them: they
+     * are kept and given back in front of the rest. */
+    unsigned char magic[2];
+    size_t nm = 0;
+    while (nm < sizeof magic) {
+        ssize_t r = read(fd, magic + nm, sizeof magic - nm);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        nm += (size_t)r;
     }
-    rewind(f);
-    char *data = read_all(f, len);
+    if (nm == 2 && magic[0] == 0x1f && magic[1] == 0x8b) { /* gzip */
+        char *data = NULL;
+        if (lseek(fd, 0, SEEK_SET) == 0)
+            data = gunzip(fd, path, len, err, errlen);
+        else
+            snprintf(err, errlen, "'%s' is gzip-compressed and not a file that can be read "
+                     "twice: decompress it first (gzip -dc)", path);
+        close(fd);
+        return data;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        snprintf(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    char *data = read_all(f, magic, nm, len);
     int why = errno;
     fclose(f);
     if (!data) {

@@ -6,7 +6,9 @@
 
 /* The contents of `path` (caller frees) and their length; NULL with a message naming the
  * file in err when it cannot be opened or read, or does not fit in memory. A gzip file
- * (found by its magic bytes, whatever its name) is read decompressed, by `gzip -dc`. */
+ * (found by its magic bytes, whatever its name) is read decompressed, by `gzip -dc`, if
+ * it can be read from its start again (a file; a compressed pipe is refused, with a
+ * message); a pipe of plain text is read whole. */
 char *cli_read_file(const char *path, size_t *len, char *err, size_t errlen);
 
 #endif /* VG_CLI_READFILE_H */

@@ -296,7 +296,19 @@ replay_gzip)
     done
     head -c 30000 "$TMP/r.csv.gz" >"$TMP/cut.csv.gz"
     run 2 "$VG" replay --repeat=1 "$TMP/cut.csv.gz"
-    grep -q "cut.csv.gz' is not a whole gzip file" "$TMP/err" || fail "no clear error: $(cat "$TMP/err")" ;;
+    grep -q "cut.csv.gz' is not a whole gzip file" "$TMP/err" || fail "no clear error: $(cat "$TMP/err")"
+    [ "$(wc -l <"$TMP/err")" = 1 ] || fail "more than one line for a cut file: $(cat "$TMP/err")"
+    # Bytes gzip ignores after the data (its warning, exit status 2): the trace is whole.
+    cp "$TMP/r.csv.gz" "$TMP/tail.csv.gz"; printf 'XYZ' >>"$TMP/tail.csv.gz"
+    run 0 "$VG" replay --json --repeat=1 "$TMP/tail.csv.gz"
+    grep -q "$(grep -oE '"peak_reserved":[0-9]+' "$TMP/plain")" "$TMP/out" || fail "trailing bytes"
+    # Through a pipe: a plain trace is read whole (its first bytes too); a compressed one
+    # cannot be read twice, and says what to do.
+    run 0 sh -c "cat '$t.csv' | '$VG' replay --json --repeat=1 /dev/stdin"
+    grep -q "$(grep -oE '"peak_reserved":[0-9]+' "$TMP/plain")" "$TMP/out" || fail "a pipe: $(cat "$TMP/err")"
+    run 2 sh -c "cat '$TMP/r.csv.gz' | '$VG' replay --repeat=1 /dev/stdin"
+    grep -q "is gzip-compressed and not a file that can be read twice: decompress it first" "$TMP/err" ||
+        fail "a compressed pipe: $(cat "$TMP/err")" ;;
 missing_driver)
     run 2 "$VG" replay --driver=/nonexistent/libcuda.so.1 "$TRACES/transformer_ctx128_forward_mixed.csv"
     one_line_error "cannot load the CUDA driver.*vgsim" ;;

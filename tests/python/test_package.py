@@ -19,6 +19,12 @@ class Options(unittest.TestCase):
         self.assertEqual(vramguard.options_string("guard", limit="15G", redzone=512, leaks=True),
                          "mode=guard,leaks=1,limit=15G,redzone=512")
         self.assertEqual(vramguard.options_string(), "")
+        # memcheck_kernels is a list: its patterns may be given with commas, or as a list.
+        self.assertEqual(vramguard.options_string("memcheck", memcheck_kernels="*a*,*b*"),
+                         "mode=memcheck,memcheck_kernels=*a*,*b*")
+        self.assertEqual(vramguard.options_string(memcheck_kernels=["*gather*", "ex_su?"],
+                                                  verbose=1),
+                         "memcheck_kernels=*gather*,ex_su?,verbose=1")
 
     def test_pytorch_defaults(self):
         # The at-exit leak list is off for PyTorch unless asked for, here or in the env.
@@ -39,6 +45,8 @@ class Options(unittest.TestCase):
             vramguard.options_string("turbo")
         with self.assertRaises(ValueError):
             vramguard.options_string(report="a,b")
+        with self.assertRaises(ValueError):
+            vramguard.options_string(memcheck_kernels="a=b")
         with self.assertRaises(ValueError):
             vramguard.options_string(**{"bad key": 1})
 

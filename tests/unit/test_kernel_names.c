@@ -66,6 +66,20 @@ VG_TEST(ptx_text_names_its_entries) {
     CHECK_EQ(vg__kernel_names_each(ptx, 100, collect, &cut), -1);
 }
 
+/* A block comment's closing slash is not the start of another comment; a name longer
+ * than the reader holds is "cannot tell", never a cut name that misses a pattern. */
+VG_TEST(ptx_comments_end_where_they_end_and_long_names_are_not_cut) {
+    static const char ptx[] = ".version 8.0\n.entry other(){}\n/* a *//* b */ .entry gather_rows(\n";
+    seen_t s = {.stop_at = "gather_rows"};
+    CHECK_EQ(vg__kernel_names_each(ptx, sizeof ptx, collect, &s), 1);
+    char long_ptx[2048] = ".version 8.0\n.entry ";
+    size_t n = strlen(long_ptx);
+    memset(long_ptx + n, 'x', 600);
+    snprintf(long_ptx + n + 600, sizeof long_ptx - n - 600, "gather_rows(\n){}\n");
+    seen_t l = {0};
+    CHECK_EQ(vg__kernel_names_each(long_ptx, strlen(long_ptx) + 1, collect, &l), -1);
+}
+
 VG_TEST(what_is_no_image_cannot_be_told) {
     seen_t s = {0};
     CHECK_EQ(vg__kernel_names_each(NULL, 100, collect, &s), -1);

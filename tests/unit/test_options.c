@@ -54,6 +54,8 @@ VG_TEST(apply_values) {
     CHECK(vg__opt.limit.fraction > 0.249 && vg__opt.limit.fraction < 0.251);
     CHECK_STREQ(vg_option("mode"), "guard");
     CHECK_STREQ(vg_option("limit"), "0.25");
+    CHECK_EQ(vg__options_apply("limit=1.", VG_SRC_INIT), VG_OK); /* the whole device */
+    CHECK(vg__opt.limit.fraction == 1.0 && vg__opt.limit.bytes == 0);
     CHECK_EQ(vg__options_apply("limit=17.5G", VG_SRC_INIT), VG_OK); /* a size, not a fraction */
     CHECK_EQ(vg__opt.limit.bytes, 35ull << 29);
     CHECK_EQ(vg__opt.limit.fraction, 0);
