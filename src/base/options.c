@@ -22,7 +22,8 @@
 vg_options_t vg__opt;
 static vg_opt_source_t g_source[64];
 
-enum { VG_T_STR, VG_T_PATH, VG_T_BOOL, VG_T_SIZE, VG_T_INT, VG_T_ENUM, VG_T_LIMIT, VG_T_SHARE };
+enum { VG_T_STR, VG_T_LIST, VG_T_PATH, VG_T_BOOL, VG_T_SIZE, VG_T_INT, VG_T_ENUM, VG_T_LIMIT,
+       VG_T_SHARE };
 
 typedef struct opt_desc {
     const char *key, *type_name, *def, *allowed, *help;
@@ -159,6 +160,7 @@ static bool parse_value(const opt_desc_t *d, const char *val, vg_options_t *o) {
     void *field = (char *)o + d->offset;
     switch (d->type) {
     case VG_T_STR:
+    case VG_T_LIST:
     case VG_T_PATH:
         if (strlen(val) >= VG_OPT_STR_MAX)
             return false;
@@ -206,10 +208,6 @@ static char *trim(char *s) {
     return s;
 }
 
-/* An option whose value is a comma-separated list: in an options string, the items after
- * its key=first run on until the next key=value (memcheck_kernels=*gather*,*index*). */
-static bool list_option(const opt_desc_t *d) { return strcmp(d->key, "memcheck_kernels") == 0; }
-
 /* Parse `str` into *o / src[]; on error set the last error and return it. */
 static vg_status_t parse_into(const char *str, vg_opt_source_t tag, vg_options_t *o,
                               vg_opt_source_t *src) {
@@ -219,7 +217,7 @@ static vg_status_t parse_into(const char *str, vg_opt_source_t tag, vg_options_t
                          sizeof buf - 1);
     strcpy(buf, str);
     char *save = NULL;
-    const opt_desc_t *open_list = NULL; /* the list option the last key=value set */
+    const opt_desc_t *open_list = NULL; /* the LIST option the last key=value set */
     for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         item = trim(item);
         if (*item == '\0')
@@ -251,7 +249,7 @@ static vg_status_t parse_into(const char *str, vg_opt_source_t tag, vg_options_t
                              key, type_expectation(d, tmp, sizeof tmp));
         }
         src[idx] = tag;
-        open_list = list_option(d) ? d : NULL;
+        open_list = d->type == VG_T_LIST ? d : NULL;
         if (open_list)
             snprintf(list, sizeof list, "%s", val);
     }
@@ -362,6 +360,7 @@ const char *vg__option_value(int i, char *out, size_t n) {
     const void *field = (const char *)&vg__opt + d->offset;
     switch (d->type) {
     case VG_T_STR:
+    case VG_T_LIST:
     case VG_T_PATH: snprintf(out, n, "%s", (const char *)field); break;
     case VG_T_BOOL: snprintf(out, n, "%d", *(const bool *)field ? 1 : 0); break;
     case VG_T_SIZE: snprintf(out, n, "%llu", (unsigned long long)*(const uint64_t *)field); break;

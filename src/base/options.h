@@ -9,6 +9,8 @@
  *   STR    free text (a path to read); "" allowed where the default is ""
  *   PATH   a file vramguard writes (%p: pid, %r: rank); "" = none. vg__options_check
  *          also checks that it can be created (its folder exists and is writable)
+ *   LIST   text, a comma-separated list: in an options string its items run on to the next
+ *          key=value (memcheck_kernels=*gather*,*index*,mode=memcheck)
  *   ENUM   one of the words in the `allowed` column
  *   LIMIT  a SIZE, or a fraction of the device's memory in (0, 1] such as 0.2; 0 = none
  *   SHARE  a SIZE, or a percentage of the host's RAM in (0, 100] such as 50%; 0 = none
@@ -75,7 +77,7 @@
       "guard: larger freed blocks are poisoned at their first and last this many bytes")    \
     X(memcheck_every, INT, "1", "1..1000000000",                                            \
       "memcheck: check every Nth kernel launch (1: all), for long runs")                     \
-    X(memcheck_kernels, STR, "", "",                                                        \
+    X(memcheck_kernels, LIST, "", "",                                                        \
       "memcheck: check only kernels whose name matches one of these comma-separated shell "  \
       "patterns (*gather*,*index*; empty: all); modules that define none of them are not "   \
       "patched, and run at full speed")                                                      \
@@ -160,9 +162,11 @@ typedef struct vg_limit {
 #define VG_OPT_CTYPE_INT long
 #define VG_OPT_CTYPE_ENUM int
 #define VG_OPT_CTYPE_LIMIT vg_limit_t
+#define VG_OPT_CTYPE_LIST char
 #define VG_OPT_CTYPE_SHARE vg_limit_t
 #define VG_OPT_DIM_STR [VG_OPT_STR_MAX]
 #define VG_OPT_DIM_PATH [VG_OPT_STR_MAX]
+#define VG_OPT_DIM_LIST [VG_OPT_STR_MAX]
 #define VG_OPT_DIM_BOOL
 #define VG_OPT_DIM_SIZE
 #define VG_OPT_DIM_INT

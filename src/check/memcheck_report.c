@@ -289,16 +289,6 @@ void vg__memcheck_poll(vg_heap_t *h) {
     free(recs);
 }
 
-/* ", N left unpatched (...)" when memcheck_kernels spared modules, else "". */
-static const char *unpatched_text(uint64_t n) {
-    static char buf[160];
-    if (!n)
-        return "";
-    snprintf(buf, sizeof buf, ", %llu left unpatched (no kernel memcheck_kernels names: they run "
-             "unchecked, at full speed)", (unsigned long long)n);
-    return buf;
-}
-
 void vg__memcheck_exit_summary(void) {
     if (!vg__memcheck_on())
         return;
@@ -317,9 +307,14 @@ void vg__memcheck_exit_summary(void) {
                 (unsigned long long)(found + lost), (unsigned long long)reported,
                 reported == 1 ? "" : "s", more);
     }
-    if (vg__opt.verbose)
-        vg__log("memcheck: %llu modules patched%s; %llu launches checked, %llu not "
-                "(memcheck_every, memcheck_kernels, or before the first allocation)",
-                (unsigned long long)modules, unpatched_text(unpatched),
-                (unsigned long long)checked, (unsigned long long)skipped);
+    if (!vg__opt.verbose)
+        return;
+    char spared[160] = ""; /* (memcheck_kernels left modules unpatched) */
+    if (unpatched)
+        snprintf(spared, sizeof spared, ", %llu left unpatched (no kernel memcheck_kernels "
+                 "names: they run unchecked, at full speed)", (unsigned long long)unpatched);
+    vg__log("memcheck: %llu modules patched%s; %llu launches checked, %llu not "
+            "(memcheck_every, memcheck_kernels, or before the first allocation)",
+            (unsigned long long)modules, spared, (unsigned long long)checked,
+            (unsigned long long)skipped);
 }

@@ -48,58 +48,59 @@ static char *read_all(FILE *f, const unsigned char *prefix, size_t nprefix, size
     return data;
 }
 
-/* What `gzip -dcq` makes of the file open at fd (at its start), or NULL with the reason in
- * err. gzip's own messages are not shown: the error says it in one line. */
+/* Start `gzip -dcq` reading fd and writing to out, its messages dropped (the caller says
+ * what went wrong in one line). 0, or the error number. */
+static int spawn_gzip(int fd, int out, pid_t *pid) {
+    posix_spawn_file_actions_t fa;
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (rc != 0)
+        return rc;
+    char *argv[] = {"gzip", "-dcq", NULL};
+    if ((rc = posix_spawn_file_actions_adddup2(&fa, fd, STDIN_FILENO)) == 0 &&
+        (rc = posix_spawn_file_actions_adddup2(&fa, out, STDOUT_FILENO)) == 0 &&
+        (rc = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0)) == 0)
+        rc = posix_spawnp(pid, "gzip", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc;
+}
+
+/* What gzip makes of the file open at fd (at its start), or NULL with the reason in err. */
 static char *gunzip(int fd, const char *path, size_t *len, char *err, size_t errlen) {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "cannot decompress '%s': %s", path, strerror(errno));
         return NULL;
     }
-    posix_spawn_file_actions_t fa;
-    int rc = posix_spawn_file_actions_init(&fa);
-    if (rc == 0) {
-        rc = posix_spawn_file_actions_adddup2(&fa, fd, STDIN_FILENO);
-        if (rc == 0)
-            rc = posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-        if (rc == 0)
-            rc = posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-        pid_t pid;
-        char *argv[] = {"gzip", "-dcq", NULL};
-        if (rc == 0)
-            rc = posix_spawnp(&pid, "gzip", &fa, NULL, argv, environ);
-        posix_spawn_file_actions_destroy(&fa);
-        close(out[1]);
-        if (rc == 0) {
-            FILE *f = fdopen(out[0], "rb");
-            char *data = f ? read_all(f, NULL, 0, len) : NULL;
-            int why = errno;
-            if (f)
-                fclose(f);
-            else
-                close(out[0]);
-            int status = 0;
-            while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-                ;
-            /* gzip exits 1 on an error, 2 on a warning (trailing bytes it ignored). */
-            bool ok = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 2);
-            if (data && !ok) {
-                free(data);
-                data = NULL;
-                snprintf(err, errlen, "'%s' is not a whole gzip file (gzip -dc failed)", path);
-            } else if (!data) {
-                snprintf(err, errlen, "cannot decompress '%s': %s", path,
-                         why == ENOMEM ? "too large to hold in memory" : strerror(why));
-            }
-            return data;
-        }
-    } else {
-        close(out[1]);
+    pid_t pid;
+    int rc = spawn_gzip(fd, out[1], &pid);
+    close(out[1]);
+    if (rc != 0) {
+        close(out[0]);
+        snprintf(err, errlen, "'%s' is compressed, and gzip cannot be run to read it: %s", path,
+                 strerror(rc));
+        return NULL;
     }
-    close(out[0]);
-    snprintf(err, errlen, "'%s' is compressed, and gzip cannot be run to read it: %s", path,
-             strerror(rc));
-    return NULL;
+    FILE *f = fdopen(out[0], "rb");
+    char *data = f ? read_all(f, NULL, 0, len) : NULL;
+    int why = errno;
+    if (f)
+        fclose(f);
+    else
+        close(out[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    /* gzip exits 1 on an error, 2 on a warning (trailing bytes it ignored). */
+    bool ok = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 2);
+    if (data && !ok) {
+        free(data);
+        data = NULL;
+        snprintf(err, errlen, "'%s' is not a whole gzip file (gzip -dc failed)", path);
+    } else if (!data) {
+        snprintf(err, errlen, "cannot decompress '%s': %s", path,
+                 why == ENOMEM ? "too large to hold in memory" : strerror(why));
+    }
+    return data;
 }
 
 char *cli_read_file(const char *path, size_t *len, char *err, size_t errlen) {

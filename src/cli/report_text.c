@@ -50,12 +50,12 @@ static void sums_add(site_sums_t *m, int64_t site, uint64_t bytes) {
     m->s[j].count++;
 }
 
-/* The five sites with the most live bytes (`what`: "allocation", "pinning"). */
-static void sums_print(FILE *out, const rp_file_t *f, site_sums_t *m, const char *what) {
+/* The five sites with the most live bytes (`what`: "allocation", done: "allocated"). */
+static void sums_print(FILE *out, const rp_file_t *f, site_sums_t *m, const char *what,
+                       const char *done) {
     char b1[32];
     if (m->n == 0) {
-        fprintf(out, "    nothing %s when the snapshot was taken\n",
-                strcmp(what, "pinning") == 0 ? "pinned" : "allocated");
+        fprintf(out, "    nothing %s when the snapshot was taken\n", done);
         return;
     }
     qsort(m->s, m->n, sizeof *m->s, by_bytes);
@@ -91,7 +91,7 @@ static void top_sites(FILE *out, const rp_file_t *f, const rp_device_t *d) {
     int64_t cached = stat_of(d, "reserved_bytes.all.current") - stat_of(d, "allocated_bytes.all.current");
     fprintf(out, "    cached and free (reserved, not allocated): %s\n",
             rp_bytes(b1, (double)(cached > 0 ? cached : 0)));
-    sums_print(out, f, &m, "allocation");
+    sums_print(out, f, &m, "allocation", "allocated");
     free(m.s);
 }
 
@@ -113,7 +113,7 @@ static void pinned_text(FILE *out, const rp_file_t *f, const rp_device_t *d) {
     const json_t *all = json_get(d->j, "allocations");
     for (size_t i = 0; i < all->n && !m.failed; i++)
         sums_add(&m, json_int(all->kids[i], "site", 0), (uint64_t)json_int(all->kids[i], "size", 0));
-    sums_print(out, f, &m, "pinning");
+    sums_print(out, f, &m, "pinning", "pinned");
     free(m.s);
 }
 
