@@ -37,49 +37,31 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from page_model import peak_live  # noqa: E402
+from nomove_model import Range  # noqa: E402
 from pytorch_alloc_model import load, parse_args, perturb, round_size  # noqa: E402
 
 PAGE = 2 << 20
 MIB = 1 << 20
-TOP = 1 << 50
 
 
-class BestFit:
-    """One address range: best fit, neighbours merged; live bytes per mapped page."""
+class BestFit(Range):
+    """One address range (nomove_model.Range: best fit, neighbours merged), with the live
+    bytes of each mapped page."""
 
     def __init__(self, base):
-        self.holes, self.by_addr, self.by_end = [(TOP, base)], {base: TOP}, {base + TOP: base}
+        super().__init__(base)
         self.live_on = {}  # page -> live bytes, a key per mapped page
         self.idle = set()  # mapped pages with no live byte
 
-    def _take(self, size, addr):
-        del self.holes[bisect.bisect_left(self.holes, (size, addr))]
-        del self.by_addr[addr]
-        del self.by_end[addr + size]
-
-    def _put(self, addr, size):
-        if addr in self.by_end:
-            lo = self.by_end[addr]
-            s = self.by_addr[lo]
-            self._take(s, lo)
-            addr, size = lo, size + s
-        if addr + size in self.by_addr:
-            s = self.by_addr[addr + size]
-            self._take(s, addr + size)
-            size += s
-        bisect.insort(self.holes, (size, addr))
-        self.by_addr[addr] = size
-        self.by_end[addr + size] = addr
-
     def alloc(self, size):
         hs, addr = self.holes[bisect.bisect_left(self.holes, (size, -1))]
-        self._take(hs, addr)
+        self.take(hs, addr)
         if hs > size:
-            self._put(addr + size, hs - size)
+            self.put(addr + size, hs - size)
         return addr
 
     def free(self, addr, size):
-        self._put(addr, size)
+        self.put(addr, size)
 
 
 def pages_of(addr, size):
