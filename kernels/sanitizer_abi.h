@@ -31,6 +31,7 @@ typedef int vg_san_result_t; /* SanitizerResult: 0 is SANITIZER_SUCCESS */
 #define VG_SAN_DOMAIN_LAUNCH 5
 /* Sanitizer_CallbackIdResource, Sanitizer_CallbackIdLaunch */
 #define VG_SAN_CBID_MODULE_LOADED 9
+#define VG_SAN_CBID_MODULE_UNLOAD_STARTING 10
 #define VG_SAN_CBID_LAUNCH_BEGIN 1
 #define VG_SAN_CBID_LAUNCH_END 3
 /* Sanitizer_InstructionId */

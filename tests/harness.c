@@ -47,6 +47,28 @@ void vgt_skip(const char *fmt, ...) {
     _exit(77);
 }
 
+unsigned char *vgt_read_file(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        vgt_fail(__FILE__, __LINE__, "cannot open %s", path);
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            unsigned char *bigger = realloc(buf, cap *= 2);
+            if (!bigger)
+                free(buf);
+            buf = bigger;
+        }
+    }
+    fclose(f);
+    if (!buf)
+        vgt_fail(__FILE__, __LINE__, "no memory to read %s", path);
+    *size = n;
+    return buf;
+}
+
 static int run_one(int i) {
     g_current = g_cases[i].name;
     g_cases[i].fn();

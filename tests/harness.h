@@ -21,6 +21,9 @@ void vgt_register(const char *name, vgt_fn fn);
 int vgt_main(int argc, char **argv);
 void vgt_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4), noreturn));
+/* The bytes of a file of test data (malloc'd, caller frees; fails the case if it cannot
+ * be read). */
+unsigned char *vgt_read_file(const char *path, size_t *size);
 /* Skip the current case (prints the reason; CTest counts it as skipped, exit code 77). */
 void vgt_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

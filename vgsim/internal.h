@@ -386,6 +386,7 @@ void sim_register_builtin_kernels(void);
 /* sanitizer.c: the Compute Sanitizer API's stand-in. A module was loaded (module.c); a
  * kernel of `module` is being launched: the patch its op runs with (fn NULL: none). */
 void sim_sanitizer_module_loaded(CUmodule module, CUlibrary library, const char *image);
+void sim_sanitizer_module_unloading(CUmodule module);
 typedef struct sim_patch {
     sim_patch_fn fn;
     void *ud;

@@ -308,6 +308,7 @@ VGSIM_API CUresult cuModuleUnload(CUmodule module) {
     sim_module_t *m = (sim_module_t *)module;
     if (!m)
         return CUDA_ERROR_INVALID_HANDLE;
+    sim_sanitizer_module_unloading(module);
     /* Functions may still be queued on a stream: keep the memory (a few bytes). */
     return CUDA_SUCCESS;
 }

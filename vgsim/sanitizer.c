@@ -27,7 +27,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     vg_san_callback_t fn;
     void *ud;
-    bool module_loaded, launch_begin, launch_end;
+    bool module_loaded, module_unload, launch_begin, launch_end;
 } g_sub;
 
 /* Patched modules and their twin (a list: vgsim keeps every module for good anyway). */
@@ -130,6 +130,8 @@ VGSIM_API vg_san_result_t sanitizerEnableCallback(uint32_t enable, vg_san_subscr
     vg_san_result_t r = VG_SAN_SUCCESS;
     if (domain == VG_SAN_DOMAIN_RESOURCE && cbid == VG_SAN_CBID_MODULE_LOADED)
         g_sub.module_loaded = enable;
+    else if (domain == VG_SAN_DOMAIN_RESOURCE && cbid == VG_SAN_CBID_MODULE_UNLOAD_STARTING)
+        g_sub.module_unload = enable;
     else if (domain == VG_SAN_DOMAIN_LAUNCH && cbid == VG_SAN_CBID_LAUNCH_BEGIN)
         g_sub.launch_begin = enable;
     else if (domain == VG_SAN_DOMAIN_LAUNCH && cbid == VG_SAN_CBID_LAUNCH_END)
@@ -244,6 +246,18 @@ void sim_sanitizer_module_loaded(CUmodule module, CUlibrary library, const char 
     vg_san_module_data_t d = {NULL, module, strlen(image) + 1, image, library};
     cuCtxGetCurrent(&d.context);
     fn(ud, VG_SAN_DOMAIN_RESOURCE, VG_SAN_CBID_MODULE_LOADED, &d);
+}
+
+void sim_sanitizer_module_unloading(CUmodule module) {
+    pthread_mutex_lock(&g_lock);
+    vg_san_callback_t fn = g_sub.module_unload ? g_sub.fn : NULL;
+    void *ud = g_sub.ud;
+    pthread_mutex_unlock(&g_lock);
+    if (!fn)
+        return;
+    vg_san_module_data_t d = {NULL, module, 0, NULL, NULL};
+    cuCtxGetCurrent(&d.context);
+    fn(ud, VG_SAN_DOMAIN_RESOURCE, VG_SAN_CBID_MODULE_UNLOAD_STARTING, &d);
 }
 
 static void launch_data(vg_san_launch_data_t *d, CUmodule module, CUfunction f, const char *name,

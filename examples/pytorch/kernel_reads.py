@@ -42,7 +42,7 @@ ext = load_inline(name="vg_kernel_reads",
                   cpp_sources="void launch_gather(torch::Tensor t, torch::Tensor i, torch::Tensor o);\n"
                               "void launch_spin_sum(torch::Tensor x, torch::Tensor o, int64_t c);",
                   cuda_sources=HEADERS + CUDA, functions=["launch_gather", "launch_spin_sum"],
-                  verbose=False)
+                  extra_cuda_cflags=["-lineinfo"], verbose=False)
 
 fixed = "--fixed" in sys.argv
 if "--stream" in sys.argv:

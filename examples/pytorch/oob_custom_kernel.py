@@ -29,7 +29,8 @@ void launch_copy(torch::Tensor in, torch::Tensor out, int64_t n) {
 ext = load_inline(name="vg_oob_fill_copy",
                   cpp_sources="void launch_fill(torch::Tensor out, int64_t n);\n"
                               "void launch_copy(torch::Tensor in, torch::Tensor out, int64_t n);",
-                  cuda_sources=CUDA, functions=["launch_fill", "launch_copy"], verbose=False)
+                  cuda_sources=CUDA, functions=["launch_fill", "launch_copy"],
+                  extra_cuda_cflags=["-lineinfo"], verbose=False)
 
 rows, cols = 64, 250
 fixed = "--fixed" in sys.argv

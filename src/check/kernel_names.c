@@ -1,40 +1,32 @@
 /* kernel_names.c — the kernels a module image defines (see kernel_names.h). */
 #include "kernel_names.h"
 
-#include <elf.h>
 #include <string.h>
 
+#include "elf_image.h"
+
 /* A cubin: every function symbol of its symbol tables (kernels, and device functions the
- * compiler kept out of line: a pattern naming one of those patches the module too). The
- * headers are copied out, as the image need not be aligned. */
-static int elf_each(const unsigned char *img, size_t size,
-                    bool (*fn)(const char *name, void *arg), void *arg) {
-    Elf64_Ehdr eh;
-    if (size < sizeof eh)
-        return -1;
-    memcpy(&eh, img, sizeof eh);
-    if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
-        eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > size ||
-        eh.e_shnum > (size - eh.e_shoff) / sizeof(Elf64_Shdr))
+ * compiler kept out of line: a pattern naming one of those patches the module too). */
+static int elf_each(const void *image, size_t size, bool (*fn)(const char *name, void *arg),
+                    void *arg) {
+    vg_elf_t e;
+    if (!vg__elf_open(&e, image, size))
         return -1;
     bool any_table = false;
-    for (unsigned i = 0; i < eh.e_shnum; i++) {
-        Elf64_Shdr sh, str;
-        memcpy(&sh, img + eh.e_shoff + i * sizeof sh, sizeof sh);
-        if (sh.sh_type != SHT_SYMTAB || sh.sh_link >= eh.e_shnum ||
-            sh.sh_entsize != sizeof(Elf64_Sym) || sh.sh_offset > size ||
-            sh.sh_size > size - sh.sh_offset)
+    for (unsigned i = 0; i < e.eh.e_shnum; i++) {
+        Elf64_Shdr sh;
+        size_t nnames;
+        if (!vg__elf_section(&e, i, &sh) || sh.sh_type != SHT_SYMTAB ||
+            sh.sh_entsize != sizeof(Elf64_Sym))
             continue;
-        memcpy(&str, img + eh.e_shoff + sh.sh_link * sizeof str, sizeof str);
-        if (str.sh_offset > size || str.sh_size > size - str.sh_offset || !str.sh_size ||
-            img[str.sh_offset + str.sh_size - 1] != '\0')
+        const char *names = vg__elf_strtab(&e, sh.sh_link, &nnames);
+        if (!names)
             continue;
         any_table = true;
-        const char *names = (const char *)img + str.sh_offset;
         for (size_t k = 0; k < sh.sh_size / sizeof(Elf64_Sym); k++) {
             Elf64_Sym sym;
-            memcpy(&sym, img + sh.sh_offset + k * sizeof sym, sizeof sym);
-            if (ELF64_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_name < str.sh_size &&
+            memcpy(&sym, e.img + sh.sh_offset + k * sizeof sym, sizeof sym);
+            if (ELF64_ST_TYPE(sym.st_info) == STT_FUNC && sym.st_name < nnames &&
                 names[sym.st_name] && fn(names + sym.st_name, arg))
                 return 1;
         }

@@ -168,6 +168,10 @@ vg_status_t vg__memcheck_init(void) {
         r = S.sanitizerEnableCallback(1, S.sub, VG_SAN_DOMAIN_RESOURCE, VG_SAN_CBID_MODULE_LOADED);
     if (r == VG_SAN_SUCCESS && g_split != 1)
         r = S.sanitizerEnableCallback(1, S.sub, VG_SAN_DOMAIN_LAUNCH, VG_SAN_CBID_LAUNCH_BEGIN);
+    if (r == VG_SAN_SUCCESS) /* (for the modules' lines: without it, a handle loaded again
+                              * replaces them, so it may fail) */
+        (void)S.sanitizerEnableCallback(1, S.sub, VG_SAN_DOMAIN_RESOURCE,
+                                        VG_SAN_CBID_MODULE_UNLOAD_STARTING);
     if (r != VG_SAN_SUCCESS)
         return vg__error(VG_ERR_NOT_SUPPORTED,
                          "mode=memcheck: the Compute Sanitizer API (%s) refused a subscriber "
@@ -630,6 +634,7 @@ static void module_loaded(const vg_san_module_data_t *m) {
      * is, running at full speed (an image this cannot read is patched). */
     if (vg__opt.memcheck_kernels[0] && m->cubin &&
         vg__kernel_names_each(m->cubin, m->cubin_size, wanted_cb, NULL) == 0) {
+        vg__memcheck_lines_unloaded(m->module);
         atomic_fetch_add(&g_unpatched, 1);
         return;
     }
@@ -652,6 +657,7 @@ static void module_loaded(const vg_san_module_data_t *m) {
         r = S.sanitizerPatchModule(m->module);
     if (r != VG_SAN_SUCCESS)
         return patch_failed("patching a module", r);
+    vg__memcheck_lines_loaded(m->module, m->cubin, m->cubin_size);
     atomic_fetch_add(&g_modules, 1);
 }
 
@@ -754,6 +760,8 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *data
     (void)userdata;
     if (domain == VG_SAN_DOMAIN_RESOURCE && cbid == VG_SAN_CBID_MODULE_LOADED)
         module_loaded(data);
+    else if (domain == VG_SAN_DOMAIN_RESOURCE && cbid == VG_SAN_CBID_MODULE_UNLOAD_STARTING)
+        vg__memcheck_lines_unloaded(((const vg_san_module_data_t *)data)->module);
     else if (domain == VG_SAN_DOMAIN_LAUNCH && cbid == VG_SAN_CBID_LAUNCH_BEGIN)
         launch_begin(data);
 }
@@ -767,19 +775,50 @@ bool vg__memcheck_launch(uint32_t lo, vg_mc_launch_t *out) {
     return ok;
 }
 
-void vg__memcheck_pc_text(const vg_mc_launch_t *l, uint64_t pc, char *out, size_t n) {
+/* The function of module m holding pc: its name (copied into fn) and pc's offset in it,
+ * among the functions that have lines (a device function kept out of line, or a kernel
+ * other than the one launched). */
+static bool function_at(CUmodule m, uint64_t pc, char *fn, size_t fn_n, uint64_t *off) {
+    size_t n;
+    char **names = vg__memcheck_line_functions(m, &n);
+    bool found = false;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t lo = 0, size = 0;
+        if (!found && S.sanitizerGetFunctionPcAndSize(m, names[i], &lo, &size) ==
+                          VG_SAN_SUCCESS && pc >= lo && pc - lo < size) {
+            snprintf(fn, fn_n, "%s", names[i]);
+            *off = pc - lo;
+            found = true;
+        }
+        free(names[i]);
+    }
+    free(names);
+    return found;
+}
+
+void vg__memcheck_pc_text(const vg_mc_launch_t *l, uint64_t pc, char *out, size_t n,
+                          char *src, size_t src_n) {
+    src[0] = '\0';
     if (vg__drv.is_vgsim) { /* the host twin's line */
         snprintf(out, n, "%s (on vgsim: the host twin at %s)", vg__kernel_name(l->name),
                  vg__symbolize(pc));
         return;
     }
-    uint64_t fpc = 0, size = 0;
+    uint64_t fpc = 0, size = 0, off = 0;
+    char fn[512];
     if (l->module && S.sanitizerGetFunctionPcAndSize(l->module, l->name, &fpc, &size) ==
                          VG_SAN_SUCCESS &&
-        pc >= fpc && pc < fpc + size)
-        snprintf(out, n, "%s+0x%llx", vg__kernel_name(l->name), (unsigned long long)(pc - fpc));
-    else
+        pc >= fpc && pc - fpc < size) {
+        snprintf(fn, sizeof fn, "%s", l->name);
+        off = pc - fpc;
+    } else if (!l->module || !function_at(l->module, pc, fn, sizeof fn, &off)) {
         snprintf(out, n, "pc 0x%llx", (unsigned long long)pc);
+        return;
+    }
+    if (vg__memcheck_line(l->module, fn, off, src, src_n))
+        snprintf(out, n, "%s+0x%llx in %s", vg__kernel_name(fn), (unsigned long long)off, src);
+    else
+        snprintf(out, n, "%s+0x%llx", vg__kernel_name(fn), (unsigned long long)off);
 }
 
 void vg__memcheck_counts(uint64_t *modules, uint64_t *unpatched, uint64_t *checked,

@@ -11,6 +11,7 @@
 #define VG_MEMCHECK_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "alloc/heap.h"
@@ -60,8 +61,20 @@ typedef struct vg_mc_launch {
     uint32_t grid[3], block[3];
 } vg_mc_launch_t;
 bool vg__memcheck_launch(uint32_t lo, vg_mc_launch_t *out);
-/* The pc's function and offset: "name+0x1f0" on a GPU, the twin's line on vgsim. */
-void vg__memcheck_pc_text(const vg_mc_launch_t *l, uint64_t pc, char *out, size_t n);
+/* The pc's function and offset: "name+0x1f0" on a GPU, with " in file:line" where the
+ * module has line information (then also in src, else src is ""); the twin's line on
+ * vgsim. */
+void vg__memcheck_pc_text(const vg_mc_launch_t *l, uint64_t pc, char *out, size_t n,
+                          char *src, size_t src_n);
+/* memcheck_lines.c: the source lines of the modules loaded (those with line information:
+ * -lineinfo, -G, Triton), by module handle. A module loaded replaces what its handle had. */
+void vg__memcheck_lines_loaded(CUmodule m, const void *image, size_t size);
+void vg__memcheck_lines_unloaded(CUmodule m);
+/* "file:line" of offset bytes into `function` of module m, into out; false if unknown. */
+bool vg__memcheck_line(CUmodule m, const char *function, uint64_t offset, char *out, size_t n);
+/* The names of module m's functions that have lines, copied (free each, and the array);
+ * NULL with *n = 0 if none. */
+char **vg__memcheck_line_functions(CUmodule m, size_t *n);
 /* A context's log, for its heaps (NULL outside memcheck mode). */
 struct vg_mc_log;
 struct vg_mc_log *vg__memcheck_log(vg_heap_t *h);

@@ -156,7 +156,7 @@ static void emit(const group_t *g) {
     const char *op = op_name(rec->flags);
     bool write = rec->flags & (VG_MC_WRITE | VG_MC_ATOMIC);
     int64_t off = (int64_t)(rec->addr - f->user);
-    char head[96], where[200], pc[192], st[48], more[160] = "";
+    char head[96], where[200], pc[640], src[512] = "", st[48], more[160] = "";
     if (f->what == FAULT_UNINIT) {
         r.kind = VG_REPORT_UNINIT_READ;
         snprintf(head, sizeof head, "kernel reads memory never written since its allocation");
@@ -177,7 +177,7 @@ static void emit(const group_t *g) {
     r.headline = head;
     where_text(where, sizeof where, f, rec->addr, rec->size);
     if (g->known)
-        vg__memcheck_pc_text(&g->l, rec->pc, pc, sizeof pc);
+        vg__memcheck_pc_text(&g->l, rec->pc, pc, sizeof pc, src, sizeof src);
     else
         snprintf(pc, sizeof pc, "pc 0x%llx", (unsigned long long)rec->pc);
     stream_text(st, sizeof st, g->l.stream);
@@ -215,6 +215,11 @@ static void emit(const group_t *g) {
                    (unsigned long long)g->l.seq, rec->block[0], rec->block[1], rec->block[2],
                    rec->thread[0], rec->thread[1], rec->thread[2]);
     vg__buf_json_str(&j, pc);
+    vg__buf_printf(&j, ",\"source\":");
+    if (src[0])
+        vg__buf_json_str(&j, src);
+    else
+        vg__buf_printf(&j, "null");
     vg__buf_printf(&j, ",\"stream\":\"%p\",\"checked_on_device\":true}", (void *)g->l.stream);
     if (j.data && j.len < sizeof r.json)
         memcpy(r.json, j.data, j.len + 1);

@@ -71,7 +71,7 @@ typedef struct vg_report {
                                  NULL: "the call was at" */
     const char *headline;     /* instead of the kind's ("copy reads freed memory"), or NULL */
     const char *kernel;       /* a kernel's name, matched by suppressions too, or NULL */
-    char json[512];           /* more JSON members (",\"access\":{...}"), or "" */
+    char json[2048];          /* more JSON members (",\"access\":{...}"), or "" */
     char lead[400];           /* a line right under the headline, or "" */
     char detail[4096];        /* extra lines, already formatted (indented, no prefix) */
 } vg_report_t;

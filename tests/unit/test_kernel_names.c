@@ -22,15 +22,6 @@ static bool collect(const char *name, void *arg) {
     return s->stop_at && strcmp(name, s->stop_at) == 0;
 }
 
-static unsigned char *read_file(const char *path, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    CHECK(f != NULL);
-    static unsigned char buf[1 << 16];
-    *size = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    return buf;
-}
-
 static bool has(const seen_t *s, const char *name) {
     for (int i = 0; i < s->n; i++)
         if (strcmp(s->names[i], name) == 0)
@@ -40,7 +31,7 @@ static bool has(const seen_t *s, const char *name) {
 
 VG_TEST(a_cubin_names_its_kernels) {
     size_t size;
-    unsigned char *img = read_file(VG_TEST_DATA "/two_kernels.cubin", &size);
+    unsigned char *img = vgt_read_file(VG_TEST_DATA "/two_kernels.cubin", &size);
     seen_t s = {0};
     CHECK_EQ(vg__kernel_names_each(img, size, collect, &s), 0);
     CHECK_EQ(s.n, 2);
@@ -48,6 +39,7 @@ VG_TEST(a_cubin_names_its_kernels) {
     CHECK(has(&s, "_Z11gather_rowsPKfPKiPf")); /* (mangled, as the launch callback names it) */
     seen_t stop = {.stop_at = "first_kernel"};
     CHECK_EQ(vg__kernel_names_each(img, size, collect, &stop), 1);
+    free(img);
 }
 
 VG_TEST(ptx_text_names_its_entries) {
@@ -95,7 +87,7 @@ VG_TEST(what_is_no_image_cannot_be_told) {
  * bounds (ASan would say otherwise), with names that are whole strings. */
 VG_TEST(damaged_cubins_are_read_within_bounds) {
     size_t size;
-    unsigned char *orig = read_file(VG_TEST_DATA "/two_kernels.cubin", &size);
+    unsigned char *orig = vgt_read_file(VG_TEST_DATA "/two_kernels.cubin", &size);
     for (size_t n = 0; n <= size; n += n < 128 ? 1 : 37) {
         unsigned char *copy = malloc(n ? n : 1);
         memcpy(copy, orig, n);
@@ -119,4 +111,5 @@ VG_TEST(damaged_cubins_are_read_within_bounds) {
         CHECK(r >= -1 && r <= 1);
         free(copy);
     }
+    free(orig);
 }
