@@ -29,11 +29,15 @@ typedef int vg_san_result_t; /* SanitizerResult: 0 is SANITIZER_SUCCESS */
 #define VG_SAN_DOMAIN_RESOURCE 3
 #define VG_SAN_DOMAIN_SYNCHRONIZE 4
 #define VG_SAN_DOMAIN_LAUNCH 5
+#define VG_SAN_DOMAIN_GRAPHS 10
 /* Sanitizer_CallbackIdResource, Sanitizer_CallbackIdLaunch */
 #define VG_SAN_CBID_MODULE_LOADED 9
 #define VG_SAN_CBID_MODULE_UNLOAD_STARTING 10
 #define VG_SAN_CBID_LAUNCH_BEGIN 1
 #define VG_SAN_CBID_LAUNCH_END 3
+/* Sanitizer_CallbackIdGraphs: a node of an executable graph is launched */
+#define VG_SAN_CBID_GRAPHS_NODE_LAUNCH_BEGIN 4
+#define VG_SAN_GRAPH_NODE_KERNEL 0 /* CUgraphNodeType: CU_GRAPH_NODE_TYPE_KERNEL */
 /* Sanitizer_InstructionId */
 #define VG_SAN_INSTRUCTION_GLOBAL_MEMORY_ACCESS 3
 
@@ -66,6 +70,17 @@ typedef struct vg_san_launch_data { /* Sanitizer_LaunchData */
     CUstream api_stream;
     vg_san_stream_t hapi_stream;
 } vg_san_launch_data_t;
+
+/* Sanitizer_GraphNodeLaunchData, up to the launch data of a kernel node: that is the first
+ * member of a union of the node kinds' data, followed by isGraphUpload (not read here, as
+ * its offset depends on the union's largest member). */
+typedef struct vg_san_graph_node_launch_data {
+    CUgraphExec graph_exec;
+    uint32_t launch_id;  /* this launch of the executable graph */
+    void *node;          /* CUgraphNode */
+    int node_type;       /* CUgraphNodeType */
+    vg_san_launch_data_t launch; /* (node_type VG_SAN_GRAPH_NODE_KERNEL only) */
+} vg_san_graph_node_launch_data_t;
 
 typedef void (*vg_san_callback_t)(void *userdata, int domain, uint32_t cbid, const void *data);
 

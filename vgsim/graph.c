@@ -41,6 +41,7 @@ typedef struct sim_capture {
 
 typedef struct sim_graph {
     sim_op_t *ops;
+    _Atomic uint32_t launches; /* (an executable graph's launches so far) */
 } sim_graph_t;
 
 static pthread_mutex_t g_capture_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -319,7 +320,7 @@ VGSIM_API CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
     r = c->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
         : unjoined     ? CUDA_ERROR_STREAM_CAPTURE_UNJOINED
                        : CUDA_SUCCESS;
-    sim_graph_t *g = r == CUDA_SUCCESS ? malloc(sizeof *g) : NULL;
+    sim_graph_t *g = r == CUDA_SUCCESS ? calloc(1, sizeof *g) : NULL;
     if (r == CUDA_SUCCESS && !g)
         r = CUDA_ERROR_OUT_OF_MEMORY;
     if (g) {
@@ -371,7 +372,7 @@ VGSIM_API CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph graph,
     if (!exec || !graph || flags)
         return CUDA_ERROR_INVALID_VALUE;
     const sim_graph_t *g = (const sim_graph_t *)graph;
-    sim_graph_t *x = malloc(sizeof *x);
+    sim_graph_t *x = calloc(1, sizeof *x);
     if (!x)
         return CUDA_ERROR_OUT_OF_MEMORY;
     x->ops = ops_clone(g->ops);
@@ -393,10 +394,14 @@ VGSIM_API CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
         return CUDA_ERROR_INVALID_VALUE;
     if (atomic_load(&s->capture))
         return CUDA_ERROR_NOT_SUPPORTED; /* (child graphs are not modelled) */
-    for (const sim_op_t *op = ((const sim_graph_t *)exec)->ops; op; op = op->next) {
+    sim_graph_t *x = (sim_graph_t *)exec;
+    uint32_t launch_id = atomic_fetch_add(&x->launches, 1);
+    for (const sim_op_t *op = x->ops; op; op = op->next) {
         sim_op_t *n = sim_op_clone(op);
         if (!n)
             return CUDA_ERROR_OUT_OF_MEMORY;
+        if (n->kind == OP_KERNEL)
+            sim_sanitizer_graph_node(exec, launch_id, n, stream);
         if ((r = sim_enqueue(s, n)) != CUDA_SUCCESS)
             return r;
     }

@@ -170,6 +170,7 @@ typedef struct sim_op {
         struct { void *dst; const void *src; size_t n; void *staging; } copy;
         struct { void *dst; uint32_t value; unsigned elem; size_t count; } set;
         struct { vgsim_kernel_fn fn; vgsim_launch_t launch; const char *name;
+                 CUmodule module; CUfunction function; /* (for graph node callbacks) */
                  sim_patch_fn patch; void *patch_ud; /* sanitizer.c: the access callback */
                  unsigned char *storage; /* heap copy of the arguments if too big */
                  size_t nstorage;        /* bytes of arguments */
@@ -387,6 +388,12 @@ void sim_register_builtin_kernels(void);
  * kernel of `module` is being launched: the patch its op runs with (fn NULL: none). */
 void sim_sanitizer_module_loaded(CUmodule module, CUlibrary library, const char *image);
 void sim_sanitizer_module_unloading(CUmodule module);
+/* A kernel queued on a capturing stream: not a launch (no launch callbacks), but the
+ * module's patch goes with it into the graph. */
+sim_patch_fn sim_sanitizer_captured(CUmodule module);
+/* cuGraphLaunch queues kernel node `op` (a copy) of graph exec x on `stream`, the
+ * launch_id-th launch of x: the graph node launch callback, which may give it user data. */
+void sim_sanitizer_graph_node(CUgraphExec x, uint32_t launch_id, sim_op_t *op, CUstream stream);
 typedef struct sim_patch {
     sim_patch_fn fn;
     void *ud;

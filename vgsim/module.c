@@ -457,10 +457,16 @@ VGSIM_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy
     op->u.kernel.name = fn->name;
     op->u.kernel.storage = storage;
     op->u.kernel.nstorage = total;
-    sim_patch_t patch = sim_sanitizer_launch_begin((CUmodule)fn->module, f, fn->name, stream, l);
+    op->u.kernel.module = (CUmodule)fn->module;
+    op->u.kernel.function = f;
+    /* Captured into a graph, it is not launched: its launches are the graph's (graph.c). */
+    bool captured = atomic_load(&s->capture) != NULL;
+    sim_patch_t patch = {sim_sanitizer_captured((CUmodule)fn->module), NULL};
+    if (!captured)
+        patch = sim_sanitizer_launch_begin((CUmodule)fn->module, f, fn->name, stream, l);
     op->u.kernel.patch = patch.fn;
     op->u.kernel.patch_ud = patch.ud;
-    if ((r = sim_enqueue(s, op)) == CUDA_SUCCESS)
+    if ((r = sim_enqueue(s, op)) == CUDA_SUCCESS && !captured)
         sim_sanitizer_launch_end((CUmodule)fn->module, f, fn->name, stream, l);
     return r;
 }

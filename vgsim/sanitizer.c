@@ -5,7 +5,9 @@
  *
  * One subscriber. Its module-loaded callback runs at the end of cuModuleLoadData and
  * cuLibraryLoadData, its launch-begin and launch-end callbacks around the enqueueing of a
- * kernel. "Patches" are the host twins of known device callbacks: sanitizerAddPatches
+ * kernel (not one captured into a graph: that is no launch), and its graph node callback
+ * for each kernel node of each cuGraphLaunch, whose launch handle takes that node's user
+ * data. "Patches" are the host twins of known device callbacks: sanitizerAddPatches
  * accepts any image for a context, and sanitizerPatchInstructions finds the twin of the
  * named callback among vgsim's built-ins (vramguard's vg_memcheck_access). A kernel of a
  * patched module runs with the twin and the launch's user data in effect: its host twin
@@ -27,7 +29,7 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     vg_san_callback_t fn;
     void *ud;
-    bool module_loaded, module_unload, launch_begin, launch_end;
+    bool module_loaded, module_unload, launch_begin, launch_end, graph_node;
 } g_sub;
 
 /* Patched modules and their twin (a list: vgsim keeps every module for good anyway). */
@@ -136,6 +138,8 @@ VGSIM_API vg_san_result_t sanitizerEnableCallback(uint32_t enable, vg_san_subscr
         g_sub.launch_begin = enable;
     else if (domain == VG_SAN_DOMAIN_LAUNCH && cbid == VG_SAN_CBID_LAUNCH_END)
         g_sub.launch_end = enable;
+    else if (domain == VG_SAN_DOMAIN_GRAPHS && cbid == VG_SAN_CBID_GRAPHS_NODE_LAUNCH_BEGIN)
+        g_sub.graph_node = enable;
     else
         r = ERR_NOT_SUPPORTED; /* (the stand-in has only these) */
     pthread_mutex_unlock(&g_lock);
@@ -295,6 +299,38 @@ sim_patch_t sim_sanitizer_launch_begin(CUmodule module, CUfunction f, const char
     }
     t_launch_ud = NULL;
     return p;
+}
+
+sim_patch_fn sim_sanitizer_captured(CUmodule module) {
+    pthread_mutex_lock(&g_lock);
+    patched_t *mod = find(module);
+    sim_patch_fn twin = mod ? __atomic_load_n(&mod->fn, __ATOMIC_ACQUIRE) : NULL;
+    pthread_mutex_unlock(&g_lock);
+    return twin;
+}
+
+/* As a GPU's API: each kernel node of each graph launch gets the node launch callback,
+ * with launch data whose handle takes user data for that node's run. */
+void sim_sanitizer_graph_node(CUgraphExec x, uint32_t launch_id, sim_op_t *op, CUstream stream) {
+    pthread_mutex_lock(&g_lock);
+    vg_san_callback_t fn = g_sub.graph_node ? g_sub.fn : NULL;
+    void *ud = g_sub.ud;
+    pthread_mutex_unlock(&g_lock);
+    if (!fn)
+        return;
+    vg_san_graph_node_launch_data_t d;
+    memset(&d, 0, sizeof d);
+    d.graph_exec = x;
+    d.launch_id = launch_id;
+    d.node = op;
+    d.node_type = VG_SAN_GRAPH_NODE_KERNEL;
+    launch_data(&d.launch, op->u.kernel.module, op->u.kernel.function, op->u.kernel.name,
+                stream, &op->u.kernel.launch);
+    d.launch.hlaunch = (vg_san_launch_t)op;
+    t_launch_ud = NULL;
+    fn(ud, VG_SAN_DOMAIN_GRAPHS, VG_SAN_CBID_GRAPHS_NODE_LAUNCH_BEGIN, &d);
+    op->u.kernel.patch_ud = (void *)t_launch_ud;
+    t_launch_ud = NULL;
 }
 
 void sim_sanitizer_launch_end(CUmodule module, CUfunction f, const char *name, CUstream stream,

@@ -172,6 +172,11 @@ vg_status_t vg__memcheck_init(void) {
                               * replaces them, so it may fail) */
         (void)S.sanitizerEnableCallback(1, S.sub, VG_SAN_DOMAIN_RESOURCE,
                                         VG_SAN_CBID_MODULE_UNLOAD_STARTING);
+    if (r == VG_SAN_SUCCESS && g_split != 1 &&
+        S.sanitizerEnableCallback(1, S.sub, VG_SAN_DOMAIN_GRAPHS,
+                                  VG_SAN_CBID_GRAPHS_NODE_LAUNCH_BEGIN) != VG_SAN_SUCCESS)
+        vg__log("memcheck: the Compute Sanitizer API (%s) gives no graph node callbacks: "
+                "kernels launched from CUDA graphs run unchecked", S.path);
     if (r != VG_SAN_SUCCESS)
         return vg__error(VG_ERR_NOT_SUPPORTED,
                          "mode=memcheck: the Compute Sanitizer API (%s) refused a subscriber "
@@ -722,16 +727,9 @@ static bool name_wanted(const char *name) {
     return false;
 }
 
-static void launch_begin(const vg_san_launch_data_t *d) {
-    if (own(d->module)) /* (guard mode's kernels) */
-        return;
+/* Launch `seq` of kernel d, launched at `site`: its user data, checked or not. */
+static void launch_checked(const vg_san_launch_data_t *d, uint64_t seq, uint32_t site) {
     mc_ctx_t *c = ctx_find(d->context);
-    uint32_t site = 0;
-    uint64_t seq = vg__launch_take_noted(&site);
-    if (!seq) { /* (launched past the interposer: numbered here) */
-        seq = vg__launch_note(d->function_name ? d->function_name : "(a kernel)", d->stream, 0);
-        vg__launch_take_noted(&site);
-    }
     bool check = c && !c->broken && g_split == 0 && name_wanted(d->function_name) &&
                  (vg__opt.memcheck_every <= 1 || seq % (uint64_t)vg__opt.memcheck_every == 0);
     uint64_t ud = 0;
@@ -756,6 +754,42 @@ static void launch_begin(const vg_san_launch_data_t *d) {
                                      (const void *)(uintptr_t)ud);
 }
 
+static void launch_begin(const vg_san_launch_data_t *d) {
+    if (own(d->module)) /* (guard mode's kernels) */
+        return;
+    uint32_t site = 0;
+    uint64_t seq = vg__launch_take_noted(&site);
+    if (!seq) { /* (launched past the interposer: numbered here) */
+        seq = vg__launch_note(d->function_name ? d->function_name : "(a kernel)", d->stream, 0);
+        vg__launch_take_noted(&site);
+    }
+    launch_checked(d, seq, site);
+}
+
+/* A kernel node of a CUDA graph's launch: a launch of its own, numbered here, on the
+ * stream the graph was launched on, at the graph's launch site (the interposer noted
+ * cuGraphLaunch just before its nodes' callbacks, on this thread). */
+static VG_TLS_FAST CUgraphExec t_graph;
+static VG_TLS_FAST uint32_t t_graph_launch, t_graph_site;
+
+static void graph_node_launch(const vg_san_graph_node_launch_data_t *g) {
+    if (g->node_type != VG_SAN_GRAPH_NODE_KERNEL || !g->launch.hlaunch || own(g->launch.module))
+        return;
+    if (g->graph_exec != t_graph || g->launch_id != t_graph_launch) { /* (its first node) */
+        uint32_t site = 0;
+        vg__launch_take_noted(&site); /* (the cuGraphLaunch's record) */
+        t_graph = g->graph_exec, t_graph_launch = g->launch_id, t_graph_site = site;
+    }
+    vg_san_launch_data_t d = g->launch;
+    if (d.api_stream)
+        d.stream = d.api_stream;
+    uint32_t ignored;
+    uint64_t seq = vg__launch_note(d.function_name ? d.function_name : "(a kernel)", d.stream,
+                                   t_graph_site);
+    vg__launch_take_noted(&ignored);
+    launch_checked(&d, seq, t_graph_site);
+}
+
 static void callback(void *userdata, int domain, uint32_t cbid, const void *data) {
     (void)userdata;
     if (domain == VG_SAN_DOMAIN_RESOURCE && cbid == VG_SAN_CBID_MODULE_LOADED)
@@ -764,6 +798,8 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *data
         vg__memcheck_lines_unloaded(((const vg_san_module_data_t *)data)->module);
     else if (domain == VG_SAN_DOMAIN_LAUNCH && cbid == VG_SAN_CBID_LAUNCH_BEGIN)
         launch_begin(data);
+    else if (domain == VG_SAN_DOMAIN_GRAPHS && cbid == VG_SAN_CBID_GRAPHS_NODE_LAUNCH_BEGIN)
+        graph_node_launch(data);
 }
 
 bool vg__memcheck_launch(uint32_t lo, vg_mc_launch_t *out) {

@@ -1176,13 +1176,14 @@ viewer_semantics)
 memcheck_planted)
     # memcheck mode (docs/memcheck.md): a kernel's own reads and writes past an
     # allocation, before it, far past it (a bad index), into freed memory, through
-    # cuMemAlloc, cuMemAllocAsync, a pool, a library kernel and another stream: each one
+    # cuMemAlloc, cuMemAllocAsync, a pool, a library kernel, another stream and a CUDA
+    # graph: each one
     # report naming the kernel, read or write, the offset, the allocation and the lines.
     command -v python3 >/dev/null || { echo "skipped: no python3 to read the JSON report"; exit 77; }
     p="$BUILD/tests/preload/memcheck_user"
     chk() { python3 "$HERE/check_report.py" "$TMP/r.json" "$@" || { cat "$TMP/err" >&2; fail "$c"; }; }
     for c in read_past read_far read_before write_far read_freed write_freed write_freed_many \
-             async_past pool_past library_past other_stream torch_past; do
+             async_past pool_past library_past other_stream torch_past graph_past; do
         run 0 "$VG" run --sim --mode=memcheck --leaks=off --report_json="$TMP/r.json" -- "$p" $c
         grep -q "^$c: launched$" "$TMP/out" || fail "$c: $(cat "$TMP/out")"
         case $c in
@@ -1211,6 +1212,10 @@ memcheck_planted)
         library_past) chk 1 all; chk 1 out_of_bounds_after access.kernel=ex_sum access.offset=4000 ;;
         torch_past) chk 1 all; chk 1 out_of_bounds_after access.kernel=ex_sum access.offset=4000 \
             access.accesses=4 allocation.size=4000 ;;
+        graph_past) # each of the graph's 3 launches checked (4 bad reads each), one report
+            # naming the cuGraphLaunch's line
+            chk 1 all; chk 1 out_of_bounds_after access.operation=read access.kernel=ex_sum \
+                access.offset=4000 access.accesses=12 "call_at~memcheck_user.c:" ;;
         esac
     done
     # initcheck=1: a read of bytes nothing wrote since the allocation (a kernel, a memset

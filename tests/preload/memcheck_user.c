@@ -17,6 +17,8 @@
  *   pool_past     ex_sum reads past a buffer of a memory pool (cuMemAllocFromPoolAsync)
  *   library_past  ex_sum loaded as a library (cuLibraryLoadData, as the CUDA runtime loads
  *                 PyTorch's kernels) reads past a buffer
+ *   graph_past    ex_sum, captured into a CUDA graph launched three times, reads past a
+ *                 buffer (each launch of the graph is checked)
  *   other_stream  a buffer freed on stream A is read by a kernel on stream B, queued after
  *                 an event recorded on A (the free is ordered, the read is not allowed)
  *   uninit_read   ex_sum reads a buffer only half of which a kernel, a memset and a copy
@@ -156,6 +158,20 @@ static int planted(const char *c, CUdeviceptr out) {
         CK(ex_sum(&g_ex, p, 996, 8, out, s)); /* the bug */
         torch_free(p, 4000, s);
         CK(cuStreamSynchronize(s));
+    } else if (strcmp(c, "graph_past") == 0) {
+        /* ex_sum captured into a CUDA graph; the graph is launched three times */
+        CUdeviceptr p = floats(1000, 1.0f);
+        CUgraph g;
+        CUgraphExec x;
+        CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+        CK(ex_sum(&g_ex, p, 996, 8, out, s)); /* the bug */
+        CK(cuStreamEndCapture(s, &g));
+        CK(cuGraphInstantiate(&x, g, 0));
+        for (volatile int i = 0; i < 3; i++)
+            CK(cuGraphLaunch(x, s));
+        CK(cuStreamSynchronize(s));
+        CK(cuGraphExecDestroy(x));
+        CK(cuGraphDestroy(g));
     } else if (strcmp(c, "other_stream") == 0) {
         CUstream b;
         CUevent e;
