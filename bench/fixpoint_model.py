@@ -41,10 +41,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from page_model import peak_live  # noqa: E402
+from page_model import each_order  # noqa: E402
 from nomove_model import Range  # noqa: E402
 from plan_model import pages_of, period_of  # noqa: E402
-from pytorch_alloc_model import load, parse_args, perturb, round_size  # noqa: E402
+from pytorch_alloc_model import round_size  # noqa: E402
 
 PAGE = 2 << 20
 MIB = 1 << 20
@@ -69,13 +69,6 @@ class Space(Range):
         lo = self.by_end.get(addr, addr)  # (the hole it merges with below, if any)
         super().put(addr, size)
         bisect.insort(self.starts, lo)
-
-    def alloc(self, size):
-        hs, addr = self.holes[bisect.bisect_left(self.holes, (size, -1))]
-        self.take(hs, addr)
-        if hs > size:
-            self.put(addr + size, hs - size)
-        return addr
 
     def carve(self, addr, size):
         """Takes [addr, addr + size) if it lies in one free hole; False if not."""
@@ -133,6 +126,20 @@ def best_place(busy, sz, union):
     if best is None or k < best:
         best = k
     return best[1]
+
+
+def cycle_items(hist, n, p):
+    """The lifetimes of the step two periods before request n, on a cycle of p (a block
+    freed in the next step ends past p), with each one's position in the step; hist holds
+    [size, free_at] per request."""
+    base = n - 2 * p
+    items, where = [], []
+    for k in range(p):
+        sz, freed = hist[base + k]
+        if freed is not None and freed - base <= 2 * p:
+            items.append((sz, k, max(freed - base, k + 1)))
+            where.append(k)
+    return items, where
 
 
 def fits(busy, x, sz):
@@ -238,13 +245,7 @@ def run(ops, check_every=64):
             if kind == 0 and not (prev >= 0 and hist[prev][0] == sz and
                                   hist[prev][1] is not None):
                 obstacles.append((addr, sz))
-        base = n - 2 * p
-        items, where = [], []
-        for k in range(p):
-            sz, freed = hist[base + k]
-            if freed is not None and freed - base <= 2 * p:
-                items.append((sz, k, max(freed - base, k + 1)))
-                where.append(k)
+        items, where = cycle_items(hist, n, p)
         union = set()
         for a, z in obstacles:
             union.update(range(a // PAGE, (a + z - 1) // PAGE + 1))
@@ -364,22 +365,15 @@ def run(ops, check_every=64):
 
 
 def main(argv):
-    seeds, paths, _ = parse_args(argv, "usage: fixpoint_model.py [--perturb=SEED[,SEED...]] "
-                                       "TRACE.csv ...")
-    for path in paths:
-        ops = load(path)
-        for seed in seeds:
-            o = perturb(ops, seed) if seed else ops
-            lv = peak_live(o)
-            pk, p, began, npl, miss, m0, m2, m5, steps = run(o)
-            print("%s seed %d: peak live %d, model %.4f (period %d from request %d of %d, "
-                  "planned %d, misses %d; page moves %d before the plan, %d in its first two "
-                  "steps, %d in the last five of %d steps)"
-                  % (os.path.basename(path), seed, lv, pk / lv, p, began,
-                     sum(1 for x in o if x[0]), npl, miss, m0, m2, m5, steps), flush=True)
-            print("    peak mapped / peak live: before the plan %.4f, its first two steps %.4f, "
-                  "after %.4f" % tuple(x / lv for x in LAST_PEAKS), flush=True)
-
+    for path, seed, o, lv in each_order(argv, "fixpoint_model.py"):
+        pk, p, began, npl, miss, m0, m2, m5, steps = run(o)
+        print("%s seed %d: peak live %d, model %.4f (period %d from request %d of %d, "
+              "planned %d, misses %d; page moves %d before the plan, %d in its first two "
+              "steps, %d in the last five of %d steps)"
+              % (os.path.basename(path), seed, lv, pk / lv, p, began,
+                 sum(1 for x in o if x[0]), npl, miss, m0, m2, m5, steps), flush=True)
+        print("    peak mapped / peak live: before the plan %.4f, its first two steps %.4f, "
+              "after %.4f" % tuple(x / lv for x in LAST_PEAKS), flush=True)
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -42,10 +42,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fixpoint_model import INF, MIB, PAGE, Space, best_place  # noqa: E402
-from page_model import peak_live  # noqa: E402
+from fixpoint_model import INF, MIB, PAGE, Space, best_place, cycle_items  # noqa: E402
+from page_model import each_order  # noqa: E402
 from plan_model import pages_of, period_of  # noqa: E402
-from pytorch_alloc_model import load, parse_args, perturb, round_size  # noqa: E402
+from pytorch_alloc_model import round_size  # noqa: E402
 
 ARENA = 1 << 56
 PIN = int(os.environ.get("PIN", "1"))  # (the docstring says what 0, 1 and 2 do)
@@ -151,13 +151,7 @@ def run(ops, check_every=64):
             else:
                 obstacles += [(a - arena_base, z, end) for _, a, z in mirrors]
             live[life] = (kind, addr, sz, idx, mirrors)
-        base = n - 2 * p
-        items, where = [], []
-        for k in range(p):
-            sz, freed = hist[base + k]
-            if freed is not None and freed - base <= 2 * p:
-                items.append((sz, k, max(freed - base, k + 1)))
-                where.append(k)
+        items, where = cycle_items(hist, n, p)
         # A block made in the last step and freed in the next is where the plan puts the
         # same request's block (its lifetime wraps round the cycle), if the sizes agree;
         # else it is an obstacle.
@@ -234,23 +228,16 @@ def run(ops, check_every=64):
 
 
 def main(argv):
-    seeds, paths, _ = parse_args(argv, "usage: mirror_model.py [--perturb=SEED[,SEED...]] "
-                                       "TRACE.csv ...")
-    for path in paths:
-        ops = load(path)
-        for seed in seeds:
-            o = perturb(ops, seed) if seed else ops
-            lv = peak_live(o)
-            r = run(o)
-            print("%s seed %d: peak live %d, model %.4f (before the plan %.4f, its first two "
-                  "steps %.4f, after %.4f); period %d from request %d of %d, planned %d, "
-                  "misses %d; page moves %d before the plan, %d in its first two steps, %d "
-                  "in the last five of %d steps"
-                  % (os.path.basename(path), seed, lv, r["peak"] / lv,
-                     *(x / lv for x in r["phases"]), r["period"], r["began"],
-                     sum(1 for x in o if x[0]), r["planned"], r["misses"], r["moves_before"],
-                     r["moves_first_two"], r["moves_last_five"], r["steps"]), flush=True)
-
+    for path, seed, o, lv in each_order(argv, "mirror_model.py"):
+        r = run(o)
+        print("%s seed %d: peak live %d, model %.4f (before the plan %.4f, its first two "
+              "steps %.4f, after %.4f); period %d from request %d of %d, planned %d, "
+              "misses %d; page moves %d before the plan, %d in its first two steps, %d "
+              "in the last five of %d steps"
+              % (os.path.basename(path), seed, lv, r["peak"] / lv,
+                 *(x / lv for x in r["phases"]), r["period"], r["began"],
+                 sum(1 for x in o if x[0]), r["planned"], r["misses"], r["moves_before"],
+                 r["moves_first_two"], r["moves_last_five"], r["steps"]), flush=True)
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -17,8 +17,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from page_model import PAGE, peak_live  # noqa: E402
-from pytorch_alloc_model import load, parse_args, perturb, round_size  # noqa: E402
+from page_model import PAGE, each_order  # noqa: E402
+from pytorch_alloc_model import round_size  # noqa: E402
 
 TOP = 1 << 50  # the unbounded free range above everything placed so far
 
@@ -33,6 +33,14 @@ class Range:
         del self.holes[bisect.bisect_left(self.holes, (size, addr))]
         del self.by_addr[addr]
         del self.by_end[addr + size]
+
+    def alloc(self, size):
+        """Best fit: the smallest hole that holds size, the lowest among equals."""
+        hs, addr = self.holes[bisect.bisect_left(self.holes, (size, -1))]
+        self.take(hs, addr)
+        if hs > size:
+            self.put(addr + size, hs - size)
+        return addr
 
     def put(self, addr, size):
         if addr in self.by_end:
@@ -81,15 +89,9 @@ VARIANTS = [("best, 1 MiB", 1 << 20, "best"), ("best, 2 MiB", 2 << 20, "best"),
 
 
 def main(argv):
-    seeds, paths, _ = parse_args(argv, "usage: nomove_model.py [--perturb=SEED[,SEED...]] "
-                                       "TRACE.csv ...")
-    for path in paths:
-        ops = load(path)
-        for seed in seeds:
-            o = perturb(ops, seed) if seed else ops
-            lv = peak_live(o)
-            cells = ["%s %.4f" % (name, peak_mapped(o, sm, pl) / lv) for name, sm, pl in VARIANTS]
-            print("%s seed %d: %s" % (path, seed, "; ".join(cells)), flush=True)
+    for path, seed, o, lv in each_order(argv, "nomove_model.py"):
+        cells = ["%s %.4f" % (name, peak_mapped(o, sm, pl) / lv) for name, sm, pl in VARIANTS]
+        print("%s seed %d: %s" % (path, seed, "; ".join(cells)), flush=True)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,18 @@ def peak_live(ops):
     return peak
 
 
+def each_order(argv, script):
+    """For `script [--perturb=SEED[,SEED...]] TRACE.csv ...`: (path, seed, ops, peak live)
+    for each trace and order (seed 0: the trace's own)."""
+    seeds, paths, _ = parse_args(argv, "usage: %s [--perturb=SEED[,SEED...]] TRACE.csv ..."
+                                 % script)
+    for path in paths:
+        ops = load(path)
+        for seed in seeds:
+            o = perturb(ops, seed) if seed else ops
+            yield path, seed, o, peak_live(o)
+
+
 def page_model(ops):
     """Peak bytes of mapped pages under best fit in one address space."""
     holes = [(TOP, 0)]             # free ranges as sorted (size, addr)
@@ -93,14 +105,10 @@ def page_model(ops):
 
 
 def main(argv):
-    seeds, paths, _ = parse_args(argv, "usage: page_model.py [--perturb=SEED[,SEED...]] TRACE.csv ...")
-    for path in paths:
-        ops = load(path)
-        for seed in seeds:
-            o = perturb(ops, seed) if seed else ops
-            live, pm = peak_live(o), page_model(o)
-            print("%s seed %d: peak live %d bytes, page model %d bytes (%.4f)"
-                  % (path, seed, live, pm, pm / live))
+    for path, seed, o, live in each_order(argv, "page_model.py"):
+        pm = page_model(o)
+        print("%s seed %d: peak live %d bytes, page model %d bytes (%.4f)"
+              % (path, seed, live, pm, pm / live))
 
 
 if __name__ == "__main__":

@@ -36,9 +36,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from page_model import peak_live  # noqa: E402
+from page_model import each_order  # noqa: E402
 from nomove_model import Range  # noqa: E402
-from pytorch_alloc_model import load, parse_args, perturb, round_size  # noqa: E402
+from pytorch_alloc_model import round_size  # noqa: E402
 
 PAGE = 2 << 20
 MIB = 1 << 20
@@ -52,13 +52,6 @@ class BestFit(Range):
         super().__init__(base)
         self.live_on = {}  # page -> live bytes, a key per mapped page
         self.idle = set()  # mapped pages with no live byte
-
-    def alloc(self, size):
-        hs, addr = self.holes[bisect.bisect_left(self.holes, (size, -1))]
-        self.take(hs, addr)
-        if hs > size:
-            self.put(addr + size, hs - size)
-        return addr
 
     def free(self, addr, size):
         self.put(addr, size)
@@ -233,18 +226,12 @@ def run(ops, check_every=64):
 
 
 def main(argv):
-    seeds, paths, _ = parse_args(argv, "usage: plan_model.py [--perturb=SEED[,SEED...]] TRACE.csv ...")
-    for path in paths:
-        ops = load(path)
-        for seed in seeds:
-            o = perturb(ops, seed) if seed else ops
-            lv = peak_live(o)
-            pk, p, began, npl, miss, ml, ma = run(o)
-            print("%s seed %d: peak live %d, plan model %.4f (period %d from request %d of %d, "
-                  "planned %d, misses %d, page moves %d learning + %d after)"
-                  % (path, seed, lv, pk / lv, p, began, sum(1 for x in o if x[0]), npl, miss,
-                     ml, ma), flush=True)
-
+    for path, seed, o, lv in each_order(argv, "plan_model.py"):
+        pk, p, began, npl, miss, ml, ma = run(o)
+        print("%s seed %d: peak live %d, plan model %.4f (period %d from request %d of %d, "
+              "planned %d, misses %d, page moves %d learning + %d after)"
+              % (path, seed, lv, pk / lv, p, began, sum(1 for x in o if x[0]), npl, miss,
+                 ml, ma), flush=True)
 
 if __name__ == "__main__":
     main(sys.argv[1:])

@@ -239,11 +239,18 @@ VGSIM_API vg_san_result_t sanitizerGetFunctionPcAndSize(CUmodule module, const c
  * vgsim's side: callbacks at module load and launch, the twin in effect while a kernel runs
  * ------------------------------------------------------------------------------------- */
 
-void sim_sanitizer_module_loaded(CUmodule module, CUlibrary library, const char *image) {
+/* The subscriber's callback if it enabled the one `enabled` points to, else NULL. */
+static vg_san_callback_t subscribed(const bool *enabled, void **ud) {
     pthread_mutex_lock(&g_lock);
-    vg_san_callback_t fn = g_sub.module_loaded ? g_sub.fn : NULL;
-    void *ud = g_sub.ud;
+    vg_san_callback_t fn = *enabled ? g_sub.fn : NULL;
+    *ud = g_sub.ud;
     pthread_mutex_unlock(&g_lock);
+    return fn;
+}
+
+void sim_sanitizer_module_loaded(CUmodule module, CUlibrary library, const char *image) {
+    void *ud;
+    vg_san_callback_t fn = subscribed(&g_sub.module_loaded, &ud);
     if (!fn)
         return;
     /* The image: a GPU's is the module's cubin; vgsim's, the PTX text it was loaded from. */
@@ -253,10 +260,8 @@ void sim_sanitizer_module_loaded(CUmodule module, CUlibrary library, const char 
 }
 
 void sim_sanitizer_module_unloading(CUmodule module) {
-    pthread_mutex_lock(&g_lock);
-    vg_san_callback_t fn = g_sub.module_unload ? g_sub.fn : NULL;
-    void *ud = g_sub.ud;
-    pthread_mutex_unlock(&g_lock);
+    void *ud;
+    vg_san_callback_t fn = subscribed(&g_sub.module_unload, &ud);
     if (!fn)
         return;
     vg_san_module_data_t d = {NULL, module, 0, NULL, NULL};
@@ -312,10 +317,8 @@ sim_patch_fn sim_sanitizer_captured(CUmodule module) {
 /* As a GPU's API: each kernel node of each graph launch gets the node launch callback,
  * with launch data whose handle takes user data for that node's run. */
 void sim_sanitizer_graph_node(CUgraphExec x, uint32_t launch_id, sim_op_t *op, CUstream stream) {
-    pthread_mutex_lock(&g_lock);
-    vg_san_callback_t fn = g_sub.graph_node ? g_sub.fn : NULL;
-    void *ud = g_sub.ud;
-    pthread_mutex_unlock(&g_lock);
+    void *ud;
+    vg_san_callback_t fn = subscribed(&g_sub.graph_node, &ud);
     if (!fn)
         return;
     vg_san_graph_node_launch_data_t d;
@@ -335,10 +338,8 @@ void sim_sanitizer_graph_node(CUgraphExec x, uint32_t launch_id, sim_op_t *op, C
 
 void sim_sanitizer_launch_end(CUmodule module, CUfunction f, const char *name, CUstream stream,
                               const vgsim_launch_t *l) {
-    pthread_mutex_lock(&g_lock);
-    vg_san_callback_t fn = g_sub.launch_end ? g_sub.fn : NULL;
-    void *ud = g_sub.ud;
-    pthread_mutex_unlock(&g_lock);
+    void *ud;
+    vg_san_callback_t fn = subscribed(&g_sub.launch_end, &ud);
     if (!fn)
         return;
     vg_san_launch_data_t d;
