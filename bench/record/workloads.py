@@ -83,7 +83,7 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-def cnn_train(log, steps=4, batch=32, hw=96):
+def cnn_train(log, steps=16, batch=32, hw=96):
     model = ResNet18()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     log.start()
@@ -133,7 +133,7 @@ class UNet(nn.Module):
         return self.head(x)
 
 
-def unet_train(log, steps=4, batch=8, hw=128, classes=4):
+def unet_train(log, steps=16, batch=8, hw=128, classes=4):
     model = UNet(classes=classes)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     log.start()
@@ -164,7 +164,7 @@ class LSTMLM(nn.Module):
         return self.out(y), h
 
 
-def lstm_lm(log, chunks=8, bptt=35, batch=32, vocab=10000):
+def lstm_lm(log, chunks=16, bptt=35, batch=32, vocab=10000):
     """Truncated BPTT as in PyTorch's word_language_model example: the batchified corpus
     is on the device before the loop, the hidden state is detached between chunks."""
     model = LSTMLM(vocab=vocab)
@@ -264,7 +264,7 @@ def lm_train(log, model, batches, ctx, vocab):
     log.stop()
 
 
-def gpt_train(log, steps=4, batch=8, ctx=256, vocab=8192):
+def gpt_train(log, steps=16, batch=8, ctx=256, vocab=8192):
     lm_train(log, GPT(vocab, ctx, d=512, layers=6, heads=8), [batch] * steps, ctx, vocab)
 
 
