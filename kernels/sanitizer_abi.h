@@ -71,16 +71,21 @@ typedef struct vg_san_launch_data { /* Sanitizer_LaunchData */
     vg_san_stream_t hapi_stream;
 } vg_san_launch_data_t;
 
-/* Sanitizer_GraphNodeLaunchData, up to the launch data of a kernel node: that is the first
- * member of a union of the node kinds' data, followed by isGraphUpload (not read here, as
- * its offset depends on the union's largest member). */
+/* Sanitizer_GraphNodeLaunchData. The launch data of a kernel node is the first member of a
+ * union of the node kinds' data; it is the largest of them (136 bytes; a copy's is 120),
+ * so isGraphUpload follows it. */
 typedef struct vg_san_graph_node_launch_data {
     CUgraphExec graph_exec;
     uint32_t launch_id;  /* this launch of the executable graph */
     void *node;          /* CUgraphNode */
     int node_type;       /* CUgraphNodeType */
     vg_san_launch_data_t launch; /* (node_type VG_SAN_GRAPH_NODE_KERNEL only) */
+    uint32_t is_graph_upload; /* the callback is part of a graph's upload, not a launch */
 } vg_san_graph_node_launch_data_t;
+_Static_assert(sizeof(vg_san_launch_data_t) == 136, "Sanitizer_LaunchData is 136 bytes");
+_Static_assert(offsetof(vg_san_graph_node_launch_data_t, launch) == 32 &&
+                   offsetof(vg_san_graph_node_launch_data_t, is_graph_upload) == 168,
+               "the layout of Sanitizer_GraphNodeLaunchData");
 
 typedef void (*vg_san_callback_t)(void *userdata, int domain, uint32_t cbid, const void *data);
 

@@ -27,13 +27,14 @@ struct vg_lines {
     row_t *rows;
     size_t nrows, rows_cap;
     char *pool; /* NUL-terminated strings: file paths, function names */
-    size_t npool, pool_cap;
-    uint32_t *funcs; /* function id -> name's offset in the pool */
+    size_t npool, pool_cap, pool_max; /* (pool_max: a damaged image's bound) */
+    uint32_t *funcs; /* id -> its name's offset in the pool; then, the id kept for its name */
     size_t nfuncs, funcs_cap;
     struct by_name {
         const char *name; /* (in the pool, which no longer moves once the table is made) */
         uint32_t id;
-    } *by_name; /* the functions sorted by name */
+    } *by_name; /* the functions sorted by name, each name once */
+    size_t nnames;
 };
 
 /* ---- growable arrays ---------------------------------------------------------------- */
@@ -56,7 +57,7 @@ static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
  * UINT32_MAX for no memory. */
 static uint32_t pool_add(vg_lines_t *t, const char *a, const char *b) {
     size_t na = strlen(a), nb = b ? strlen(b) : 0, n = na + (b ? nb + 1 : 0) + 1;
-    if (t->npool + n > UINT32_MAX - 1 ||
+    if (t->npool + n > t->pool_max || t->npool + n > UINT32_MAX - 1 ||
         !grow((void **)&t->pool, &t->pool_cap, t->npool + n, 1))
         return UINT32_MAX;
     uint32_t at = (uint32_t)t->npool;
@@ -146,6 +147,7 @@ typedef struct {
     size_t nsyms;
     const char *names;
     size_t nnames;
+    const vg_elf_t *elf; /* (a section symbol is named by its section: .text.NAME) */
     uint32_t *func_of_sym; /* symbol index -> function id + 1, 0: none yet */
 } relocs_t;
 
@@ -157,6 +159,7 @@ static int reloc_cmp(const void *a, const void *b) {
 /* The RELA (or REL) sections that apply to section `target`, and their symbol table. */
 static bool read_relocs(const vg_elf_t *e, unsigned target, relocs_t *out) {
     memset(out, 0, sizeof *out);
+    out->elf = e;
     size_t cap = 0;
     for (unsigned i = 1; i < e->eh.e_shnum; i++) {
         Elf64_Shdr sh, symsh;
@@ -210,14 +213,31 @@ static const reloc_t *reloc_at(const relocs_t *rs, uint64_t at) {
     return lo < rs->n && rs->r[lo].at == at ? &rs->r[lo] : NULL;
 }
 
+/* Symbol sym's function name: its own, or for a section symbol its section's name past
+ * ".text." (a relocation may name the section a function's code is in); NULL if none. */
+static const char *sym_name(const relocs_t *rs, uint32_t sym) {
+    const Elf64_Sym *y = &rs->syms[sym];
+    if (ELF64_ST_TYPE(y->st_info) == STT_SECTION) {
+        static const char text[] = ".text.";
+        Elf64_Shdr sh;
+        size_t n;
+        const char *names = vg__elf_strtab(rs->elf, rs->elf->eh.e_shstrndx, &n);
+        if (!names || !vg__elf_section(rs->elf, y->st_shndx, &sh) || sh.sh_name >= n ||
+            strncmp(names + sh.sh_name, text, sizeof text - 1) != 0)
+            return NULL;
+        return names + sh.sh_name + sizeof text - 1;
+    }
+    return y->st_name < rs->nnames ? rs->names + y->st_name : NULL;
+}
+
 /* The function id of symbol `sym`, made on first use; NO_FUNC if it has no name. */
 static uint32_t func_of(vg_lines_t *t, relocs_t *rs, uint32_t sym) {
-    if (sym >= rs->nsyms || rs->syms[sym].st_name >= rs->nnames ||
-        !rs->names[rs->syms[sym].st_name])
+    const char *fname = sym < rs->nsyms ? sym_name(rs, sym) : NULL;
+    if (!fname || !*fname)
         return NO_FUNC;
     if (rs->func_of_sym[sym])
         return rs->func_of_sym[sym] - 1;
-    uint32_t name = pool_add(t, rs->names + rs->syms[sym].st_name, NULL);
+    uint32_t name = pool_add(t, fname, NULL);
     if (name == UINT32_MAX || t->nfuncs >= UINT32_MAX - 1 ||
         !grow((void **)&t->funcs, &t->funcs_cap, t->nfuncs + 1, sizeof *t->funcs))
         return NO_FUNC;
@@ -379,6 +399,8 @@ static int row_cmp(const void *a, const void *b) {
         return x->func < y->func ? -1 : 1;
     if (x->addr != y->addr)
         return x->addr < y->addr ? -1 : 1;
+    if (x->end != y->end) /* (a sequence's end before the next one's start at its address) */
+        return x->end ? -1 : 1;
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
@@ -393,6 +415,8 @@ vg_lines_t *vg__lines_read(const void *image, size_t size) {
     if (!vg__elf_open(&e, image, size) || !(at = vg__elf_find(&e, ".debug_line", &dl)))
         return NULL;
     vg_lines_t *t = calloc(1, sizeof *t);
+    if (t) /* file paths join a directory and a name, both in the section */
+        t->pool_max = 8 * (size_t)dl.sh_size + (1u << 20);
     relocs_t rs;
     bool ok = t && read_relocs(&e, at, &rs);
     if (ok) {
@@ -410,10 +434,22 @@ vg_lines_t *vg__lines_read(const void *image, size_t size) {
         vg__lines_free(t);
         return NULL;
     }
-    qsort(t->rows, t->nrows, sizeof *t->rows, row_cmp);
     for (size_t i = 0; i < t->nfuncs; i++)
         t->by_name[i] = (struct by_name){t->pool + t->funcs[i], (uint32_t)i};
     qsort(t->by_name, t->nfuncs, sizeof *t->by_name, name_cmp);
+    /* One id a name: a function's symbol and its section's may both start sequences.
+     * (funcs[] is done with: it becomes each id's id for its name.) */
+    for (size_t i = 0; i < t->nfuncs; i++) {
+        if (t->nnames && strcmp(t->by_name[i].name, t->by_name[t->nnames - 1].name) == 0) {
+            t->funcs[t->by_name[i].id] = t->by_name[t->nnames - 1].id;
+        } else {
+            t->funcs[t->by_name[i].id] = t->by_name[i].id;
+            t->by_name[t->nnames++] = t->by_name[i];
+        }
+    }
+    for (size_t i = 0; i < t->nrows; i++)
+        t->rows[i].func = t->funcs[t->rows[i].func];
+    qsort(t->rows, t->nrows, sizeof *t->rows, row_cmp);
     return t;
 }
 
@@ -431,7 +467,7 @@ bool vg__lines_find(const vg_lines_t *t, const char *function, uint64_t offset,
                     const char **file, unsigned *line) {
     if (!t || !function)
         return false;
-    size_t lo = 0, hi = t->nfuncs;
+    size_t lo = 0, hi = t->nnames;
     while (lo < hi) { /* the function, by name */
         size_t mid = lo + (hi - lo) / 2;
         int c = strcmp(t->by_name[mid].name, function);
@@ -442,7 +478,7 @@ bool vg__lines_find(const vg_lines_t *t, const char *function, uint64_t offset,
         else
             hi = mid;
     }
-    if (lo >= t->nfuncs || strcmp(t->by_name[lo].name, function) != 0)
+    if (lo >= t->nnames || strcmp(t->by_name[lo].name, function) != 0)
         return false;
     uint32_t f = t->by_name[lo].id;
     /* The last row of f at or below offset. */
@@ -465,8 +501,8 @@ bool vg__lines_find(const vg_lines_t *t, const char *function, uint64_t offset,
     return true;
 }
 
-size_t vg__lines_functions(const vg_lines_t *t) { return t ? t->nfuncs : 0; }
+size_t vg__lines_functions(const vg_lines_t *t) { return t ? t->nnames : 0; }
 
 const char *vg__lines_function(const vg_lines_t *t, size_t i) {
-    return t && i < t->nfuncs ? t->pool + t->funcs[i] : NULL;
+    return t && i < t->nnames ? t->by_name[i].name : NULL;
 }

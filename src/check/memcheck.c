@@ -635,11 +635,11 @@ static void module_loaded(const vg_san_module_data_t *m) {
         }
         return;
     }
+    vg__memcheck_lines_loaded(m->module, NULL, 0); /* (a handle loaded again: its old lines go) */
     /* memcheck_kernels: a module that defines none of the kernels it names is left as it
      * is, running at full speed (an image this cannot read is patched). */
     if (vg__opt.memcheck_kernels[0] && m->cubin &&
         vg__kernel_names_each(m->cubin, m->cubin_size, wanted_cb, NULL) == 0) {
-        vg__memcheck_lines_unloaded(m->module);
         atomic_fetch_add(&g_unpatched, 1);
         return;
     }
@@ -767,26 +767,24 @@ static void launch_begin(const vg_san_launch_data_t *d) {
 }
 
 /* A kernel node of a CUDA graph's launch: a launch of its own, numbered here, on the
- * stream the graph was launched on, at the graph's launch site (the interposer noted
- * cuGraphLaunch just before its nodes' callbacks, on this thread). */
-static VG_TLS_FAST CUgraphExec t_graph;
-static VG_TLS_FAST uint32_t t_graph_launch, t_graph_site;
+ * stream the graph was launched on (apiStream: the legacy stream is NULL), at the graph's
+ * launch site. The interposer notes each cuGraphLaunch just before the API's node
+ * callbacks on the same thread: the first node takes that record, the others keep its
+ * site. A node callback of a graph's upload (cuGraphUpload: nothing runs) is no launch. */
+static VG_TLS_FAST uint32_t t_graph_site;
 
 static void graph_node_launch(const vg_san_graph_node_launch_data_t *g) {
-    if (g->node_type != VG_SAN_GRAPH_NODE_KERNEL || !g->launch.hlaunch || own(g->launch.module))
+    if (g->node_type != VG_SAN_GRAPH_NODE_KERNEL || g->is_graph_upload || !g->launch.hlaunch ||
+        own(g->launch.module))
         return;
-    if (g->graph_exec != t_graph || g->launch_id != t_graph_launch) { /* (its first node) */
-        uint32_t site = 0;
-        vg__launch_take_noted(&site); /* (the cuGraphLaunch's record) */
-        t_graph = g->graph_exec, t_graph_launch = g->launch_id, t_graph_site = site;
-    }
+    uint32_t site = 0;
+    if (vg__launch_take_noted(&site)) /* (the cuGraphLaunch's record: its first node) */
+        t_graph_site = site;
     vg_san_launch_data_t d = g->launch;
-    if (d.api_stream)
-        d.stream = d.api_stream;
-    uint32_t ignored;
+    d.stream = d.api_stream;
     uint64_t seq = vg__launch_note(d.function_name ? d.function_name : "(a kernel)", d.stream,
                                    t_graph_site);
-    vg__launch_take_noted(&ignored);
+    vg__launch_take_noted(&site);
     launch_checked(&d, seq, t_graph_site);
 }
 
@@ -814,19 +812,19 @@ bool vg__memcheck_launch(uint32_t lo, vg_mc_launch_t *out) {
 /* The function of module m holding pc: its name (copied into fn) and pc's offset in it,
  * among the functions that have lines (a device function kept out of line, or a kernel
  * other than the one launched). */
-static bool function_at(CUmodule m, uint64_t pc, char *fn, size_t fn_n, uint64_t *off) {
+static char *function_at(CUmodule m, uint64_t pc, uint64_t *off) {
     size_t n;
     char **names = vg__memcheck_line_functions(m, &n);
-    bool found = false;
+    char *found = NULL;
     for (size_t i = 0; i < n; i++) {
         uint64_t lo = 0, size = 0;
         if (!found && S.sanitizerGetFunctionPcAndSize(m, names[i], &lo, &size) ==
                           VG_SAN_SUCCESS && pc >= lo && pc - lo < size) {
-            snprintf(fn, fn_n, "%s", names[i]);
+            found = names[i]; /* (the caller frees it) */
             *off = pc - lo;
-            found = true;
+        } else {
+            free(names[i]);
         }
-        free(names[i]);
     }
     free(names);
     return found;
@@ -841,20 +839,22 @@ void vg__memcheck_pc_text(const vg_mc_launch_t *l, uint64_t pc, char *out, size_
         return;
     }
     uint64_t fpc = 0, size = 0, off = 0;
-    char fn[512];
-    if (l->module && S.sanitizerGetFunctionPcAndSize(l->module, l->name, &fpc, &size) ==
-                         VG_SAN_SUCCESS &&
-        pc >= fpc && pc - fpc < size) {
-        snprintf(fn, sizeof fn, "%s", l->name);
+    char *other = NULL; /* (a function of the module other than the kernel launched) */
+    const char *fn = l->name; /* (whole: a long mangled name cut short finds no line) */
+    if (!l->module || S.sanitizerGetFunctionPcAndSize(l->module, l->name, &fpc, &size) !=
+                          VG_SAN_SUCCESS || pc < fpc || pc - fpc >= size) {
+        if (!l->module || !(fn = other = function_at(l->module, pc, &off))) {
+            snprintf(out, n, "pc 0x%llx", (unsigned long long)pc);
+            return;
+        }
+    } else {
         off = pc - fpc;
-    } else if (!l->module || !function_at(l->module, pc, fn, sizeof fn, &off)) {
-        snprintf(out, n, "pc 0x%llx", (unsigned long long)pc);
-        return;
     }
     if (vg__memcheck_line(l->module, fn, off, src, src_n))
         snprintf(out, n, "%s+0x%llx in %s", vg__kernel_name(fn), (unsigned long long)off, src);
     else
         snprintf(out, n, "%s+0x%llx", vg__kernel_name(fn), (unsigned long long)off);
+    free(other);
 }
 
 void vg__memcheck_counts(uint64_t *modules, uint64_t *unpatched, uint64_t *checked,

@@ -67,7 +67,8 @@ bool vg__memcheck_launch(uint32_t lo, vg_mc_launch_t *out);
 void vg__memcheck_pc_text(const vg_mc_launch_t *l, uint64_t pc, char *out, size_t n,
                           char *src, size_t src_n);
 /* memcheck_lines.c: the source lines of the modules loaded (those with line information:
- * -lineinfo, -G, Triton), by module handle. A module loaded replaces what its handle had. */
+ * -lineinfo, -G, Triton), by module handle. A module loaded replaces what its handle had
+ * (no image: they are dropped); one unloaded keeps them until 64 more have unloaded. */
 void vg__memcheck_lines_loaded(CUmodule m, const void *image, size_t size);
 void vg__memcheck_lines_unloaded(CUmodule m);
 /* "file:line" of offset bytes into `function` of module m, into out; false if unknown. */

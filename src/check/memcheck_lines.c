@@ -1,7 +1,9 @@
 /* memcheck_lines.c — the line information of the modules memcheck mode patched, by
  * module handle (memcheck.h): read from the cubin at the module-loaded callback (the
- * image lives only as long as the callback), dropped when the module unloads or its
- * handle is loaded again, looked up when a report is written. Cold paths, one lock.
+ * image lives only as long as the callback), looked up when a report is written, dropped
+ * when its handle is loaded again. A module unloaded keeps its lines a while (the last
+ * of its kernels' bad accesses may be read after the unload): the RETIRED most recently
+ * unloaded are kept. Cold paths, one lock, taken last.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -11,13 +13,17 @@
 #include "cubin_lines.h"
 #include "memcheck.h"
 
+#define RETIRED 64
+
 typedef struct mod_lines {
     CUmodule module;
     vg_lines_t *lines;
+    uint64_t unloaded; /* the order in which it was unloaded (0: loaded) */
     struct mod_lines *next;
 } mod_lines_t;
 
 static mod_lines_t *g_mods;
+static uint64_t g_unloads;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void drop_locked(CUmodule m) {
@@ -39,7 +45,7 @@ void vg__memcheck_lines_loaded(CUmodule m, const void *image, size_t size) {
     pthread_mutex_lock(&g_lock);
     drop_locked(m); /* (a handle loaded again is another module) */
     if (e) {
-        *e = (mod_lines_t){m, lines, g_mods};
+        *e = (mod_lines_t){m, lines, 0, g_mods};
         g_mods = e;
     }
     pthread_mutex_unlock(&g_lock);
@@ -49,7 +55,19 @@ void vg__memcheck_lines_loaded(CUmodule m, const void *image, size_t size) {
 
 void vg__memcheck_lines_unloaded(CUmodule m) {
     pthread_mutex_lock(&g_lock);
-    drop_locked(m);
+    uint64_t now = ++g_unloads;
+    for (mod_lines_t **p = &g_mods; *p;) {
+        mod_lines_t *e = *p;
+        if (e->module == m && !e->unloaded)
+            e->unloaded = now;
+        if (e->unloaded && now - e->unloaded >= RETIRED) { /* (the oldest unloaded go) */
+            *p = e->next;
+            vg__lines_free(e->lines);
+            free(e);
+        } else {
+            p = &e->next;
+        }
+    }
     pthread_mutex_unlock(&g_lock);
 }
 

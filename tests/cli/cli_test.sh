@@ -1213,9 +1213,10 @@ memcheck_planted)
         torch_past) chk 1 all; chk 1 out_of_bounds_after access.kernel=ex_sum access.offset=4000 \
             access.accesses=4 allocation.size=4000 ;;
         graph_past) # each of the graph's 3 launches checked (4 bad reads each), one report
-            # naming the cuGraphLaunch's line
+            # naming the line of cuGraphLaunch (not that of the captured launch)
+            line=$(grep -n 'CK(cuGraphLaunch(x, s));' "$HERE/../preload/memcheck_user.c" | cut -d: -f1)
             chk 1 all; chk 1 out_of_bounds_after access.operation=read access.kernel=ex_sum \
-                access.offset=4000 access.accesses=12 "call_at~memcheck_user.c:" ;;
+                access.offset=4000 access.accesses=12 "call_at~memcheck_user.c:$line)" ;;
         esac
     done
     # initcheck=1: a read of bytes nothing wrote since the allocation (a kernel, a memset
