@@ -36,7 +36,8 @@
 #   rooms    issue 36: guard unit cases on the driver, the examples plain and in guard mode,
 #            two access_user programs, nvtx_oob under memcheck --nvtx over vramguard
 #   memcheck issue 32: memcheck mode on the real Compute Sanitizer API (memcheck-c: the
-#            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost)
+#            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost;
+#            memcheck-lines: source lines and CUDA graphs, points 13 and 14)
 #   h2d      bench/h2d_copy_timing.py plain, under vramguard run fast and guard mode (and
 #            guard_defer=off), with and without a first allocation before the long kernel
 #   pinned   issue 34: bench/pinned_free_wait (does a free wait for a queued copy); the
@@ -145,6 +146,27 @@ memcheck-floor)
                 --mode=memcheck $args --alloc memcheck
         done
     done
+    ;;
+memcheck-lines)
+    # Issue 32, docs/gpu-validation.md points 13 and 14: source lines (examples/kernels.ptx
+    # and the PyTorch extensions carry -lineinfo: each report's "at KERNEL+0x... in
+    # FILE:LINE" and JSON access.source) and kernels launched from CUDA graphs.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    build
+    u="$B/tests/preload/memcheck_user"
+    for c in read_past read_before write_far read_freed library_past graph_past; do
+        step "memcheck_user $c memcheck" 60 "$B/vramguard" run --mode=memcheck --leaks=off \
+            --verbose=1 --report_json="$O/lines_$c.json" -- "$u" $c
+        python3 -c 'import json,sys; [print("source:", r["access"].get("source"), "| pc:", r["access"].get("pc"), "| launch:", r["access"].get("launch"), "| accesses:", r["access"].get("accesses"), "| call_at:", r.get("call_at")) for r in json.load(open(sys.argv[1])) if "access" in r]' "$O/lines_$c.json"
+    done
+    step "s1_overrun --graph memcheck" 60 "$B/vramguard" run --mode=memcheck --verbose=1 -- \
+        "$B/examples/s1_overrun" --graph
+    step "kernel_reads --gather memcheck" 240 python3 -m vramguard run --mode=memcheck \
+        examples/pytorch/kernel_reads.py --gather
+    step "cuda_graph_step plain" 240 python3 examples/pytorch/cuda_graph_step.py
+    step "cuda_graph_step memcheck" 240 python3 -m vramguard run --mode=memcheck --verbose=1 \
+        examples/pytorch/cuda_graph_step.py
     ;;
 memcheck-recheck)
     # After the first H100 run (docs/gpu-validation.md): a flood of bad writes (s2), the
