@@ -6,11 +6,14 @@ prints, for each trace, the peak of mapped 2 MiB pages over peak live bytes for 
 vramguard's placement — requests rounded to 512 bytes, those up to SMALL in an address
 range of their own (A6), best fit (the smallest free range, the lowest address among
 equals), free neighbours merged, a page mapped when a block first touches it and kept —
-with SMALL = 1 MiB (vramguard's default), 2 MiB, 4 MiB and 0 (one range), and two other
+with SMALL = 1 MiB (vramguard's default), 2 MiB, 4 MiB and 0 (one range), and three other
 placements with SMALL = 1 MiB: "high" (best fit, the block carved from the top of the
-free range) and "first" (the lowest-addressed free range that holds it). docs/decisions.md
-A13 quotes these figures: the first column gives vramguard's own within a percent.
-Standard library only; a minute for every trace.
+free range), "first" (the lowest-addressed free range that holds it) and "params" (best
+fit, with the requests of a size that an allocation made before the first free had — a
+parameter's, so its gradient's and optimizer state's — in a range of their own: the
+long-lived blocks kept together from their allocation on). docs/decisions.md A13 quotes
+these figures: the first column gives vramguard's own within a percent. Standard library
+only; seconds for every trace.
 """
 import bisect
 import os
@@ -58,8 +61,12 @@ class Range:
 
 
 def peak_mapped(ops, small_max, placement="best"):
-    """Peak bytes of pages ever touched, for one placement."""
-    ranges = (Range(0), Range(1 << 55))
+    """Peak bytes of pages ever touched, for one placement ("params": best fit, and the
+    requests of a size some allocation made before the first free had, as a parameter's
+    gradient and optimizer state have, in a range of their own)."""
+    first_free = next((i for i, op in enumerate(ops) if not op[0]), len(ops))
+    params = {round_size(op[2]) for op in ops[:first_free] if op[0]}
+    ranges = (Range(0), Range(1 << 55), Range(1 << 54))
     pages, live = set(), {}
     for alloc, life, size, _ in ops:
         if not alloc:
@@ -67,7 +74,8 @@ def peak_mapped(ops, small_max, placement="best"):
             rng.put(addr, size)
             continue
         size = round_size(size)
-        rng = ranges[1 if small_max and size <= small_max else 0]
+        rng = ranges[2 if placement == "params" and size in params
+                     else 1 if small_max and size <= small_max else 0]
         i = bisect.bisect_left(rng.holes, (size, -1))
         hs, hole = rng.holes[i]
         if placement == "first":
@@ -78,14 +86,15 @@ def peak_mapped(ops, small_max, placement="best"):
             rng.put(hole, addr - hole)
         if hole + hs > addr + size:
             rng.put(addr + size, hole + hs - addr - size)
-        pages.update((rng is ranges[1], p) for p in range(addr // PAGE, (addr + size - 1) // PAGE + 1))
+        pages.update((id(rng), p) for p in range(addr // PAGE, (addr + size - 1) // PAGE + 1))
         live[life] = (rng, addr, size)
     return len(pages) * PAGE
 
 
 VARIANTS = [("best, 1 MiB", 1 << 20, "best"), ("best, 2 MiB", 2 << 20, "best"),
             ("best, 4 MiB", 4 << 20, "best"), ("best, one range", 0, "best"),
-            ("high, 1 MiB", 1 << 20, "high"), ("first, 1 MiB", 1 << 20, "first")]
+            ("high, 1 MiB", 1 << 20, "high"), ("first, 1 MiB", 1 << 20, "first"),
+            ("params, 1 MiB", 1 << 20, "params")]
 
 
 def main(argv):
