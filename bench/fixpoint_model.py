@@ -22,11 +22,11 @@ Online, event by event, as an allocator would see them:
    no obstacle or packed block overlapping it in time lies (PAGES=0).
 4. The k-th request of the step goes to its planned address when it has the planned size
    and that range is free; else, as every request the plan has no lifetime for, to best
-   fit in a third range (SPILL=1) or in today's two (SPILL=0). A step with more than 5%
-   misses drops the plan; the period is relearnt.
-5. Pages: while learning, and for SETTLE steps of the plan, any idle page is moved before a
-   new one is mapped; after that only the idle pages no plan uses (above every plan's top
-   in the general range, and those of the other ranges): a one-way move.
+   fit in a third range, out of the plan's way. A step with more than 5% misses drops the
+   plan; the period is relearnt.
+5. Pages: while learning, any idle page is moved before a new one is mapped; once planning,
+   only the idle pages no plan uses (above every plan's top in the general range, and
+   those of the other ranges): a one-way move.
 Other knobs: STICKY=K, a request keeps the address one of the K plans before gave it when
 it is free; CYCLIC=1, one plan instead of one a step: the lifetimes on the cycle (a block
 made in one step and freed in the next wraps), packed around the blocks never freed, and
@@ -43,7 +43,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from page_model import each_order  # noqa: E402
 from nomove_model import Range  # noqa: E402
-from plan_model import pages_of, period_of  # noqa: E402
+from plan_model import add_live, page_bytes, period_of  # noqa: E402
 from pytorch_alloc_model import round_size  # noqa: E402
 
 PAGE = 2 << 20
@@ -88,12 +88,9 @@ class Space(Range):
 
 
 # The knobs (the module's docstring): environment variables.
-SETTLE = int(os.environ.get("SETTLE", "0"))
-SPILL = int(os.environ.get("SPILL", "1"))
 PAGES = int(os.environ.get("PAGES", "1"))
 CYCLIC = int(os.environ.get("CYCLIC", "0"))
 STICKY = int(os.environ.get("STICKY", "0"))
-LAST_PEAKS = [0, 0, 0]  # the last run's peak mapped bytes in each phase
 BUCKETS = 32  # time buckets of a step, to find the blocks a lifetime overlaps
 
 
@@ -148,7 +145,7 @@ def fits(busy, x, sz):
     return all(hi <= x for _, hi in busy[:k])
 
 
-def pack(obstacles, items, t0, span, mapped=(), prefer=()):
+def pack(obstacles, items, t0, span, prefer=()):
     """Greedy by size around obstacles. obstacles: (addr, size, start, end); items: (size,
     start, end). Times in requests, from t0 over `span`. Addresses of the items."""
     width = max(1, span // BUCKETS)
@@ -159,7 +156,7 @@ def pack(obstacles, items, t0, span, mapped=(), prefer=()):
         return range(lo, hi + 1)
 
     buckets = [[] for _ in range(BUCKETS + 2)]
-    union = set(mapped)  # pages mapped, and those the obstacles and placed items touch
+    union = set()  # pages the obstacles and the placed items touch
     for o in obstacles:
         union.update(range(o[0] // PAGE, (o[0] + o[1] - 1) // PAGE + 1))
         for b in bucket_range(o[2], o[3]):
@@ -192,7 +189,7 @@ def pack(obstacles, items, t0, span, mapped=(), prefer=()):
 def run(ops, check_every=64):
     spaces = [Space(0), Space(1 << 55), Space(1 << 54)]  # general, small (up to 1 MiB), spill
     st = {"mapped": 0, "moves": 0}
-    live, peak = {}, 0
+    live = {}
     sizes, hist = [], []  # per request: rounded size; [size, free_at (requests before it)]
     plan, period, began, planned, misses, window_misses = None, 0, 0, 0, 0, 0
     cand, cand_at, min_p = 0, 0, 64
@@ -204,7 +201,7 @@ def run(ops, check_every=64):
     def spare():
         """An idle page to move: any while learning; once planning, one the plans never
         use (above every plan's top in the general range, or in the small range)."""
-        if plan is None or len(sizes) < began + SETTLE * period:
+        if plan is None:
             for other in spaces:
                 if other.idle:
                     return other, next(iter(other.idle))
@@ -218,8 +215,7 @@ def run(ops, check_every=64):
         return None
 
     def touch(sp, addr, size, sign):
-        for pg in pages_of(addr, size):
-            lo, hi = max(addr, pg * PAGE), min(addr + size, (pg + 1) * PAGE)
+        for pg, nbytes in page_bytes(addr, size):
             if pg not in sp.live_on:
                 gone = spare()
                 if gone is not None:  # an idle page moved here
@@ -230,11 +226,7 @@ def run(ops, check_every=64):
                     st["moves"] += 1
                 sp.live_on[pg] = 0
                 st["mapped"] += 1
-            sp.live_on[pg] += sign * (hi - lo)
-            if sp.live_on[pg]:
-                sp.idle.discard(pg)
-            else:
-                sp.idle.add(pg)
+            add_live(sp.live_on, sp.idle, pg, sign * nbytes)
 
     def make_cyclic_plan(n, p):
         """One plan for every step from n on: the lifetimes of the step two periods back,
@@ -293,9 +285,7 @@ def run(ops, check_every=64):
         olds = [o for o in history[len(history) - STICKY:][::-1] if len(o) == p]
         prefer = [[old[k][1] if old[k] and old[k][0] == items[j][0] else None
                    for j, k in enumerate(where)] for old in olds]
-        mapped = spaces[0].live_on.keys() if PAGES > 1 else ()
-        for (sz, _, _), k, addr in zip(items, where, pack(obstacles, items, n, p, mapped,
-                                                         prefer)):
+        for (sz, _, _), k, addr in zip(items, where, pack(obstacles, items, n, p, prefer)):
             out[k] = (sz, addr)
             footprint[0] = max(footprint[0], addr + sz)
         history.append(out)
@@ -333,13 +323,10 @@ def run(ops, check_every=64):
                 misses += 1
                 window_misses += 1
         if not placed:
-            kind = 1 if size <= MIB else 0
-            if plan is not None and SPILL:
-                kind = 2  # (out of the plan's way)
+            kind = 2 if plan is not None else 1 if size <= MIB else 0  # (2: the plan's spill)
             addr = spaces[kind].alloc(size)
             touch(spaces[kind], addr, size, 1)
             live[life] = (kind, addr, size, idx)
-        peak = max(peak, st["mapped"])
         phase = 0 if plan is None else 1 if n < began + 2 * period else 2
         peaks[phase] = max(peaks[phase], st["mapped"])
         if plan is not None:
@@ -358,22 +345,20 @@ def run(ops, check_every=64):
     moves_at.append(st["moves"])
     first_two = moves_at[min(2, len(moves_at) - 1)] - moves_at[0] if began else 0
     last_five = moves_at[-1] - moves_at[max(0, len(moves_at) - 6)] if began else 0
-    global LAST_PEAKS
-    LAST_PEAKS = [x * PAGE for x in peaks]
-    return (peak * PAGE, period, began, planned, misses,
+    return ([x * PAGE for x in peaks], period, began, planned, misses,
             moves_at[0] if began else st["moves"], first_two, last_five, len(moves_at) - 1)
 
 
 def main(argv):
     for path, seed, o, lv in each_order(argv, "fixpoint_model.py"):
-        pk, p, began, npl, miss, m0, m2, m5, steps = run(o)
+        peaks, p, began, npl, miss, m0, m2, m5, steps = run(o)
         print("%s seed %d: peak live %d, model %.4f (period %d from request %d of %d, "
               "planned %d, misses %d; page moves %d before the plan, %d in its first two "
               "steps, %d in the last five of %d steps)"
-              % (os.path.basename(path), seed, lv, pk / lv, p, began,
+              % (os.path.basename(path), seed, lv, max(peaks) / lv, p, began,
                  sum(1 for x in o if x[0]), npl, miss, m0, m2, m5, steps), flush=True)
         print("    peak mapped / peak live: before the plan %.4f, its first two steps %.4f, "
-              "after %.4f" % tuple(x / lv for x in LAST_PEAKS), flush=True)
+              "after %.4f" % tuple(x / lv for x in peaks), flush=True)
 
 if __name__ == "__main__":
     main(sys.argv[1:])

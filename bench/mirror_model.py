@@ -44,7 +44,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fixpoint_model import INF, MIB, PAGE, Space, best_place, cycle_items  # noqa: E402
 from page_model import each_order  # noqa: E402
-from plan_model import pages_of, period_of  # noqa: E402
+from plan_model import add_live, page_bytes, pages_of, period_of  # noqa: E402
 from pytorch_alloc_model import round_size  # noqa: E402
 
 ARENA = 1 << 56
@@ -109,18 +109,13 @@ def run(ops, check_every=64):
                 return
 
     def touch(space, addr, size, sign):
-        for pg in pages_of(addr, size):
-            lo, hi = max(addr, pg * PAGE), min(addr + size, (pg + 1) * PAGE)
+        for pg, nbytes in page_bytes(addr, size):
             q = phys(space, pg)
             if q not in mapped:
                 new_page()
                 mapped.add(q)
                 phys_live[q] = 0
-            phys_live[q] += sign * (hi - lo)
-            if phys_live[q]:
-                idle.discard(q)
-            else:
-                idle.add(q)
+            add_live(phys_live, idle, q, sign * nbytes)
 
     def handover(n, p):
         nonlocal plan, period, began, arena_base

@@ -61,6 +61,21 @@ def pages_of(addr, size):
     return range(addr // PAGE, (addr + size - 1) // PAGE + 1)
 
 
+def page_bytes(addr, size):
+    """(page, bytes of [addr, addr + size) on it) for each page the range touches."""
+    for pg in pages_of(addr, size):
+        yield pg, min(addr + size, (pg + 1) * PAGE) - max(addr, pg * PAGE)
+
+
+def add_live(live_on, idle, pg, delta):
+    """Page pg's live bytes change by delta; a page with none left is idle."""
+    live_on[pg] += delta
+    if live_on[pg]:
+        idle.discard(pg)
+    else:
+        idle.add(pg)
+
+
 def period_of(sizes, lo):
     """The smallest P >= lo such that the last 2P sizes repeat with period P, and the
     trace has at least 3P of them; 0 if none."""
@@ -134,8 +149,7 @@ def run(ops, check_every=64):
                 return
 
     def touch(rng, addr, size, sign):
-        for pg in pages_of(addr, size):
-            lo, hi = max(addr, pg * PAGE), min(addr + size, (pg + 1) * PAGE)
+        for pg, nbytes in page_bytes(addr, size):
             if pg not in rng.live_on:
                 if plan is None or waiting is not None:
                     steal("moves_learning")
@@ -143,11 +157,7 @@ def run(ops, check_every=64):
                     steal("moves_after", arena)
                 rng.live_on[pg] = 0
                 st["mapped"] += 1
-            rng.live_on[pg] += sign * (hi - lo)
-            if rng.live_on[pg]:
-                rng.idle.discard(pg)
-            else:
-                rng.idle.add(pg)
+            add_live(rng.live_on, rng.idle, pg, sign * nbytes)
 
     for alloc, life, size, _ in ops:
         if not alloc:

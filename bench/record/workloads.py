@@ -83,20 +83,26 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-def cnn_train(log, steps=16, batch=32, hw=96):
-    model = ResNet18()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+def image_train(log, model, opt, steps, batch, hw, classes, per_pixel):
+    """The training loop of cnn_train and unet_train: random images and labels (one a
+    pixel for a segmentation), cross entropy, gradients set to None after each step."""
     log.start()
     for i in range(steps):
         t = time.time()
         x = torch.randn(batch, 3, hw, hw)
-        y = torch.randint(0, 1000, (batch,))
+        y = torch.randint(0, classes, (batch, hw, hw) if per_pixel else (batch,))
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         step_done(i, t)
     log.stop()
+
+
+def cnn_train(log, steps=16, batch=32, hw=96):
+    model = ResNet18()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    image_train(log, model, opt, steps, batch, hw, 1000, per_pixel=False)
 
 
 # --------------------------------------------------------------------- UNet --
@@ -136,17 +142,7 @@ class UNet(nn.Module):
 def unet_train(log, steps=16, batch=8, hw=128, classes=4):
     model = UNet(classes=classes)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    log.start()
-    for i in range(steps):
-        t = time.time()
-        x = torch.randn(batch, 3, hw, hw)
-        y = torch.randint(0, classes, (batch, hw, hw))
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        step_done(i, t)
-    log.stop()
+    image_train(log, model, opt, steps, batch, hw, classes, per_pixel=True)
 
 
 # ----------------------------------------------------------------- LSTM LM --

@@ -809,9 +809,9 @@ bool vg__memcheck_launch(uint32_t lo, vg_mc_launch_t *out) {
     return ok;
 }
 
-/* The function of module m holding pc: its name (copied into fn) and pc's offset in it,
- * among the functions that have lines (a device function kept out of line, or a kernel
- * other than the one launched). */
+/* The function of module m holding pc, among those that have lines (a device function
+ * kept out of line, or a kernel other than the one launched): its name (the caller frees
+ * it) and pc's offset in it; NULL if none. */
 static char *function_at(CUmodule m, uint64_t pc, uint64_t *off) {
     size_t n;
     char **names = vg__memcheck_line_functions(m, &n);
@@ -841,14 +841,12 @@ void vg__memcheck_pc_text(const vg_mc_launch_t *l, uint64_t pc, char *out, size_
     uint64_t fpc = 0, size = 0, off = 0;
     char *other = NULL; /* (a function of the module other than the kernel launched) */
     const char *fn = l->name; /* (whole: a long mangled name cut short finds no line) */
-    if (!l->module || S.sanitizerGetFunctionPcAndSize(l->module, l->name, &fpc, &size) !=
-                          VG_SAN_SUCCESS || pc < fpc || pc - fpc >= size) {
-        if (!l->module || !(fn = other = function_at(l->module, pc, &off))) {
-            snprintf(out, n, "pc 0x%llx", (unsigned long long)pc);
-            return;
-        }
-    } else {
+    if (l->module && S.sanitizerGetFunctionPcAndSize(l->module, l->name, &fpc, &size) ==
+                         VG_SAN_SUCCESS && pc >= fpc && pc - fpc < size) {
         off = pc - fpc;
+    } else if (!l->module || !(fn = other = function_at(l->module, pc, &off))) {
+        snprintf(out, n, "pc 0x%llx", (unsigned long long)pc);
+        return;
     }
     if (vg__memcheck_line(l->module, fn, off, src, src_n))
         snprintf(out, n, "%s+0x%llx in %s", vg__kernel_name(fn), (unsigned long long)off, src);

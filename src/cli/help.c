@@ -63,7 +63,6 @@ const cli_verb_t cli_verbs[] = {
      "out-of-memory failures; with TRACE.json beside it (python -m vramguard convert writes\n"
      "one from a PyTorch memory snapshot), PyTorch's own figures on the same events beside\n"
      "them.\n"
-
      "Exits 1 if an allocation failed.",
      replay_flags, true},
     {"run", "[--sim] [--follow-children] [--OPTION=VALUE ...] -- PROGRAM [ARGS ...]",
