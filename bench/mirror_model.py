@@ -48,6 +48,8 @@ from plan_model import add_live, page_bytes, pages_of, period_of  # noqa: E402
 from pytorch_alloc_model import round_size  # noqa: E402
 
 ARENA = 1 << 56
+SPACE_IDS = {"gen": 0, "small": 1, "spill": 2}
+ARENA_ID = 3
 PIN = int(os.environ.get("PIN", "1"))  # (the docstring says what 0, 1 and 2 do)
 
 
@@ -86,22 +88,24 @@ def run(ops, check_every=64):
     phys_live, mapped, idle = {}, set(), set()  # page -> live bytes; mapped; those idle
     arena_phys = {}  # arena page index -> physical page (the mirrored ones)
     in_arena = set()  # physical pages the arena maps
-    st = {"moves": 0}
+    st = {"moves": 0, "plan_pages": 0, "plan_holds": 0}
     live, sizes, hist = {}, [], []
     plan, period, began, planned, misses = None, 0, 0, 0, 0
     cand, cand_at, min_p, step_misses, arena_base = 0, 0, 64, 0, ARENA
     peaks, moves_at = [0, 0, 0], []
 
     def phys(space, pg):
+        """The physical page behind page pg of a space: (space's number, page), numbers so
+        that sets of them iterate in the same order in every run (strings hash randomly)."""
         if isinstance(space, Space) or space == "arena":
-            return arena_phys.get(pg, ("arena", pg))
-        return (space, pg)
+            return arena_phys.get(pg, (ARENA_ID, pg))
+        return (SPACE_IDS[space], pg)
 
     def new_page():
         """Before a page is mapped: an idle one moved instead, if there is one (while
         learning any; after the handover, none of the arena's)."""
         for q in idle:
-            if plan is None or (q not in in_arena and q[0] != "arena"):
+            if plan is None or (q not in in_arena and q[0] != ARENA_ID):
                 idle.discard(q)
                 mapped.discard(q)
                 del phys_live[q]
@@ -157,10 +161,25 @@ def run(ops, check_every=64):
         for k, (x, sz) in cross.items():
             obstacles.append((x, sz, INF))  # (conservative: its end on the cycle unknown)
         plan = [None] * p
+        used = set(range(len(pages)))  # (the plan's pages: the mirrored ones, and its own)
         for (sz, _, _), k, x in zip(items, where,
                                     cyclic_pack(items, obstacles, p, range(len(pages)),
                                                 pinned)):
             plan[k] = (sz, arena_base + x)
+            used.update(pages_of(x, sz))
+        # What the plan must hold at its busiest: its blocks live at once on the cycle, and
+        # the blocks never freed.
+        ev = [0] * (p + 1)
+        for sz, s0, e0 in items:
+            for a, b in ((s0, e0),) if e0 <= p else ((s0, p), (0, min(e0 - p, p))):
+                ev[a] += sz
+                ev[b] -= sz
+        cur = busiest = 0
+        for t in range(p):
+            cur += ev[t]
+            busiest = max(busiest, cur)
+        st["plan_pages"] = len(used) * PAGE
+        st["plan_holds"] = busiest + sum(z for _, z, e in obstacles if e == INF)
         period, began = p, n
 
     for alloc, life, size, _ in ops:
@@ -219,7 +238,8 @@ def run(ops, check_every=64):
             "began": began, "planned": planned, "misses": misses, "moves_before": moves_at[0],
             "moves_first_two": moves_at[min(2, len(moves_at) - 1)] - moves_at[0],
             "moves_last_five": moves_at[-1] - moves_at[max(0, len(moves_at) - 6)],
-            "steps": len(moves_at) - 1}
+            "steps": len(moves_at) - 1, "plan_pages": st["plan_pages"],
+            "plan_holds": st["plan_holds"]}
 
 
 def main(argv):
@@ -233,6 +253,10 @@ def main(argv):
                  *(x / lv for x in r["phases"]), r["period"], r["began"],
                  sum(1 for x in o if x[0]), r["planned"], r["misses"], r["moves_before"],
                  r["moves_first_two"], r["moves_last_five"], r["steps"]), flush=True)
+        if r["plan_holds"]:
+            print("    the last plan: %.0f MB of pages for the %.0f MB it must hold at its "
+                  "busiest (%.4f)" % (r["plan_pages"] / 1e6, r["plan_holds"] / 1e6,
+                                      r["plan_pages"] / r["plan_holds"]), flush=True)
 
 if __name__ == "__main__":
     main(sys.argv[1:])
