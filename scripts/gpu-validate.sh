@@ -37,7 +37,8 @@
 #            two access_user programs, nvtx_oob under memcheck --nvtx over vramguard
 #   memcheck issue 32: memcheck mode on the real Compute Sanitizer API (memcheck-c: the
 #            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost;
-#            memcheck-lines: source lines and CUDA graphs, points 13 and 14)
+#            memcheck-lines: source lines and CUDA graphs, points 13 and 14;
+#            memcheck-floor: the cost's split; memcheck-pending: 12-14 and the split)
 #   h2d      bench/h2d_copy_timing.py plain, under vramguard run fast and guard mode (and
 #            guard_defer=off), with and without a first allocation before the long kernel
 #   pinned   issue 34: bench/pinned_free_wait (does a free wait for a queued copy); the
@@ -124,27 +125,52 @@ for line in open(sys.argv[1]):
 PY
 }
 
+floor_split() { # floor_split MODEL BATCH: 12 steps plain, in memcheck mode, and with parts of it
+    # left out (issue 32's open question, docs/decisions.md G13: of the 7x that memcheck mode
+    # costs with nothing checked, how much is the launch callbacks and how much the patches?)
+    local m=$1 b=$2
+    local args="bench/pytorch_train.py --model $m --batch $b --steps 12 --warmup 2"
+    step "$m plain" 120 python3 $args --alloc default
+    step "$m memcheck" 240 python3 -m vramguard run --mode=memcheck $args --alloc memcheck
+    step "$m nothing checked" 240 python3 -m vramguard run --mode=memcheck \
+        --memcheck_every=1000000000 $args --alloc memcheck
+    step "$m nothing patched (memcheck_kernels naming no kernel)" 240 python3 -m vramguard \
+        run --mode=memcheck --memcheck_kernels=vg-none $args --alloc memcheck
+    for split in patch-only callbacks-only; do
+        VRAMGUARD_MEMCHECK_SPLIT=$split step "$m $split" 240 python3 -m vramguard run \
+            --mode=memcheck $args --alloc memcheck
+    done
+}
+
+lines_c() { # points 13 and 14 on the driver-API programs: lines, graphs; point 12's filter
+    local u="$B/tests/preload/memcheck_user"
+    for c in read_past read_before write_far read_freed library_past graph_past; do
+        step "memcheck_user $c memcheck" 60 "$B/vramguard" run --mode=memcheck --leaks=off \
+            --verbose=1 --report_json="$O/lines_$c.json" -- "$u" $c
+        python3 -c 'import json,sys; [print("source:", r["access"].get("source"), "| pc:", r["access"].get("pc"), "| launch:", r["access"].get("launch"), "| accesses:", r["access"].get("accesses"), "| call_at:", r.get("call_at")) for r in json.load(open(sys.argv[1])) if "access" in r]' "$O/lines_$c.json"
+    done
+    step "s1_overrun --graph memcheck" 60 "$B/vramguard" run --mode=memcheck --verbose=1 -- \
+        "$B/examples/s1_overrun" --graph
+    for k in ex_sum '*gather*'; do # point 12: "1 modules patched" / "0 ..., 1 left unpatched"
+        step "memcheck_user read_past, memcheck_kernels=$k" 60 "$B/vramguard" run \
+            --mode=memcheck --leaks=off --verbose=1 --memcheck_kernels="$k" -- "$u" read_past
+    done
+}
+
+lines_torch() { # points 13 and 14 in PyTorch: the extension's line, a graph training step
+    step "kernel_reads --gather memcheck" 240 python3 -m vramguard run --mode=memcheck \
+        examples/pytorch/kernel_reads.py --gather
+    step "cuda_graph_step plain" 240 python3 examples/pytorch/cuda_graph_step.py
+    step "cuda_graph_step memcheck" 240 python3 -m vramguard run --mode=memcheck --verbose=1 \
+        examples/pytorch/cuda_graph_step.py
+}
+
 case $PART in
 memcheck-floor)
-    # Issue 32's open question (docs/decisions.md G13): of the 7× that memcheck mode costs
-    # with nothing checked, how much is the launch callbacks and how much the patched
-    # accesses? 12 steps of each loop plain, in memcheck mode, with nothing checked, with
-    # the modules patched and no launch callback, and with the callbacks and no patch.
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     build
     for model in ${MODELS:-gpt2:1 resnet50:16}; do
-        m=${model%%:*} b=${model#*:}
-        args="bench/pytorch_train.py --model $m --batch $b --steps 12 --warmup 2"
-        step "$m plain" 120 python3 $args --alloc default
-        step "$m memcheck" 240 python3 -m vramguard run --mode=memcheck $args --alloc memcheck
-        step "$m nothing checked" 240 python3 -m vramguard run --mode=memcheck \
-            --memcheck_every=1000000000 $args --alloc memcheck
-        step "$m nothing patched (memcheck_kernels naming no kernel)" 240 python3 -m vramguard \
-            run --mode=memcheck --memcheck_kernels=vg-none $args --alloc memcheck
-        for split in patch-only callbacks-only; do
-            VRAMGUARD_MEMCHECK_SPLIT=$split step "$m $split" 240 python3 -m vramguard run \
-                --mode=memcheck $args --alloc memcheck
-        done
+        floor_split "${model%%:*}" "${model#*:}"
     done
     ;;
 memcheck-lines)
@@ -154,19 +180,20 @@ memcheck-lines)
     echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     build
-    u="$B/tests/preload/memcheck_user"
-    for c in read_past read_before write_far read_freed library_past graph_past; do
-        step "memcheck_user $c memcheck" 60 "$B/vramguard" run --mode=memcheck --leaks=off \
-            --verbose=1 --report_json="$O/lines_$c.json" -- "$u" $c
-        python3 -c 'import json,sys; [print("source:", r["access"].get("source"), "| pc:", r["access"].get("pc"), "| launch:", r["access"].get("launch"), "| accesses:", r["access"].get("accesses"), "| call_at:", r.get("call_at")) for r in json.load(open(sys.argv[1])) if "access" in r]' "$O/lines_$c.json"
-    done
-    step "s1_overrun --graph memcheck" 60 "$B/vramguard" run --mode=memcheck --verbose=1 -- \
-        "$B/examples/s1_overrun" --graph
-    step "kernel_reads --gather memcheck" 240 python3 -m vramguard run --mode=memcheck \
-        examples/pytorch/kernel_reads.py --gather
-    step "cuda_graph_step plain" 240 python3 examples/pytorch/cuda_graph_step.py
-    step "cuda_graph_step memcheck" 240 python3 -m vramguard run --mode=memcheck --verbose=1 \
-        examples/pytorch/cuda_graph_step.py
+    lines_c
+    lines_torch
+    ;;
+memcheck-pending)
+    # Everything issue 32 still needs a GPU for, most telling first (points 12-14 and the
+    # cost's split), for one short lease: the C programs' lines and graphs, GPT-2's split,
+    # the PyTorch lines and graph step, then ResNet-50's split.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    build
+    lines_c
+    floor_split gpt2 1
+    lines_torch
+    floor_split resnet50 16
     ;;
 memcheck-recheck)
     # After the first H100 run (docs/gpu-validation.md): a flood of bad writes (s2), the
