@@ -130,7 +130,7 @@ extern "C" __global__ void vg_guard_shadow(const vg_mc_shadow_op_t op) {
     for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += gridDim.x * blockDim.x) {
         if (i < op.n)
-            w[i] = vg_mc_shadow_word(&op, i);
+            w[i] = vg_mc_shadow_apply(&op, i, w[i]);
         if (i < op.init_n) {
             uint32_t m = vg_mc_init_mask(&op, i);
             if (m == ~0u || m == 0)

@@ -111,13 +111,17 @@ typedef struct vg_mc_state {
  * [live, live + full) get 0, word live + full gets `partial` if it is not 0, every other
  * word `outside`; and `init_n` 32-bit words of an init bitmap from `init`: with
  * `init_value` 0 cleared (an allocation: never written), else set (a copy or memset
- * wrote them) from bit `init_lo` of the first to bit `init_hi` of the last. */
+ * wrote them) from bit `init_lo` of the first to bit `init_hi` of the last. With `merge`
+ * set (an allocation of a CUDA graph's pool), a word only ever gains bytes: the old and
+ * the new word's live bytes together (vg_mc_shadow_union), as a graph's replays touch
+ * every allocation its captures made there, also those a later one reused. */
 typedef struct vg_mc_shadow_op {
     uint64_t shadow, init;
     uint32_t n, live, full;
     uint32_t init_n, init_value;
     uint16_t partial, outside;
     uint16_t init_lo, init_hi;
+    uint32_t merge;
 } vg_mc_shadow_op_t;
 
 
@@ -231,6 +235,22 @@ VG_MC_FN uint16_t vg_mc_shadow_word(const vg_mc_shadow_op_t *op, uint32_t i) {
     if (i == op->live + op->full && op->partial)
         return op->partial;
     return op->outside;
+}
+
+/* The bytes live in either of two words, as one word (a freed or unallocated word
+ * yields to the new one). */
+VG_MC_FN uint16_t vg_mc_shadow_union(uint16_t old, uint16_t w) {
+    if (old == 0 || w == 0)
+        return 0;
+    if (old < VG_MC_GRANULE && w < VG_MC_GRANULE)
+        return old > w ? old : w;
+    return old < VG_MC_GRANULE ? old : w;
+}
+
+/* What the shadow kernel leaves at index i of op, over the word `old` there. */
+VG_MC_FN uint16_t vg_mc_shadow_apply(const vg_mc_shadow_op_t *op, uint32_t i, uint16_t old) {
+    uint16_t w = vg_mc_shadow_word(op, i);
+    return op->merge ? vg_mc_shadow_union(old, w) : w;
 }
 
 #endif /* VG_MEMCHECK_ABI_H */

@@ -38,7 +38,8 @@
 #   memcheck issue 32: memcheck mode on the real Compute Sanitizer API (memcheck-c: the
 #            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost;
 #            memcheck-lines: source lines and CUDA graphs, points 13 and 14;
-#            memcheck-floor: the cost's split; memcheck-pending: 12-14 and the split)
+#            memcheck-floor: the cost's split; memcheck-pending: 12-14 and the split;
+#            memcheck-followup: what memcheck-pending led to)
 #   h2d      bench/h2d_copy_timing.py plain, under vramguard run fast and guard mode (and
 #            guard_defer=off), with and without a first allocation before the long kernel
 #   pinned   issue 34: bench/pinned_free_wait (does a free wait for a queued copy); the
@@ -194,6 +195,36 @@ memcheck-pending)
     floor_split gpt2 1
     lines_torch
     floor_split resnet50 16
+    ;;
+memcheck-followup)
+    # After memcheck-pending (2026-11-26 evening, docs/gpu-validation.md): a graph pool's
+    # shadow merged (cuda_graph_step's false reports), whether cuDNN's wgrad kernels touch
+    # the freed memory their launches point to (the device checks those kernels alone,
+    # beside guard mode's launch check), and the cost beside compute-sanitizer in one call.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    build
+    u="$B/tests/preload/memcheck_user"
+    step "memcheck_user clean memcheck" 60 "$B/vramguard" run --mode=memcheck --verbose=1 -- "$u" clean
+    step "memcheck_user graph_pool_past memcheck" 60 "$B/vramguard" run --mode=memcheck \
+        --leaks=off -- "$u" graph_pool_past
+    step "cuda_graph_step memcheck" 240 python3 -m vramguard run --mode=memcheck --verbose=1 \
+        examples/pytorch/cuda_graph_step.py
+    args="bench/pytorch_train.py --model resnet50 --batch 16 --steps 12 --warmup 2"
+    step "resnet50 memcheck, wgrad kernels alone" 240 python3 -m vramguard run --mode=memcheck \
+        --verbose=1 --memcheck_kernels='*Wgrad*' $args --alloc memcheck
+    step "resnet50 guard mode" 240 python3 -m vramguard run --mode=guard $args --alloc guard
+    for model in ${MODELS:-gpt2:1 resnet50:16}; do
+        m=${model%%:*} b=${model#*:}
+        args="bench/pytorch_train.py --model $m --batch $b --steps 12 --warmup 2"
+        step "$m plain" 120 python3 $args --alloc default
+        step "$m memcheck" 240 python3 -m vramguard run --mode=memcheck $args --alloc memcheck
+        step "$m compute-sanitizer memcheck alone" 240 compute-sanitizer --tool memcheck \
+            --print-limit 4 python3 $args --alloc default
+    done
+    step "kernel_reads --gather memcheck" 240 python3 -m vramguard run --mode=memcheck \
+        examples/pytorch/kernel_reads.py --gather
+    head -12 "$TORCH_EXTENSIONS_DIR"/vg_kernel_reads/cuda.cu | cat -n
     ;;
 memcheck-recheck)
     # After the first H100 run (docs/gpu-validation.md): a flood of bad writes (s2), the

@@ -599,7 +599,7 @@ static void guard_shadow_kernel(const vgsim_launch_t *l) {
     if (g_sim.skip_guard)
         return;
     for (uint32_t i = 0; i < op->n; i++)
-        w[i] = vg_mc_shadow_word(op, i);
+        w[i] = vg_mc_shadow_apply(op, i, w[i]);
     for (uint32_t i = 0; i < op->init_n; i++) {
         uint32_t m = vg_mc_init_mask(op, i);
         if (m == ~0u || m == 0)

@@ -222,6 +222,7 @@ static void open_doors(void) {
         .flush = vg__guard_flush,
         .poll = vg__guard_poll,
         .graph_fill = vg__guard_graph_fill,
+        .unpooled = vg__memcheck_unpooled,
         .segment_added = tool_segment_added,
         .segment_removed = tool_segment_removed,
         .region_added = vg__nvtx_region_added_slow,

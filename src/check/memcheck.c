@@ -567,7 +567,21 @@ void vg__memcheck_alloc(vg_heap_t *h, const vg_block_t *b, CUstream stream, bool
     op.partial = (uint16_t)(b->requested & (VG_MC_GRANULE - 1));
     op.outside = VG_MC_NONE;
     op.init_n = (uint32_t)(b->size >> 7); /* (initcheck: never written) */
+    /* A graph pool's block gains its words and narrows none: the graph's kernels write at
+     * each replay what every capture's allocation had, also the bytes of one the capture
+     * freed that a later allocation's redzone covers now (A7, G13). */
+    op.merge = b->gpool != NULL;
     shadow_op(h, b->addr, op, stream, own);
+}
+
+void vg__memcheck_unpooled(vg_heap_t *h, vg_block_t *b) {
+    if (!h->memcheck)
+        return;
+    vg_mc_shadow_op_t op = {0};
+    op.n = (uint32_t)(b->size >> VG_MC_SHIFT);
+    op.live = UINT32_MAX;
+    op.outside = VG_MC_FREED;
+    shadow_op(h, b->addr, op, NULL, true);
 }
 
 void vg__memcheck_free(vg_heap_t *h, const vg_block_t *b, CUstream stream) {

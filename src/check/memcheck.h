@@ -36,6 +36,9 @@ void vg__memcheck_segment_removed(vg_heap_t *h, vg_segment_t *seg);
  * memcheck's own stream, waited for (a synchronous cuMemAlloc, a CUDA graph's block). */
 void vg__memcheck_alloc(vg_heap_t *h, const vg_block_t *b, CUstream stream, bool own);
 void vg__memcheck_free(vg_heap_t *h, const vg_block_t *b, CUstream stream);
+/* A released graph pool's free block b is general memory again: its words say freed
+ * (the context synchronised: no replay runs). */
+void vg__memcheck_unpooled(vg_heap_t *h, vg_block_t *b);
 /* initcheck: a copy or memset the interposer forwards writes [addr, addr + bytes) on
  * `stream`: those bytes count as written, for kernels queued after it (no heap lock held). */
 void vg__memcheck_written(uint64_t addr, uint64_t bytes, CUstream stream);

@@ -19,6 +19,8 @@
  *                 PyTorch's kernels) reads past a buffer
  *   graph_past    ex_sum, captured into a CUDA graph launched three times, reads past a
  *                 buffer (each launch of the graph is checked)
+ *   graph_pool_past  the same with the buffer allocated during the capture, as PyTorch's
+ *                 torch.cuda.graph allocates (vramguard's graph pool)
  *   other_stream  a buffer freed on stream A is read by a kernel on stream B, queued after
  *                 an event recorded on A (the free is ordered, the read is not allowed)
  *   uninit_read   ex_sum reads a buffer only half of which a kernel, a memset and a copy
@@ -30,7 +32,10 @@
  *                 65537 bytes) written up to their last byte, every float of buffers read,
  *                 memory freed and reused, async allocations on two streams, and a buffer
  *                 freed by PyTorch's calls while a kernel on another stream still reads it,
- *                 with that stream recorded first (record_stream: the read is allowed)
+ *                 with that stream recorded first (record_stream: the read is allowed),
+ *                 and a graph whose capture allocates a buffer, frees it and allocates a
+ *                 smaller one in its place, as torch.cuda.graph does: each replay writes
+ *                 the first buffer whole, where the second one's redzone now lies
  * Exit status 0, or 1 if a correct case read a wrong value.
  */
 #include "common.h"
@@ -82,6 +87,76 @@ static bool torch_record_stream(CUdeviceptr p, CUstream s) {
     if (f)
         f((void *)(uintptr_t)p, s);
     return f != NULL;
+}
+
+/* PyTorch's graph pool calls (torch.cuda.graph), when vramguard is loaded; false if not. */
+typedef int (*pool_fn)(int, unsigned long long);
+typedef int (*pool_begin_fn)(int, unsigned long long, void *, void *);
+
+static bool graph_pool(const char *what, unsigned long long id) {
+    if (strcmp(what, "begin") == 0) {
+        pool_begin_fn f = (pool_begin_fn)dlsym(RTLD_DEFAULT, "vg_graph_pool_begin");
+        return f && f(0, id, NULL, NULL) == 0;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "vg_graph_pool_%s", what);
+    pool_fn f = (pool_fn)dlsym(RTLD_DEFAULT, name);
+    return f && f(0, id) == 0;
+}
+
+/* n floats for a capture on s: from the graph pool in the capture where vramguard keeps
+ * one (`pooled`), else allocated before it (the caller's order makes that so). */
+static CUdeviceptr capture_floats(size_t n, CUstream s, bool pooled) {
+    CUdeviceptr p;
+    if (pooled)
+        return torch_alloc(n * sizeof(float), s);
+    CK(cuMemAlloc(&p, n * sizeof(float)));
+    return p;
+}
+
+/* Capture on s what `body` queues, launch the graph three times, wait. */
+static void graph_three_times(CUstream s, void (*body)(CUstream, void *), void *arg) {
+    CUgraph g;
+    CUgraphExec exec;
+    CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    body(s, arg);
+    CK(cuStreamEndCapture(s, &g));
+    CK(cuGraphInstantiate(&exec, g, 0));
+    for (volatile int i = 0; i < 3; i++)
+        CK(cuGraphLaunch(exec, s));
+    CK(cuStreamSynchronize(s));
+    CK(cuGraphExecDestroy(exec));
+    CK(cuGraphDestroy(g));
+}
+
+typedef struct {
+    bool pooled;
+    CUdeviceptr a, b, sums;
+} pool_step_t;
+
+static void pool_past_body(CUstream s, void *arg) {
+    pool_step_t *t = arg;
+    if (t->pooled)
+        t->a = capture_floats(1000, s, true);
+    CK(ex_fill(&g_ex, t->a, 1.0f, 1000, s));
+    CK(ex_sum(&g_ex, t->a, 996, 8, t->sums, s)); /* the bug */
+}
+
+/* As torch.cuda.graph: a buffer allocated, used and freed in the capture, and a smaller
+ * one allocated in its place (the pool's memory), so each replay's fill writes the first
+ * buffer whole, over the second one's redzone. */
+static void pool_reuse_body(CUstream s, void *arg) {
+    pool_step_t *t = arg;
+    if (t->pooled)
+        t->a = capture_floats(2000, s, true);
+    CK(ex_fill(&g_ex, t->a, 1.0f, 2000, s));
+    CK(ex_sum(&g_ex, t->a, 0, 2000, t->sums, s));
+    if (t->pooled) {
+        torch_free(t->a, 2000 * sizeof(float), s);
+        t->b = capture_floats(500, s, true);
+    }
+    CK(ex_fill(&g_ex, t->b, 2.0f, 500, s));
+    CK(ex_sum(&g_ex, t->b, 0, 500, t->sums + sizeof(float), s));
 }
 
 static int planted(const char *c, CUdeviceptr out) {
@@ -172,6 +247,16 @@ static int planted(const char *c, CUdeviceptr out) {
         CK(cuStreamSynchronize(s));
         CK(cuGraphExecDestroy(x));
         CK(cuGraphDestroy(g));
+    } else if (strcmp(c, "graph_pool_past") == 0) {
+        pool_step_t t = {.pooled = graph_pool("begin", 5), .sums = out};
+        if (!t.pooled)
+            t.a = capture_floats(1000, s, false);
+        graph_three_times(s, pool_past_body, &t);
+        if (t.pooled) {
+            torch_free(t.a, 1000 * sizeof(float), s);
+            graph_pool("end", 5);
+            graph_pool("release", 5);
+        }
     } else if (strcmp(c, "other_stream") == 0) {
         CUstream b;
         CUevent e;
@@ -256,6 +341,25 @@ static void clean(CUdeviceptr out) {
     torch_free(t, 4000, s[0]);
     CK(cuStreamSynchronize(s[1]));
     expect("a buffer read after its free, its stream recorded", device_float(out), 1000);
+    /* a graph whose capture frees a buffer and allocates a smaller one in its place */
+    pool_step_t g = {.pooled = graph_pool("begin", 9)};
+    CK(cuMemAlloc(&g.sums, 2 * sizeof(float)));
+    if (!g.pooled)
+        g.a = capture_floats(2000, s[0], false), g.b = capture_floats(500, s[0], false);
+    graph_three_times(s[0], pool_reuse_body, &g);
+    float sums[2];
+    CK(cuMemcpyDtoH(sums, g.sums, sizeof sums));
+    expect("a graph's first sum", sums[0], 2000);
+    expect("a graph's second sum", sums[1], 1000);
+    if (g.pooled) { /* (the graph's memory is the pool's until the pool is released) */
+        torch_free(g.b, 500 * sizeof(float), s[0]);
+        if (!graph_pool("end", 9) || !graph_pool("release", 9))
+            expect("the graph pool's end and release", 0, 1);
+    } else {
+        CK(cuMemFree(g.a));
+        CK(cuMemFree(g.b));
+    }
+    CK(cuMemFree(g.sums));
     CK(cuMemFree(b));
     CK(cuMemFree(c));
     CK(cuCtxSynchronize());
