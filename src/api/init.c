@@ -242,7 +242,7 @@ vg_status_t vg__modules_init(void) {
     vg_status_t st = vg__memcheck_init();
     if (st != VG_OK)
         return st;
-    st = vg__suppressions_load(vg__opt.suppressions);
+    st = vg__suppressions_load(vg__opt.suppressions, vg__opt.default_suppressions);
     return st != VG_OK ? st : vg__trace_open();
 }
 

@@ -119,6 +119,9 @@
       "file of reports not to show, one KIND:PATTERN per line (leak:libfoo.so, "             \
       "unordered_free:nccl*): PATTERN is matched against the report's stacks, libraries "  \
       "and kernel")                                                                          \
+    X(default_suppressions, BOOL, "1", "",                                                  \
+      "leave out the reports that vramguard's own rules name: library kernels shown on a "  \
+      "GPU to be given a pointer they never use (README, Reports); 0 shows them")            \
     X(error_exitcode, INT, "0", "0..255",                                                   \
       "exit status of a process in which errors were found (0: leave it)")                  \
     X(halt_on_error, BOOL, "0", "",                                                         \

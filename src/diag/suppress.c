@@ -8,6 +8,7 @@
 #include "suppress.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,8 +19,22 @@
 typedef struct rule {
     int kind; /* a vg_report_kind_t, or -1: any kind */
     char pattern[PATTERN_MAX];
+    bool builtin; /* one of vramguard's own rules (below), not the file's */
     _Atomic uint64_t hits;
 } rule_t;
+
+/* vramguard's own rules (option default_suppressions, on by default; README, Reports):
+ * reports of library kernels that a GPU showed to be false. Each names the evidence. */
+static const struct {
+    vg_report_kind_t kind;
+    const char *pattern;
+} g_builtin[] = {
+    /* cuDNN's implicit-GEMM weight-gradient kernels (ResNet-50's backward pass) are given,
+     * in their first parameter, the address of a tensor PyTorch has freed; memcheck mode
+     * checked every access of those very launches on an H200 and found none there
+     * (docs/gpu-validation.md, 2026-11-26 evening). */
+    {VG_REPORT_FREED_ARG, "cutlass__5x_cudnn*Wgrad"},
+};
 
 static rule_t g_rules[MAX_RULES];
 static int g_nrules;
@@ -150,15 +165,22 @@ vg_status_t vg__suppressions_check(const char *path) {
     return path && *path ? parse(path, NULL, &n) : VG_OK;
 }
 
-vg_status_t vg__suppressions_load(const char *path) {
+vg_status_t vg__suppressions_load(const char *path, bool builtin) {
     g_nrules = 0;
-    if (!path || !*path)
-        return VG_OK;
     int n = 0;
-    vg_status_t st = parse(path, g_rules, &n);
-    if (st != VG_OK)
-        return st;
-    snprintf(g_path, sizeof g_path, "%s", path);
+    if (path && *path) {
+        vg_status_t st = parse(path, g_rules, &n);
+        if (st != VG_OK)
+            return st;
+        snprintf(g_path, sizeof g_path, "%s", path);
+    }
+    for (size_t i = 0; builtin && i < sizeof g_builtin / sizeof g_builtin[0] && n < MAX_RULES;
+         i++, n++) {
+        g_rules[n].kind = (int)g_builtin[i].kind;
+        snprintf(g_rules[n].pattern, sizeof g_rules[n].pattern, "%s", g_builtin[i].pattern);
+        g_rules[n].builtin = true;
+        atomic_store(&g_rules[n].hits, 0);
+    }
     g_nrules = n;
     return VG_OK;
 }
@@ -179,6 +201,17 @@ bool vg__suppressed(vg_report_kind_t kind, const char *const *texts, size_t n) {
     return false;
 }
 
+/* Append to out (n bytes, `used` of them taken) without running past its end. */
+static void add(char *out, size_t n, size_t *used, const char *fmt, ...) {
+    if (*used >= n)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(out + *used, n - *used, fmt, ap);
+    va_end(ap);
+    *used += k > 0 ? (size_t)k : 0;
+}
+
 void vg__suppressions_summary(char *out, size_t n) {
     uint64_t total = 0;
     for (int r = 0; r < g_nrules; r++)
@@ -186,18 +219,25 @@ void vg__suppressions_summary(char *out, size_t n) {
     out[0] = '\0';
     if (!total)
         return;
-    size_t used = (size_t)snprintf(out, n, "%llu report%s suppressed (suppressions=%s):",
-                                   (unsigned long long)total, total == 1 ? "" : "s", g_path);
-    const char *sep = " ";
-    for (int r = 0; r < g_nrules && used < n; r++) {
-        uint64_t h = atomic_load(&g_rules[r].hits);
-        if (!h)
-            continue;
-        int k = g_rules[r].kind;
-        used += (size_t)snprintf(out + used, n - used, "%s%llu %s:%s", sep,
-                                 (unsigned long long)h,
-                                 k < 0 ? "*" : vg__report_kind_json((vg_report_kind_t)k),
-                                 g_rules[r].pattern);
-        sep = ", ";
+    size_t used = 0;
+    add(out, n, &used, "%llu report%s suppressed", (unsigned long long)total,
+        total == 1 ? "" : "s");
+    bool file_hit = false;
+    for (int pass = 0; pass < 2; pass++) { /* the file's rules, then vramguard's own */
+        const char *sep = NULL;
+        for (int r = 0; r < g_nrules; r++) {
+            uint64_t h = atomic_load(&g_rules[r].hits);
+            if (!h || g_rules[r].builtin != (pass == 1))
+                continue;
+            if (!sep && pass == 0)
+                add(out, n, &used, " (suppressions=%s):", g_path), file_hit = true;
+            else if (!sep)
+                add(out, n, &used, "%s (vramguard's default rules; default_suppressions=0 "
+                    "shows them):", file_hit ? ";" : "");
+            int k = g_rules[r].kind;
+            add(out, n, &used, "%s%llu %s:%s", sep ? sep : " ", (unsigned long long)h,
+                k < 0 ? "*" : vg__report_kind_json((vg_report_kind_t)k), g_rules[r].pattern);
+            sep = ", ";
+        }
     }
 }

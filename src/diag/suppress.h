@@ -8,6 +8,7 @@
  * frame lies in, and the kernel's name. `#` starts a comment; blank lines are skipped.
  * A suppressed report is not printed, not counted, not written to report_json and does
  * not change the exit status; the summary at exit says how many each rule suppressed.
+ * vramguard adds rules of its own (option default_suppressions; README).
  */
 #ifndef VG_SUPPRESS_H
 #define VG_SUPPRESS_H
@@ -18,9 +19,11 @@
 #include "base/common.h"
 #include "report.h"
 
-/* Read the rules of `path` (from the `suppressions` option, at initialisation). An
- * unreadable file or a bad line is an error naming the file and the line. */
-vg_status_t vg__suppressions_load(const char *path);
+/* Read the rules of `path` (from the `suppressions` option, at initialisation; "" or
+ * NULL: none), then, if `builtin` (option default_suppressions), vramguard's own rules:
+ * reports of library kernels shown false on a GPU. An unreadable file or a bad line is
+ * an error naming the file and the line. */
+vg_status_t vg__suppressions_load(const char *path, bool builtin);
 /* Check a file without loading it (the CLI, before it starts a program). */
 vg_status_t vg__suppressions_check(const char *path);
 

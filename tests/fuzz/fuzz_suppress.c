@@ -39,14 +39,14 @@ static void load(const uint8_t *data, size_t size) {
     vg_status_t checked = vg__suppressions_check(path);
     if (checked != VG_OK && vg_last_error()[0] == '\0')
         abort(); /* an error must say what was wrong */
-    if (vg__suppressions_load(path) != checked)
+    if (vg__suppressions_load(path, false) != checked)
         abort(); /* checking and loading must agree */
     close(fd);
     const char *texts[] = {"main (app.c:12)", "libfoo.so", "kernel_name", ""};
     vg__suppressed(VG_REPORT_LEAK, texts, 4); /* (any answer; it must not crash) */
     char summary[512];
     vg__suppressions_summary(summary, sizeof summary);
-    vg__suppressions_load(NULL);
+    vg__suppressions_load(NULL, false);
 }
 
 /* The rule as the parser keeps it: fnmatch's pattern for "anywhere in the text". */
@@ -88,7 +88,7 @@ static void differential(const uint8_t *data, size_t size) {
     int fd;
     if (!as_file(file, (size_t)n, path, sizeof path, &fd))
         return;
-    vg_status_t st = vg__suppressions_load(path);
+    vg_status_t st = vg__suppressions_load(path, false);
     close(fd);
     if (st != VG_OK)
         abort(); /* a well-formed rule was refused */
@@ -105,7 +105,7 @@ static void differential(const uint8_t *data, size_t size) {
         if (vg__suppressed(VG_REPORT_GROWTH, texts, 1))
             abort(); /* a leak rule suppressed another kind */
     }
-    vg__suppressions_load(NULL);
+    vg__suppressions_load(NULL, false);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

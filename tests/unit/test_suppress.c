@@ -135,3 +135,54 @@ VG_TEST(an_overlong_line_or_too_many_rules_are_refused) {
     CHECK_EQ(vg__suppressions_check(rules(many)), VG_ERR_INVALID_OPTION);
     CHECK_CONTAINS(vg_last_error(), "more than 256 rules");
 }
+
+/* vramguard's own rules (default_suppressions, on by default): a launch of cuDNN's
+ * weight-gradient kernel given a freed tensor's address is not reported (a GPU showed the
+ * kernel does not touch it); any other kernel given one is; default_suppressions=0 shows
+ * it, and the summary says which rule left what out. */
+static int freed_pointer_launch(const char *opts, const char *kernel) {
+    vgt_init(opts); /* (the same options again: nothing) */
+    void *p;
+    CHECK_VG(vg_malloc(&p, 4096, NULL));
+    CHECK_VG(vg_free(p, NULL)); /* (guard mode: quarantined, so still freed) */
+    const void *args[] = {p};
+    int before = vg_error_count();
+    vg_kernel_launched_args(kernel, NULL, args, 1);
+    return vg_error_count() - before;
+}
+
+#define WGRAD "_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11" \
+              "threadblock22ImplicitGemmMultistageINS_4gemm9GemmShapeILi64ELi128ELi32EEENS4_52" \
+              "Conv2dWgradOutputGradientTileAccessIteratorOptimized"
+
+VG_TEST(vramguards_own_rules_leave_out_what_a_gpu_showed_false) {
+    CHECK_EQ(freed_pointer_launch("mode=guard,leaks=off", WGRAD), 0);
+    char summary[512];
+    vg__suppressions_summary(summary, sizeof summary);
+    CHECK_CONTAINS(summary, "1 report suppressed (vramguard's default rules; "
+                            "default_suppressions=0 shows them): 1 launch_with_freed_pointer:"
+                            "cutlass__5x_cudnn*Wgrad");
+    CHECK_EQ(freed_pointer_launch("mode=guard,leaks=off", "my_kernel"), 1);
+}
+
+VG_TEST(default_suppressions_off_shows_what_vramguards_rules_leave_out) {
+    CHECK_EQ(freed_pointer_launch("mode=guard,leaks=off,default_suppressions=0", WGRAD), 1);
+}
+
+VG_TEST(the_files_rules_and_vramguards_are_summed_up_apart) {
+    init_with("double_free:double_free_in_third_party_code\n");
+    double_free_in_third_party_code();
+    const void *args[1];
+    void *p;
+    CHECK_VG(vg_malloc(&p, 4096, NULL));
+    CHECK_VG(vg_free(p, NULL));
+    args[0] = p;
+    vg_kernel_launched_args(WGRAD, NULL, args, 1);
+    CHECK_EQ(vg_error_count(), 0);
+    char summary[512];
+    vg__suppressions_summary(summary, sizeof summary);
+    CHECK_CONTAINS(summary, "2 reports suppressed (suppressions=/tmp/vg-supp-");
+    CHECK_CONTAINS(summary, "): 1 double_free:double_free_in_third_party_code; (vramguard's "
+                            "default rules; default_suppressions=0 shows them): 1 "
+                            "launch_with_freed_pointer:cutlass__5x_cudnn*Wgrad");
+}
