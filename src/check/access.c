@@ -269,8 +269,16 @@ void vg__access_check_args(const char *name, CUstream stream, uint32_t site,
             continue;
         unsigned index = where ? where[i] >> 8 : (unsigned)i;
         unsigned byte = where ? (where[i] & 0xffu) * 8u : 0;
-        if (!vg__report_first_time(mix(mix(site, f.alloc_site), mix(f.free_site, index << 8 | byte))))
+        uint64_t kernel = 1469598103934665603ull; /* (a site may launch many kernels) */
+        for (const char *c = name; *c; c++)
+            kernel = (kernel ^ (unsigned char)*c) * 1099511628211ull;
+        uint64_t key = mix(mix(site, f.alloc_site), mix(f.free_site, index << 8 | byte));
+        if (!vg__report_first_time(mix(key, kernel)))
             continue;
+        key = mix(mix(vg__site_text_key(site), vg__site_text_key(f.alloc_site)),
+                  mix(vg__site_text_key(f.free_site), index << 8 | byte));
+        if (!vg__report_first_time(mix(key, kernel) ^ 0x7e47)) /* (the same text: a site */
+            continue;                                         /*  of an unrolled loop) */
         vg_report_t r = {.kind = VG_REPORT_FREED_ARG, .clean_seq = UINT64_MAX,
                          .call_site = site, .kernel = name};
         vg__access_fill_report(&r, &f);
@@ -286,9 +294,10 @@ void vg__access_check_args(const char *name, CUstream stream, uint32_t site,
         else
             snprintf(st, sizeof st, "stream %p", (void *)stream);
         int64_t off = (int64_t)(ptrs[i] - f.user);
+        char short_name[VG_KERNEL_SHORT + 1];
         snprintf(r.lead, sizeof r.lead, "%s on %s was given a pointer to freed memory: its %s "
                  "points to the freed allocation %s %llu",
-                 name, st, arg, off < 0 ? "-" : "+", (unsigned long long)(off < 0 ? -off : off));
+                 vg__kernel_name_short(vg__kernel_name(name), short_name, sizeof short_name), st, arg, off < 0 ? "-" : "+", (unsigned long long)(off < 0 ? -off : off));
         snprintf(r.detail, sizeof r.detail,
                  "A kernel that uses it reads or writes memory that may already be another\n"
                  "tensor's (guard mode's quarantine holds it back for now). A library that "

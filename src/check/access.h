@@ -73,9 +73,9 @@ void vg__access_report(const vg_access_fault_t *f, uint32_t site);
 /* Guard mode, at a launch of kernel `name` on `stream` from `site`: each pointer word
  * (ptrs[i], where[i]: VG_ARG_WHERE) into a freed allocation — quarantined, or free and
  * not yet reused — is reported as launch_with_freed_pointer, whether or not the kernel
- * touches it (once per launch site, allocation site and free site). Pointers inside live
- * allocations, one past their end, and into their redzones are not errors (a later report
- * about the allocation names a redzone pointer). No heap lock may be held. */
+ * touches it (once per kernel, launch site, allocation site and free site). Pointers
+ * inside live allocations, one past their end, and into their redzones are not errors (a
+ * later report about the allocation names a redzone pointer). No heap lock may be held. */
 void vg__access_check_args(const char *name, CUstream stream, uint32_t site,
                            const uint64_t *ptrs, const uint16_t *where, int n);
 

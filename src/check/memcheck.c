@@ -229,10 +229,13 @@ static mc_ctx_t *ctx_find(CUcontext ctx) {
     return NULL;
 }
 
+static _Atomic bool g_any_broken; /* (some context's shadows are no longer kept) */
+
 static void broken(mc_ctx_t *c, CUresult r, const char *what) {
     if (c->broken)
         return;
     c->broken = true;
+    atomic_store(&g_any_broken, true);
     vg__log("memcheck: %s failed (%s): accesses to memory allocated from now on may be "
             "reported wrongly, and are no longer checked",
             what, vg__cu_error_name(r));
@@ -766,6 +769,11 @@ static void launch_checked(const vg_san_launch_data_t *d, uint64_t seq, uint32_t
     }
     S.sanitizerSetLaunchCallbackData(d->hlaunch, d->function, d->hstream,
                                      (const void *)(uintptr_t)ud);
+}
+
+bool vg__memcheck_checks_launch(const char *name, uint64_t seq) {
+    return g_ready && g_split == 0 && !atomic_load(&g_any_broken) && name_wanted(name) &&
+           (vg__opt.memcheck_every <= 1 || seq % (uint64_t)vg__opt.memcheck_every == 0);
 }
 
 static void launch_begin(const vg_san_launch_data_t *d) {

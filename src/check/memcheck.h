@@ -36,6 +36,10 @@ void vg__memcheck_segment_removed(vg_heap_t *h, vg_segment_t *seg);
  * memcheck's own stream, waited for (a synchronous cuMemAlloc, a CUDA graph's block). */
 void vg__memcheck_alloc(vg_heap_t *h, const vg_block_t *b, CUstream stream, bool own);
 void vg__memcheck_free(vg_heap_t *h, const vg_block_t *b, CUstream stream);
+/* Will the device check launch `seq` of kernel `name` (memcheck on, the kernel wanted by
+ * memcheck_kernels, the launch by memcheck_every)? Guard mode's check of its pointer
+ * arguments is left out then: the device sees which of them the kernel uses (G13). */
+bool vg__memcheck_checks_launch(const char *name, uint64_t seq);
 /* A released graph pool's free block b is general memory again: its words say freed
  * (the context synchronised: no replay runs). */
 void vg__memcheck_unpooled(vg_heap_t *h, vg_block_t *b);

@@ -103,7 +103,7 @@ static void stream_text(char *out, size_t n, CUstream s) {
  * allocation (or, for memory no allocation holds, a 512-byte granule), read or write and
  * kind: one report for all of them, naming the first. */
 typedef struct group {
-    uint64_t key;
+    uint64_t key, what; /* what: the allocation or granule, the side, read or write */
     vg_mc_record_t first;
     vg_mc_launch_t l;
     bool known;
@@ -140,8 +140,8 @@ static uint64_t describe(vg_heap_t *h, const vg_mc_record_t *rec, group_t *g) {
              : f->has_block && off < 0 ? 0 : 1;
     if (write && f->has_block && f->id)
         saw(f->id, side, true);
-    return mix(mix((uint64_t)(uintptr_t)g->l.name, g->l.site),
-               mix(where, (uint64_t)side << 1 | write));
+    g->what = mix(where, (uint64_t)side << 1 | write);
+    return mix(mix((uint64_t)(uintptr_t)g->l.name, g->l.site), g->what);
 }
 
 static void emit(const group_t *g) {
@@ -187,13 +187,13 @@ static void emit(const group_t *g) {
     else if (g->count > 1)
         snprintf(more, sizeof more, "; %llu such accesses logged",
                  (unsigned long long)g->count);
-    int n = snprintf(r.lead, sizeof r.lead, "%s (launch #%llu on %s), block (%u,%u,%u) thread "
+    char short_name[VG_KERNEL_SHORT + 1];
+    snprintf(r.lead, sizeof r.lead, "%s (launch #%llu on %s), block (%u,%u,%u) thread "
                      "(%u,%u,%u) %s %s%s",
-                     kernel, (unsigned long long)g->l.seq, st, rec->block[0], rec->block[1],
+                     vg__kernel_name_short(kernel, short_name, sizeof short_name), (unsigned long long)g->l.seq, st, rec->block[0], rec->block[1],
                      rec->block[2], rec->thread[0], rec->thread[1], rec->thread[2],
                      rec->flags & VG_MC_ATOMIC ? "updates atomically" : write ? "writes" : "reads",
                      where, more);
-    (void)n; /* (a kernel's name can be long: the line is cut, the detail has the rest) */
     snprintf(r.detail, sizeof r.detail,
              "at %s, address 0x%llx\n"
              "memcheck mode checked it on the device, before the access was made: on a GPU "
@@ -230,6 +230,14 @@ static void emit(const group_t *g) {
 
 #define GROUPS 64
 
+/* Group g not reported yet, by its launch site's id and then by its text (two launches
+ * from one line of an unrolled loop are two sites that read the same)? */
+static bool first_time(const group_t *g) {
+    return vg__report_first_time(g->key) &&
+           vg__report_first_time(mix(mix((uint64_t)(uintptr_t)g->l.name,
+                                         vg__site_text_key(g->l.site)), g->what) ^ 0x7e47);
+}
+
 /* Records [0, n) of one poll, grouped and reported (each group once per run). */
 static void report_all(vg_heap_t *h, const vg_mc_record_t *recs, size_t n) {
     group_t *gs = calloc(GROUPS, sizeof *gs);
@@ -251,7 +259,7 @@ static void report_all(vg_heap_t *h, const vg_mc_record_t *recs, size_t n) {
         }
         if (ng == GROUPS) { /* (many at once: report these, start again) */
             for (size_t q = 0; q < ng; q++)
-                if (vg__report_first_time(gs[q].key))
+                if (first_time(&gs[q]))
                     emit(&gs[q]);
             ng = 0;
         }
@@ -259,7 +267,7 @@ static void report_all(vg_heap_t *h, const vg_mc_record_t *recs, size_t n) {
         gs[ng++].key = key;
     }
     for (size_t q = 0; q < ng; q++)
-        if (vg__report_first_time(gs[q].key))
+        if (first_time(&gs[q]))
             emit(&gs[q]);
     free(gs);
 }

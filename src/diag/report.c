@@ -864,11 +864,13 @@ void vg__report_unordered_free(const vg_unordered_t *u) {
     vg_buf_t d = {0};
     if (known) {
         stream_text(ks, l.stream);
-        char at[32];
+        char at[32], short_name[VG_KERNEL_SHORT + 1];
         snprintf(r->lead, sizeof r->lead,
                  "freed on %s while %s%s (launch #%llu, on %s) may still use it: its "
                  "%s points to the allocation + %llu",
-                 fs, l.copy ? "" : "kernel ", l.name, (unsigned long long)l.seq, ks,
+                 fs, l.copy ? "" : "kernel ",
+                 vg__kernel_name_short(l.name, short_name, sizeof short_name),
+                 (unsigned long long)l.seq, ks,
                  arg_text(at, &l, r->kernel_arg),
                  (unsigned long long)(l.ptrs[r->kernel_arg] - r->user));
         vg__buf_printf(&d, "%s at:\n", l.copy ? "it was queued" : "the kernel was launched");

@@ -124,10 +124,19 @@ void vg__symbolize_batch(const uintptr_t *addrs, int n);
  * the C++ runtime) without return type and parameters; any other name as it is. The
  * result lives as long as the process. */
 const char *vg__kernel_name(const char *name);
+/* A kernel's name for a report's first line: `name` itself, or, when it is longer than
+ * VG_KERNEL_SHORT characters (a C++ template's), its start and end around "..." in buf
+ * (the JSON report and the rest of the text keep it whole). */
+#define VG_KERNEL_SHORT 120
+const char *vg__kernel_name_short(const char *name, char *buf, size_t n);
 /* Symbolize site s's frames and return how many a stack shows: those above the C
  * library's program start (__libc_start_call_main, __libc_start_main, _start), which
  * name nothing the program wrote. */
 uint32_t vg__site_symbolize(const vg_site_t *s);
+/* A key of what site `id`'s stack reads as (the text of the frames it shows): two sites
+ * of one line (a loop the compiler unrolled, one call per copy) get the same key, so a
+ * report made once per site is not made twice with the same text. Symbolizes the site. */
+uint64_t vg__site_text_key(uint32_t id);
 /* The file of the program or library holding return address addr (the program's by its
  * real path), or NULL. */
 const char *vg__frame_module(uintptr_t addr);

@@ -375,6 +375,19 @@ uint32_t vg__site_symbolize(const vg_site_t *s) {
     return s->nframes;
 }
 
+uint64_t vg__site_text_key(uint32_t id) {
+    const vg_site_t *s = id ? vg__site(id) : NULL;
+    if (!s)
+        return 0;
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0, n = vg__site_symbolize(s); i < n; i++) {
+        for (const char *c = vg__symbolize(s->frames[i]); *c; c++)
+            h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        h = (h ^ '\n') * 1099511628211ull;
+    }
+    return h;
+}
+
 const char *vg__symbolize(uintptr_t addr) {
     pthread_mutex_lock(&g_lock);
     const char *t = cache_get(addr);
@@ -424,6 +437,15 @@ static void shorten(char *d) {
     }
     if (strncmp(d, "void ", 5) == 0) /* (a template's return type: kernels return void) */
         memmove(d, d + 5, strlen(d + 5) + 1);
+}
+
+const char *vg__kernel_name_short(const char *name, char *buf, size_t n) {
+    size_t len = name ? strlen(name) : 0;
+    if (len <= VG_KERNEL_SHORT || n < VG_KERNEL_SHORT + 1)
+        return name;
+    const size_t tail = 24, head = VG_KERNEL_SHORT - tail - 3;
+    snprintf(buf, n, "%.*s...%s", (int)head, name, name + len - tail);
+    return buf;
 }
 
 const char *vg__kernel_name(const char *name) {

@@ -15,6 +15,7 @@
 #include "check/access.h"
 #include "base/common.h"
 #include "check/guard.h"
+#include "check/memcheck.h"
 #include "alloc/heap.h"
 #include "check/nvtx.h"
 #include "base/options.h"
@@ -148,8 +149,10 @@ __attribute__((noinline)) static void before_launch(CUfunction f, CUstream strea
         name = captured_name;
     }
     uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
-    vg__launch_note_args(name, stream, site, ptrs, where, n, captured);
-    if (vg__guard_on()) /* (G11: a pointer to freed memory, reported at the launch) */
+    uint64_t seq = vg__launch_note_args(name, stream, site, ptrs, where, n, captured);
+    /* (G11: a pointer to freed memory, reported at the launch, unless memcheck mode
+     * checks the launch's accesses themselves) */
+    if (vg__guard_on() && !vg__memcheck_checks_launch(info.name, seq))
         vg__access_check_args(name, stream, site, ptrs, where, n);
     vg__guard_flush_stream(stream);
 }

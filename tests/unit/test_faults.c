@@ -123,3 +123,23 @@ VG_TEST(kernel_names_are_demangled_and_shortened) {
     CHECK(vg__kernel_name(mangled) == shown); /* (one text per kernel) */
     CHECK(vg__kernel_name("_Znot a name") != NULL);
 }
+
+/* A report's first line names the kernel in at most VG_KERNEL_SHORT characters, so that a
+ * C++ template's name (cuDNN's run to thousands) leaves room for what the kernel did. */
+VG_TEST(long_kernel_names_are_cut_in_the_middle) {
+    char buf[VG_KERNEL_SHORT + 1], name[2000];
+    CHECK_STREQ(vg__kernel_name_short("ex_fill", buf, sizeof buf), "ex_fill");
+    CHECK(vg__kernel_name_short(NULL, buf, sizeof buf) == NULL);
+    memset(name, 'a', VG_KERNEL_SHORT);
+    name[VG_KERNEL_SHORT] = '\0';
+    CHECK(vg__kernel_name_short(name, buf, sizeof buf) == name); /* (exactly the limit) */
+    for (size_t i = 0; i < sizeof name - 1; i++)
+        name[i] = (char)('a' + i % 26);
+    name[sizeof name - 1] = '\0';
+    const char *s = vg__kernel_name_short(name, buf, sizeof buf);
+    CHECK(s == buf);
+    CHECK_EQ(strlen(s), (size_t)VG_KERNEL_SHORT);
+    CHECK(strncmp(s, name, 93) == 0);
+    CHECK(strncmp(s + 93, "...", 3) == 0);
+    CHECK_STREQ(s + 96, name + sizeof name - 1 - 24);
+}
