@@ -39,7 +39,7 @@
 #            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost;
 #            memcheck-lines: source lines and CUDA graphs, points 13 and 14;
 #            memcheck-floor: the cost's split; memcheck-pending: 12-14 and the split;
-#            memcheck-followup: what memcheck-pending led to)
+#            memcheck-followup: what memcheck-pending led to; memcheck-confirm: its fixes)
 #   h2d      bench/h2d_copy_timing.py plain, under vramguard run fast and guard mode (and
 #            guard_defer=off), with and without a first allocation before the long kernel
 #   pinned   issue 34: bench/pinned_free_wait (does a free wait for a queued copy); the
@@ -195,6 +195,22 @@ memcheck-pending)
     floor_split gpt2 1
     lines_torch
     floor_split resnet50 16
+    ;;
+memcheck-confirm)
+    # docs/gpu-validation.md point 15, short: the fixes memcheck-followup led to.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    build
+    step "s1_overrun --graph memcheck" 60 "$B/vramguard" run --mode=memcheck -- \
+        "$B/examples/s1_overrun" --graph
+    step "cuda_graph_step memcheck" 240 python3 -m vramguard run --mode=memcheck \
+        examples/pytorch/cuda_graph_step.py
+    for model in ${MODELS:-resnet50:16 gpt2:1}; do
+        m=${model%%:*} b=${model#*:}
+        args="bench/pytorch_train.py --model $m --batch $b --steps 12 --warmup 2"
+        step "$m memcheck" 240 python3 -m vramguard run --mode=memcheck $args --alloc memcheck
+        step "$m guard mode" 240 python3 -m vramguard run --mode=guard $args --alloc guard
+    done
     ;;
 memcheck-followup)
     # After memcheck-pending (2026-11-26 evening, docs/gpu-validation.md): a graph pool's
