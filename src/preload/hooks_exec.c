@@ -138,7 +138,8 @@ __attribute__((noinline)) static void before_launch(CUfunction f, CUstream strea
     int n = 0;
     for (int i = 0; params && i < info.nptr; i++) { /* kernelParams: a pointer per param */
         memcpy(&ptrs[n], (const char *)params[info.index[i]] + info.byte[i], sizeof ptrs[0]);
-        where[n++] = VG_ARG_WHERE(info.index[i], info.byte[i]);
+        if (vg__launch_word_may_point(ptrs[n])) /* (not two small integers) */
+            where[n++] = VG_ARG_WHERE(info.index[i], info.byte[i]);
     }
     char captured_name[200];
     const char *name = info.name;

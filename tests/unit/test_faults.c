@@ -11,6 +11,7 @@
 
 #include "vgtest.h"
 #include "diag/sites.h" /* vg__kernel_name */
+#include "check/access.h"
 
 static int sequence(CUstream s) {
     void *a = NULL, *b = NULL, *c = NULL;
@@ -142,4 +143,19 @@ VG_TEST(long_kernel_names_are_cut_in_the_middle) {
     CHECK(strncmp(s, name, 93) == 0);
     CHECK(strncmp(s + 93, "...", 3) == 0);
     CHECK_STREQ(s + 96, name + sizeof name - 1 - 24);
+}
+
+/* A launch's parameter words that are two small integers side by side (PyTorch's
+ * loaders and storers: data types and sizes) are not taken for pointers: on an H200
+ * whose device addresses lay near 16 GiB, (4, 6) read as 0x400000006, inside a freed
+ * tensor, and guard mode reported 27 launches "given a pointer to freed memory". */
+VG_TEST(two_small_integers_in_a_launch_word_are_no_pointer) {
+    CHECK(!vg__launch_word_may_point(0x400000006ull));
+    CHECK(!vg__launch_word_may_point(0x400000f06ull));
+    CHECK(!vg__launch_word_may_point(0));
+    CHECK(!vg__launch_word_may_point(0xffffull << 32 | 0xffff));
+    CHECK(vg__launch_word_may_point(0x3fd3b6600ull));     /* (a tensor there) */
+    CHECK(vg__launch_word_may_point(0x7f1b3ec00600ull));  /* (the usual high address) */
+    CHECK(vg__launch_word_may_point(0x10000ull << 32));   /* (a 256 TiB boundary) */
+    CHECK(vg__launch_word_may_point(0x10000ull));
 }
