@@ -1217,13 +1217,13 @@ memcheck_planted)
             access.accesses=4 allocation.size=4000 ;;
         graph_past) # each of the graph's 3 launches checked (4 bad reads each), one report
             # naming the line of cuGraphLaunch (not that of the captured launch)
-            line=$(grep -n 'CK(cuGraphLaunch(x, s));' "$HERE/../preload/memcheck_user.c" | cut -d: -f1)
+            line=$(grep -n 'CK(cuGraphLaunch(exec, s));' "$HERE/../preload/memcheck_user.c" | cut -d: -f1)
             chk 1 all; chk 1 out_of_bounds_after access.operation=read access.kernel=ex_sum \
                 access.offset=4000 access.accesses=12 "call_at~memcheck_user.c:$line)" ;;
         graph_pool_past) # the buffer allocated in the capture, from vramguard's graph pool
             chk 1 all; chk 1 out_of_bounds_after access.operation=read access.kernel=ex_sum \
                 access.offset=4000 access.accesses=12 allocation.size=4000 \
-                "allocation.allocated_at~pool_past_body" ;;
+                "allocation.allocated_at~into past_body" ;;
         esac
     done
     # initcheck=1: a read of bytes nothing wrote since the allocation (a kernel, a memset
