@@ -1223,7 +1223,7 @@ memcheck_planted)
         graph_pool_past) # the buffer allocated in the capture, from vramguard's graph pool
             chk 1 all; chk 1 out_of_bounds_after access.operation=read access.kernel=ex_sum \
                 access.offset=4000 access.accesses=12 allocation.size=4000 \
-                "allocation.allocated_at~into past_body" ;;
+                "allocation.allocated_at~past_body (" ;;
         esac
     done
     # initcheck=1: a read of bytes nothing wrote since the allocation (a kernel, a memset
