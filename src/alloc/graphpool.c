@@ -210,8 +210,8 @@ static void release_now(vg_heap_t *h, vg_gpool_t *p) {
             next = b->next;
             if (b->gpool != p)
                 continue;
+            vg__guard_hook_unpooled(h, b); /* (memcheck: its shadow is its own again) */
             if (b->state == VG_BLOCK_POOLED) {
-                vg__guard_hook_unpooled(h, b); /* (memcheck: its shadow says freed again) */
                 next = vg__heap_unpool(h, b)->next; /* (b may be merged away) */
             } else {
                 b->gpool = NULL; /* live: general memory once freed */

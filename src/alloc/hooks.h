@@ -37,8 +37,8 @@ typedef struct vg_alloc_hooks {
     void (*flush)(vg_heap_t *h, CUstream stream); /* queued work on a stream, launched now */
     void (*poll)(vg_heap_t *h, const char *origin); /* read the device's findings */
     void (*graph_fill)(vg_heap_t *h);         /* a graph pool's redzones, before a replay */
-    void (*unpooled)(vg_heap_t *h, vg_block_t *b); /* a released pool's free block, general
-                                                    * again (its graphs are gone, no replay runs) */
+    void (*unpooled)(vg_heap_t *h, vg_block_t *b); /* a released pool's block, general again
+                                                    * (its graphs are gone, no replay runs) */
 
     /* A memory tool told of vramguard's memory (check/nvtx.c: compute-sanitizer, G12),
      * called only while vg__alloc_tool is set (segments, pools) or for a segment the

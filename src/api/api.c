@@ -14,7 +14,6 @@
 #include "check/access.h"
 #include "base/common.h"
 #include "check/guard.h"
-#include "check/memcheck.h"
 #include "alloc/heap.h"
 #include "alloc/hooks.h"
 #include "init.h"
@@ -560,8 +559,8 @@ VG_API void vg_kernel_launched_args(const char *name, void *stream, const void *
     for (int i = 0; i < n; i++)
         v[i] = (uint64_t)(uintptr_t)ptrs[i];
     uint32_t site = vg__opt.stack_depth ? vg__site_here(1) : 0;
-    uint64_t seq = vg__launch_note_args(name, (CUstream)stream, site, v, NULL, n, -1);
-    if (vg__guard_on() && !vg__memcheck_checks_launch(name ? name : "", seq))
+    vg__launch_note_args(name, (CUstream)stream, site, v, NULL, n, -1);
+    if (vg__guard_on())
         vg__access_check_args(name && *name ? name : "(unnamed kernel)", (CUstream)stream, site,
                               v, NULL, n);
 }

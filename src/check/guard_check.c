@@ -14,7 +14,6 @@
 
 #include "base/common.h"
 #include "guard_impl.h"
-#include "memcheck.h"
 #include "nvtx.h"
 #include "base/options.h"
 #include "diag/order.h"
@@ -212,8 +211,7 @@ void vg__guard_heap_shutdown(vg_heap_t *h) {
     if (!g)
         return;
     vg__guard_check_all(h, "at exit", true);
-    /* (memcheck mode checks every access of a graph's kernels on the device) */
-    if (g->unguarded && (!vg__memcheck_on() || vg__opt.verbose))
+    if (g->unguarded)
         vg__log("guard mode: %llu allocation%s and free%s made while a CUDA graph was captured "
                 "on device %d: of their checks, only those of redzones that no other "
                 "allocation of the graph reuses ran (after the replays); the others would "

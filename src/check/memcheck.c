@@ -229,13 +229,10 @@ static mc_ctx_t *ctx_find(CUcontext ctx) {
     return NULL;
 }
 
-static _Atomic bool g_any_broken; /* (some context's shadows are no longer kept) */
-
 static void broken(mc_ctx_t *c, CUresult r, const char *what) {
     if (c->broken)
         return;
     c->broken = true;
-    atomic_store(&g_any_broken, true);
     vg__log("memcheck: %s failed (%s): accesses to memory allocated from now on may be "
             "reported wrongly, and are no longer checked",
             what, vg__cu_error_name(r));
@@ -584,6 +581,12 @@ void vg__memcheck_unpooled(vg_heap_t *h, vg_block_t *b) {
     op.n = (uint32_t)(b->size >> VG_MC_SHIFT);
     op.live = UINT32_MAX;
     op.outside = VG_MC_FREED;
+    if (b->state != VG_BLOCK_POOLED) { /* (a graph's output the program still holds) */
+        op.live = (uint32_t)((b->user - b->addr) >> VG_MC_SHIFT);
+        op.full = (uint32_t)(b->requested >> VG_MC_SHIFT);
+        op.partial = (uint16_t)(b->requested & (VG_MC_GRANULE - 1));
+        op.outside = VG_MC_NONE;
+    }
     shadow_op(h, b->addr, op, NULL, true);
 }
 
@@ -744,6 +747,8 @@ static bool name_wanted(const char *name) {
     return false;
 }
 
+static VG_TLS_FAST bool t_checked; /* (the launch callback's decision, for the interposer) */
+
 /* Launch `seq` of kernel d, launched at `site`: its user data, checked or not. */
 static void launch_checked(const vg_san_launch_data_t *d, uint64_t seq, uint32_t site) {
     mc_ctx_t *c = ctx_find(d->context);
@@ -764,6 +769,7 @@ static void launch_checked(const vg_san_launch_data_t *d, uint64_t seq, uint32_t
         }
         pthread_mutex_unlock(&g_ring_lock);
         atomic_fetch_add(&g_launches_checked, 1);
+        t_checked = true;
     } else {
         atomic_fetch_add(&g_launches_skipped, 1);
     }
@@ -771,9 +777,10 @@ static void launch_checked(const vg_san_launch_data_t *d, uint64_t seq, uint32_t
                                      (const void *)(uintptr_t)ud);
 }
 
-bool vg__memcheck_checks_launch(const char *name, uint64_t seq) {
-    return g_ready && g_split == 0 && !atomic_load(&g_any_broken) && name_wanted(name) &&
-           (vg__opt.memcheck_every <= 1 || seq % (uint64_t)vg__opt.memcheck_every == 0);
+bool vg__memcheck_take_checked(void) {
+    bool checked = t_checked;
+    t_checked = false;
+    return checked;
 }
 
 static void launch_begin(const vg_san_launch_data_t *d) {

@@ -36,12 +36,15 @@ void vg__memcheck_segment_removed(vg_heap_t *h, vg_segment_t *seg);
  * memcheck's own stream, waited for (a synchronous cuMemAlloc, a CUDA graph's block). */
 void vg__memcheck_alloc(vg_heap_t *h, const vg_block_t *b, CUstream stream, bool own);
 void vg__memcheck_free(vg_heap_t *h, const vg_block_t *b, CUstream stream);
-/* Will the device check launch `seq` of kernel `name` (memcheck on, the kernel wanted by
- * memcheck_kernels, the launch by memcheck_every)? Guard mode's check of its pointer
- * arguments is left out then: the device sees which of them the kernel uses (G13). */
-bool vg__memcheck_checks_launch(const char *name, uint64_t seq);
-/* A released graph pool's free block b is general memory again: its words say freed
- * (the context synchronised: no replay runs). */
+/* Did the device check the kernel launch this thread made last (the API's launch callback
+ * gave it user data: memcheck on, its module patched, the kernel and the launch wanted by
+ * memcheck_kernels and memcheck_every)? Asked, and cleared, by the interposer once the
+ * driver's launch returns: guard mode's check of the launch's pointer arguments is left
+ * out then, as the device saw which of them the kernel used (G13). */
+bool vg__memcheck_take_checked(void);
+/* A released graph pool's block b is general memory again (the context synchronised: no
+ * replay runs): its words say freed if it is free, else what it holds, exactly, as
+ * though no capture had ever shared its bytes. */
 void vg__memcheck_unpooled(vg_heap_t *h, vg_block_t *b);
 /* initcheck: a copy or memset the interposer forwards writes [addr, addr + bytes) on
  * `stream`: those bytes count as written, for kernels queued after it (no heap lock held). */

@@ -99,11 +99,12 @@ static void stream_text(char *out, size_t n, CUstream s) {
         snprintf(out, n, "stream %p", (void *)s);
 }
 
-/* The bad accesses of one poll that share a kernel (by name and launch site), an
+/* The bad accesses of one poll that share a kernel (by name and the text of its launch
+ * site), an
  * allocation (or, for memory no allocation holds, a 512-byte granule), read or write and
  * kind: one report for all of them, naming the first. */
 typedef struct group {
-    uint64_t key, what; /* what: the allocation or granule, the side, read or write */
+    uint64_t key;
     vg_mc_record_t first;
     vg_mc_launch_t l;
     bool known;
@@ -112,8 +113,26 @@ typedef struct group {
     int64_t lo, hi; /* offsets of the accesses' first and last bytes from the allocation */
 } group_t;
 
+/* The text keys of the launch sites one poll's records name (vg__site_text_key: two
+ * calls on one line, as an unrolled loop makes, are two sites with one text). */
+typedef struct site_keys {
+    uint32_t site[16];
+    uint64_t key[16];
+    int n;
+} site_keys_t;
+
+static uint64_t site_key(site_keys_t *c, uint32_t site) {
+    for (int i = 0; i < c->n; i++)
+        if (c->site[i] == site)
+            return c->key[i];
+    uint64_t k = vg__site_text_key(site);
+    if (c->n < 16)
+        c->site[c->n] = site, c->key[c->n++] = k;
+    return k;
+}
+
 /* What record rec is about: its launch and allocation; the group's key. */
-static uint64_t describe(vg_heap_t *h, const vg_mc_record_t *rec, group_t *g) {
+static uint64_t describe(vg_heap_t *h, const vg_mc_record_t *rec, group_t *g, site_keys_t *sk) {
     memset(g, 0, sizeof *g);
     g->first = *rec;
     g->known = vg__memcheck_launch(rec->launch, &g->l);
@@ -140,8 +159,8 @@ static uint64_t describe(vg_heap_t *h, const vg_mc_record_t *rec, group_t *g) {
              : f->has_block && off < 0 ? 0 : 1;
     if (write && f->has_block && f->id)
         saw(f->id, side, true);
-    g->what = mix(where, (uint64_t)side << 1 | write);
-    return mix(mix((uint64_t)(uintptr_t)g->l.name, g->l.site), g->what);
+    return mix(mix((uint64_t)(uintptr_t)g->l.name, site_key(sk, g->l.site)),
+               mix(where, (uint64_t)side << 1 | write));
 }
 
 static void emit(const group_t *g) {
@@ -230,13 +249,6 @@ static void emit(const group_t *g) {
 
 #define GROUPS 64
 
-/* Group g not reported yet, by its launch site's id and then by its text (two launches
- * from one line of an unrolled loop are two sites that read the same)? */
-static bool first_time(const group_t *g) {
-    return vg__report_first_time(g->key) &&
-           vg__report_first_time(mix(mix((uint64_t)(uintptr_t)g->l.name,
-                                         vg__site_text_key(g->l.site)), g->what) ^ 0x7e47);
-}
 
 /* Records [0, n) of one poll, grouped and reported (each group once per run). */
 static void report_all(vg_heap_t *h, const vg_mc_record_t *recs, size_t n) {
@@ -244,9 +256,10 @@ static void report_all(vg_heap_t *h, const vg_mc_record_t *recs, size_t n) {
     if (!gs)
         return;
     size_t ng = 0;
+    site_keys_t sk = {.n = 0};
     for (size_t i = 0; i < n; i++) {
         group_t one;
-        uint64_t key = describe(h, &recs[i], &one);
+        uint64_t key = describe(h, &recs[i], &one, &sk);
         atomic_fetch_add(&g_found, 1);
         size_t k = 0;
         while (k < ng && gs[k].key != key)
@@ -259,7 +272,7 @@ static void report_all(vg_heap_t *h, const vg_mc_record_t *recs, size_t n) {
         }
         if (ng == GROUPS) { /* (many at once: report these, start again) */
             for (size_t q = 0; q < ng; q++)
-                if (first_time(&gs[q]))
+                if (vg__report_first_time(gs[q].key))
                     emit(&gs[q]);
             ng = 0;
         }
@@ -267,7 +280,7 @@ static void report_all(vg_heap_t *h, const vg_mc_record_t *recs, size_t n) {
         gs[ng++].key = key;
     }
     for (size_t q = 0; q < ng; q++)
-        if (first_time(&gs[q]))
+        if (vg__report_first_time(gs[q].key))
             emit(&gs[q]);
     free(gs);
 }

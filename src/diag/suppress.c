@@ -146,6 +146,7 @@ static vg_status_t parse(const char *path, rule_t *rules, int *count) {
         } else {
             if (rules) {
                 rules[n].kind = k;
+                rules[n].builtin = false;
                 snprintf(rules[n].pattern, sizeof rules[n].pattern, "%s", pattern);
                 atomic_store(&rules[n].hits, 0);
             }
@@ -167,6 +168,7 @@ vg_status_t vg__suppressions_check(const char *path) {
 
 vg_status_t vg__suppressions_load(const char *path, bool builtin) {
     g_nrules = 0;
+    g_path[0] = '\0';
     int n = 0;
     if (path && *path) {
         vg_status_t st = parse(path, g_rules, &n);

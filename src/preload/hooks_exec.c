@@ -128,34 +128,51 @@ static func_info_t lookup_func(CUfunction f) {
  * Launches
  * ------------------------------------------------------------------------------------- */
 
+/* A launch's pointer words, kept from before the driver's launch to after it. */
+typedef struct launch_args {
+    const char *name;
+    CUstream stream;
+    uint32_t site;
+    int n;
+    uint64_t ptrs[VG_LAUNCH_PTRS];
+    uint16_t where[VG_LAUNCH_PTRS];
+    char captured_name[200];
+} launch_args_t;
+
 /* What every launch does before it reaches the driver: note the kernel, its pointer
  * arguments and where it was launched, then launch the guard work waiting on its stream. */
 __attribute__((noinline)) static void before_launch(CUfunction f, CUstream stream,
-                                                   void **params) {
+                                                   void **params, launch_args_t *a) {
     func_info_t info = lookup_func(f);
-    uint64_t ptrs[VG_LAUNCH_PTRS];
-    uint16_t where[VG_LAUNCH_PTRS];
     int n = 0;
     for (int i = 0; params && i < info.nptr; i++) { /* kernelParams: a pointer per param */
-        memcpy(&ptrs[n], (const char *)params[info.index[i]] + info.byte[i], sizeof ptrs[0]);
-        if (vg__launch_word_may_point(ptrs[n])) /* (not two small integers) */
-            where[n++] = VG_ARG_WHERE(info.index[i], info.byte[i]);
+        memcpy(&a->ptrs[n], (const char *)params[info.index[i]] + info.byte[i],
+               sizeof a->ptrs[0]);
+        if (vg__launch_word_may_point(a->ptrs[n])) /* (not two small integers) */
+            a->where[n++] = VG_ARG_WHERE(info.index[i], info.byte[i]);
     }
-    char captured_name[200];
-    const char *name = info.name;
+    a->n = n;
+    a->name = info.name;
+    a->stream = stream;
     bool captured = vg__stream_capturing(stream);
     if (captured) { /* it runs at each launch of the graph (A7) */
-        snprintf(captured_name, sizeof captured_name, "%s (captured into a CUDA graph)",
+        snprintf(a->captured_name, sizeof a->captured_name, "%s (captured into a CUDA graph)",
                  info.name);
-        name = captured_name;
+        a->name = a->captured_name;
     }
-    uint32_t site = vg__opt.stack_depth ? vg__site_here(2) : 0;
-    uint64_t seq = vg__launch_note_args(name, stream, site, ptrs, where, n, captured);
-    /* (G11: a pointer to freed memory, reported at the launch, unless memcheck mode
-     * checks the launch's accesses themselves) */
-    if (vg__guard_on() && !vg__memcheck_checks_launch(info.name, seq))
-        vg__access_check_args(name, stream, site, ptrs, where, n);
+    a->site = vg__opt.stack_depth ? vg__site_here(2) : 0;
+    vg__launch_note_args(a->name, stream, a->site, a->ptrs, a->where, n, captured);
+    vg__memcheck_take_checked(); /* (a decision of a launch not made through here: gone) */
     vg__guard_flush_stream(stream);
+}
+
+/* ... and after it: G11's check of the pointers to freed memory, unless memcheck mode's
+ * device check took the launch (it sees which of them the kernel uses). */
+static CUresult after_launch(CUresult r, const launch_args_t *a, const char *call) {
+    if (vg__memcheck_take_checked() || !vg__guard_on())
+        return vgp_check(r, call);
+    vg__access_check_args(a->name, a->stream, a->site, a->ptrs, a->where, a->n);
+    return vgp_check(r, call);
 }
 
 VG_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
@@ -167,9 +184,10 @@ VG_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
         return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
-    before_launch(f, stream, params);
-    return vgp_check(real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra),
-                     "cuLaunchKernel");
+    launch_args_t a;
+    before_launch(f, stream, params, &a);
+    return after_launch(real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra), &a,
+                        "cuLaunchKernel");
 }
 
 VG_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,
@@ -189,8 +207,9 @@ VG_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, voi
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready() || !config)
         return real(config, f, params, extra);
-    before_launch(f, config->hStream, params);
-    return vgp_check(real(config, f, params, extra), "cuLaunchKernelEx");
+    launch_args_t a;
+    before_launch(f, config->hStream, params, &a);
+    return after_launch(real(config, f, params, extra), &a, "cuLaunchKernelEx");
 }
 
 VG_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f,
@@ -212,9 +231,10 @@ VG_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigne
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgp_ready())
         return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params);
-    before_launch(f, stream, params);
-    return vgp_check(real(f, gx, gy, gz, bx, by, bz, shmem, stream, params),
-                     "cuLaunchCooperativeKernel");
+    launch_args_t a;
+    before_launch(f, stream, params, &a);
+    return after_launch(real(f, gx, gy, gz, bx, by, bz, shmem, stream, params), &a,
+                        "cuLaunchCooperativeKernel");
 }
 
 VG_API CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy,

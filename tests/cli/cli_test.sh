@@ -1184,7 +1184,8 @@ memcheck_planted)
     p="$BUILD/tests/preload/memcheck_user"
     chk() { python3 "$HERE/check_report.py" "$TMP/r.json" "$@" || { cat "$TMP/err" >&2; fail "$c"; }; }
     for c in read_past read_far read_before write_far read_freed write_freed write_freed_many \
-             async_past pool_past library_past other_stream torch_past graph_past graph_pool_past; do
+             async_past pool_past library_past other_stream torch_past graph_past graph_pool_past \
+             graph_pool_released graph_output_past; do
         run 0 "$VG" run --sim --mode=memcheck --leaks=off --report_json="$TMP/r.json" -- "$p" $c
         grep -q "^$c: launched$" "$TMP/out" || fail "$c: $(cat "$TMP/out")"
         case $c in
@@ -1224,6 +1225,12 @@ memcheck_planted)
             chk 1 all; chk 1 out_of_bounds_after access.operation=read access.kernel=ex_sum \
                 access.offset=4000 access.accesses=12 allocation.size=4000 \
                 "allocation.allocated_at~past_body (" ;;
+        # once the pool is released its memory is the program's again, to the byte: what
+        # the capture freed is freed memory, and the kept output has its redzone back
+        graph_pool_released) chk 1 all; chk 1 use_after_free access.operation=read \
+            access.kernel=ex_sum access.offset=6000 allocation.size=8000 ;;
+        graph_output_past) chk 1 all; chk 1 out_of_bounds_after access.operation=read \
+            access.kernel=ex_sum access.offset=2000 allocation.size=2000 ;;
         esac
     done
     # initcheck=1: a read of bytes nothing wrote since the allocation (a kernel, a memset

@@ -21,6 +21,11 @@
  *                 buffer (each launch of the graph is checked)
  *   graph_pool_past  the same with the buffer allocated during the capture, as PyTorch's
  *                 torch.cuda.graph allocates (vramguard's graph pool)
+ *   graph_pool_released  once a graph and its pool are gone, ex_sum reads a buffer its
+ *                 capture allocated and freed (the pool's memory is the program's again)
+ *   graph_output_past  once a graph and its pool are gone, ex_sum reads past the buffer
+ *                 the graph made and the program kept (where the capture's first, larger
+ *                 buffer lay)
  *   other_stream  a buffer freed on stream A is read by a kernel on stream B, queued after
  *                 an event recorded on A (the free is ordered, the read is not allowed)
  *   uninit_read   ex_sum reads a buffer only half of which a kernel, a memset and a copy
@@ -114,7 +119,9 @@ static CUdeviceptr capture_floats(size_t n, CUstream s, bool pooled) {
     return p;
 }
 
-/* Capture on s what `body` queues, launch the graph three times, wait. */
+/* Capture on s what `body` queues, launch the graph three times, wait. (Three calls on one
+ * line: three launch sites that read the same, as a loop the compiler unrolls makes; the
+ * planted cases' one report must count the bad accesses of all three.) */
 static void graph_three_times(CUstream s, void (*body)(CUstream, void *), void *arg) {
     CUgraph g;
     CUgraphExec exec;
@@ -122,8 +129,7 @@ static void graph_three_times(CUstream s, void (*body)(CUstream, void *), void *
     body(s, arg);
     CK(cuStreamEndCapture(s, &g));
     CK(cuGraphInstantiate(&exec, g, 0));
-    for (volatile int i = 0; i < 3; i++)
-        CK(cuGraphLaunch(exec, s));
+    CK(cuGraphLaunch(exec, s)); CK(cuGraphLaunch(exec, s)); CK(cuGraphLaunch(exec, s));
     CK(cuStreamSynchronize(s));
     CK(cuGraphExecDestroy(exec));
     CK(cuGraphDestroy(g));
@@ -158,6 +164,21 @@ static void pool_reuse_body(CUstream s, void *arg) {
     }
     CK(ex_fill(&g_ex, t->b, 2.0f, 500, s));
     CK(ex_sum(&g_ex, t->b, 0, 500, t->sums + sizeof(float), s));
+}
+
+/* The graph of the clean case's pool_reuse_body, launched three times, destroyed, its pool
+ * ended and released; the program keeps the second buffer. Nothing without vramguard (no
+ * pool, and so no buffer made in a capture). */
+static pool_step_t released_pool(CUstream s) {
+    pool_step_t g = {.pooled = graph_pool("begin", 11)};
+    if (!g.pooled)
+        return g;
+    CK(cuMemAlloc(&g.sums, 2 * sizeof(float)));
+    graph_three_times(s, pool_reuse_body, &g);
+    graph_pool("end", 11);
+    graph_pool("release", 11);
+    CK(cuMemFree(g.sums));
+    return g;
 }
 
 static int planted(const char *c, CUdeviceptr out) {
@@ -247,6 +268,16 @@ static int planted(const char *c, CUdeviceptr out) {
             graph_pool("end", 5);
             graph_pool("release", 5);
         }
+    } else if (strcmp(c, "graph_pool_released") == 0) {
+        pool_step_t g = released_pool(s);
+        if (g.pooled)
+            CK(ex_sum(&g_ex, g.a, 1500, 10, out, s)); /* the bug: the capture freed g.a */
+        CK(cuStreamSynchronize(s));
+    } else if (strcmp(c, "graph_output_past") == 0) {
+        pool_step_t g = released_pool(s);
+        if (g.pooled)
+            CK(ex_sum(&g_ex, g.b, 496, 8, out, s)); /* the bug: g.b holds 500 floats */
+        CK(cuStreamSynchronize(s));
     } else if (strcmp(c, "other_stream") == 0) {
         CUstream b;
         CUevent e;
