@@ -203,6 +203,10 @@ memcheck-confirm)
     build
     step "s1_overrun --graph memcheck" 60 "$B/vramguard" run --mode=memcheck -- \
         "$B/examples/s1_overrun" --graph
+    for c in graph_pool_released graph_output_past; do
+        step "memcheck_user $c memcheck" 60 "$B/vramguard" run --mode=memcheck --leaks=off -- \
+            "$B/tests/preload/memcheck_user" $c
+    done
     step "cuda_graph_step memcheck" 240 python3 -m vramguard run --mode=memcheck \
         examples/pytorch/cuda_graph_step.py
     for model in ${MODELS:-resnet50:16 gpt2:1}; do
