@@ -311,7 +311,7 @@ void vg__access_check_args(const char *name, CUstream stream, uint32_t site,
         if (j.data && j.len < sizeof r.json)
             memcpy(r.json, j.data, j.len + 1);
         vg__buf_free(&j);
-        r.found = "at the launch, before the kernel ran (whether or not it uses the pointer)";
+        r.found = "at the launch, from its arguments (whether or not the kernel uses the pointer)";
         vg__report(&r);
     }
 }
