@@ -97,6 +97,21 @@ static void ex_fill_span_host(const ex_launch_t *l) {
         EX_STORE(l, i, &s.x[i], v);
 }
 
+typedef struct ex_typed { /* kernels.cu's */
+    int dtype, elem_size;
+    unsigned long long n;
+    float *x;
+} ex_typed_t;
+
+static void ex_fill_typed_host(const ex_launch_t *l) {
+    float v = *(float *)l->params[0];
+    ex_typed_t s = *(ex_typed_t *)l->params[1];
+    if (s.dtype != 6 || s.elem_size != (int)sizeof(float))
+        return;
+    for (unsigned long long i = 0; i < s.n; i++)
+        EX_STORE(l, i, &s.x[i], v);
+}
+
 static void ex_sum_host(const ex_launch_t *l) {
     const float *x = *(const float **)l->params[0];
     unsigned long long first = *(unsigned long long *)l->params[1];
@@ -125,7 +140,7 @@ static void ex_fill_bytes_host(const ex_launch_t *l) {
 
 typedef struct ex {
     CUcontext ctx;
-    CUfunction fill, scatter, fill_span, sum, sum_range, fill_bytes;
+    CUfunction fill, scatter, fill_span, sum, sum_range, fill_bytes, fill_typed;
 } ex_t;
 
 /* Device `ordinal`'s primary context, made current, with the kernels loaded in it. */
@@ -151,6 +166,7 @@ static inline ex_t ex_init_device(int ordinal) {
         reg("ex_sum", ex_sum_host);
         reg("ex_sum_range", ex_sum_range_host);
         reg("ex_fill_bytes", ex_fill_bytes_host);
+        reg("ex_fill_typed", ex_fill_typed_host);
     }
     CK(cuModuleLoadData(&mod, ex_kernels_ptx));
     CK(cuModuleGetFunction(&e.fill, mod, "ex_fill"));
@@ -159,6 +175,7 @@ static inline ex_t ex_init_device(int ordinal) {
     CK(cuModuleGetFunction(&e.sum, mod, "ex_sum"));
     CK(cuModuleGetFunction(&e.sum_range, mod, "ex_sum_range"));
     CK(cuModuleGetFunction(&e.fill_bytes, mod, "ex_fill_bytes"));
+    CK(cuModuleGetFunction(&e.fill_typed, mod, "ex_fill_typed"));
     return e;
 }
 
@@ -181,6 +198,16 @@ static inline CUresult ex_fill_span(const ex_t *e, CUdeviceptr x, float v, unsig
     ex_span_t span = {n, (float *)(uintptr_t)x};
     void *params[] = {&v, &span};
     return cuLaunchKernel(e->fill_span, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, s,
+                          params, NULL);
+}
+
+/* The same again, the struct beginning with PyTorch's data type and element size of a
+ * float: (6, 4), two small integers in the struct's first 8 bytes. */
+static inline CUresult ex_fill_typed(const ex_t *e, CUdeviceptr x, float v, unsigned long long n,
+                                     CUstream s) {
+    ex_typed_t typed = {6, (int)sizeof(float), n, (float *)(uintptr_t)x};
+    void *params[] = {&v, &typed};
+    return cuLaunchKernel(e->fill_typed, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, s,
                           params, NULL);
 }
 

@@ -56,3 +56,20 @@ extern "C" __global__ void ex_fill_bytes(unsigned char *p, unsigned char v, unsi
          i += (unsigned long long)gridDim.x * blockDim.x)
         p[i] = v;
 }
+
+// x[i] = v for i < n, with the data type and element size before the pointer in the
+// struct, as PyTorch's loaders and storers carry them (c10::ScalarType::Float is 6): the
+// struct's first 8 bytes are two small integers, (6, 4), which read as one word are
+// 0x400000006, an address on a GPU whose memory lies near 16 GiB.
+struct ex_typed {
+    int dtype, elem_size;
+    unsigned long long n;
+    float *x;
+};
+extern "C" __global__ void ex_fill_typed(float v, ex_typed s) {
+    if (s.dtype != 6 || s.elem_size != (int)sizeof(float))
+        return;
+    for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < s.n;
+         i += (unsigned long long)gridDim.x * blockDim.x)
+        s.x[i] = v;
+}

@@ -108,11 +108,22 @@ CUresult sim_memory_init_device(sim_device_t *d) {
     uint64_t arena = align_up(d->total * 8, VGSIM_GRANULE);
     if (arena < (64ull << 30))
         arena = 64ull << 30;
-    /* Over-reserve by one granule so the arena can start on a granule boundary. */
-    void *p = mmap(NULL, arena + VGSIM_GRANULE, PROT_NONE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
+    /* Over-reserve by one granule so the arena can start on a granule boundary.
+     * VGSIM_ARENA_AT=ADDR puts device 0's arena there (a GPU's addresses can lie low:
+     * near 16 GiB on an H200, where two small integers read as one word are an address). */
+    const char *at = d->ordinal == 0 ? getenv("VGSIM_ARENA_AT") : NULL;
+    void *want = at ? (void *)(uintptr_t)strtoull(at, NULL, 0) : NULL;
+    void *p = mmap(want, arena + VGSIM_GRANULE, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (want ? MAP_FIXED_NOREPLACE : 0),
+                   -1, 0);
+    if (p == MAP_FAILED || (want && p != want)) {
+        if (want)
+            fprintf(stderr, "vgsim: VGSIM_ARENA_AT=%s: cannot place device 0's memory there "
+                    "(%s)\n", at, p == MAP_FAILED ? strerror(errno) : "the kernel put it elsewhere");
+        if (p != MAP_FAILED)
+            munmap(p, arena + VGSIM_GRANULE);
         return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     uint64_t base = align_up((uint64_t)(uintptr_t)p, VGSIM_GRANULE);
     char name[32];
     snprintf(name, sizeof name, "vgsim-device-%d", d->ordinal);

@@ -26,6 +26,11 @@
  *   pitched_2d            cuMemAllocPitch, 2D copies and a 2D memset up to its last row
  *   threads               8 threads, each with its own stream, allocating, filling,
  *                         copying, summing and freeing
+ *   small_ints_arg        ex_fill_typed, whose struct argument begins with two small
+ *                         integers (6, 4: 0x400000006 read as one word), launched after
+ *                         freeing a buffer that held that address where device memory
+ *                         lies near 16 GiB (vgsim: VGSIM_ARENA_AT=0x380000000); prints
+ *                         "a freed buffer held 0x400000006" when one did
  * Exit status 0, or 1 if a correct case read a wrong value.
  */
 #include "common.h"
@@ -233,6 +238,28 @@ static int correct(const char *c) {
             total += (long)(intptr_t)v;
         }
         printf("threads: %ld\n", total);
+    } else if (strcmp(c, "small_ints_arg") == 0) {
+        /* 256 MiB buffers from the bottom of device memory up to 0x400000006 (none where
+         * memory lies higher), all freed; then a kernel given (6, 4) in one word */
+        const CUdeviceptr target = 0x400000006ull;
+        CUdeviceptr bufs[80];
+        int n = 0;
+        bool held = false;
+        while (n < 80) {
+            CK(cuMemAlloc(&bufs[n], 256u << 20));
+            held |= bufs[n] <= target && target < bufs[n] + (256u << 20);
+            if (bufs[n++] > target || held)
+                break;
+        }
+        while (n > 0)
+            CK(cuMemFree(bufs[--n]));
+        if (held)
+            printf("small_ints_arg: a freed buffer held 0x400000006\n");
+        CUdeviceptr p = floats(1000, 0.0f);
+        CK(ex_fill_typed(&g_ex, p, 2.0f, 1000, NULL));
+        CK(ex_sum(&g_ex, p, 0, 1000, out, NULL));
+        expect("small_ints_arg", device_float(out), 2000);
+        CK(cuMemFree(p));
     } else {
         return -1;
     }
