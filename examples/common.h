@@ -68,12 +68,15 @@ static inline void ex_access(const ex_launch_t *l, unsigned long long i, const v
 #define EX_LOAD(l, i, p) (ex_access((l), (i), (p), sizeof *(p), 1), *(p))
 #define EX_STORE(l, i, p, v) (ex_access((l), (i), (p), sizeof *(p), 2), *(p) = (v))
 
-static void ex_fill_host(const ex_launch_t *l) {
-    float *x = *(float **)l->params[0];
-    float v = *(float *)l->params[1];
-    unsigned long long n = *(unsigned long long *)l->params[2];
+/* x[i] = v for i < n, thread i of launch l storing x[i] (the fill kernels' body). */
+static void ex_fill_floats(const ex_launch_t *l, float *x, float v, unsigned long long n) {
     for (unsigned long long i = 0; i < n; i++)
         EX_STORE(l, i, &x[i], v);
+}
+
+static void ex_fill_host(const ex_launch_t *l) {
+    ex_fill_floats(l, *(float **)l->params[0], *(float *)l->params[1],
+                   *(unsigned long long *)l->params[2]);
 }
 
 static void ex_scatter_host(const ex_launch_t *l) {
@@ -91,10 +94,8 @@ typedef struct ex_span { /* kernels.cu's */
 } ex_span_t;
 
 static void ex_fill_span_host(const ex_launch_t *l) {
-    float v = *(float *)l->params[0];
     ex_span_t s = *(ex_span_t *)l->params[1];
-    for (unsigned long long i = 0; i < s.n; i++)
-        EX_STORE(l, i, &s.x[i], v);
+    ex_fill_floats(l, s.x, *(float *)l->params[0], s.n);
 }
 
 typedef struct ex_typed { /* kernels.cu's */
@@ -104,12 +105,9 @@ typedef struct ex_typed { /* kernels.cu's */
 } ex_typed_t;
 
 static void ex_fill_typed_host(const ex_launch_t *l) {
-    float v = *(float *)l->params[0];
     ex_typed_t s = *(ex_typed_t *)l->params[1];
-    if (s.dtype != 6 || s.elem_size != (int)sizeof(float))
-        return;
-    for (unsigned long long i = 0; i < s.n; i++)
-        EX_STORE(l, i, &s.x[i], v);
+    if (s.dtype == 6 && s.elem_size == (int)sizeof(float))
+        ex_fill_floats(l, s.x, *(float *)l->params[0], s.n);
 }
 
 static void ex_sum_host(const ex_launch_t *l) {
