@@ -73,7 +73,7 @@ void vg__access_report(const vg_access_fault_t *f, uint32_t site);
 /* May a launch's 8-byte parameter word w be a pointer? Not when both of its halves are
  * below 64 KiB: that is two small integers side by side (the sizes and data types in
  * PyTorch's loaders and storers), which on a machine whose device addresses lie near
- * 16 GiB read as one (4 and 6: 0x400000006, on an H200). A pointer that close above a
+ * 16 GiB read as one (6 then 4: 0x400000006, on an H200). A pointer that close above a
  * 4 GiB boundary goes unchecked. */
 static inline bool vg__launch_word_may_point(uint64_t w) {
     return (w >> 32) >= 0x10000u || (w & 0xffffffffu) >= 0x10000u;

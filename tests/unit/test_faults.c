@@ -147,7 +147,7 @@ VG_TEST(long_kernel_names_are_cut_in_the_middle) {
 
 /* A launch's parameter words that are two small integers side by side (PyTorch's
  * loaders and storers: data types and sizes) are not taken for pointers: on an H200
- * whose device addresses lay near 16 GiB, (4, 6) read as 0x400000006, inside a freed
+ * whose device addresses lay near 16 GiB, (6, 4) read as 0x400000006, inside a freed
  * tensor, and guard mode reported 27 launches "given a pointer to freed memory". */
 VG_TEST(two_small_integers_in_a_launch_word_are_no_pointer) {
     CHECK(!vg__launch_word_may_point(0x400000006ull));
