@@ -69,6 +69,14 @@ unsigned char *vgt_read_file(const char *path, size_t *size) {
     return buf;
 }
 
+void vgt_scribble(unsigned char *p, size_t size, unsigned *seed, size_t base, size_t span) {
+    *seed = *seed * 1103515245u + 12345u;
+    size_t pos = base + (*seed >> 8) % span;
+    *seed = *seed * 1103515245u + 12345u;
+    if (pos < size)
+        p[pos] = (unsigned char)(*seed >> 16);
+}
+
 static int run_one(int i) {
     g_current = g_cases[i].name;
     g_cases[i].fn();

@@ -24,6 +24,9 @@ void vgt_fail(const char *file, int line, const char *fmt, ...)
 /* The bytes of a file of test data (malloc'd, caller frees; fails the case if it cannot
  * be read). */
 unsigned char *vgt_read_file(const char *path, size_t *size);
+/* Damage an image: one byte at base + a random offset below span, if inside p[0, size),
+ * takes a random value (two steps of *seed's generator: the same damage for the same seed). */
+void vgt_scribble(unsigned char *p, size_t size, unsigned *seed, size_t base, size_t span);
 /* Skip the current case (prints the reason; CTest counts it as skipped, exit code 77). */
 void vgt_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 

@@ -783,15 +783,23 @@ bool vg__memcheck_take_checked(void) {
     return checked;
 }
 
+/* A launch the interposer did not note, numbered here (its record taken at once, so that
+ * the next callback does not take it for its own). */
+static uint64_t note_here(const vg_san_launch_data_t *d, uint32_t site) {
+    uint64_t seq = vg__launch_note(d->function_name ? d->function_name : "(a kernel)",
+                                   d->stream, site);
+    uint32_t noted_site;
+    vg__launch_take_noted(&noted_site);
+    return seq;
+}
+
 static void launch_begin(const vg_san_launch_data_t *d) {
     if (own(d->module)) /* (guard mode's kernels) */
         return;
     uint32_t site = 0;
     uint64_t seq = vg__launch_take_noted(&site);
-    if (!seq) { /* (launched past the interposer: numbered here) */
-        seq = vg__launch_note(d->function_name ? d->function_name : "(a kernel)", d->stream, 0);
-        vg__launch_take_noted(&site);
-    }
+    if (!seq) /* (launched past the interposer) */
+        seq = note_here(d, 0);
     launch_checked(d, seq, site);
 }
 
@@ -811,10 +819,7 @@ static void graph_node_launch(const vg_san_graph_node_launch_data_t *g) {
         t_graph_site = site;
     vg_san_launch_data_t d = g->launch;
     d.stream = d.api_stream;
-    uint64_t seq = vg__launch_note(d.function_name ? d.function_name : "(a kernel)", d.stream,
-                                   t_graph_site);
-    vg__launch_take_noted(&site);
-    launch_checked(&d, seq, t_graph_site);
+    launch_checked(&d, note_here(&d, t_graph_site), t_graph_site);
 }
 
 static void callback(void *userdata, int domain, uint32_t cbid, const void *data) {

@@ -8,7 +8,6 @@
 #include "suppress.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -203,17 +202,6 @@ bool vg__suppressed(vg_report_kind_t kind, const char *const *texts, size_t n) {
     return false;
 }
 
-/* Append to out (n bytes, `used` of them taken) without running past its end. */
-static void add(char *out, size_t n, size_t *used, const char *fmt, ...) {
-    if (*used >= n)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(out + *used, n - *used, fmt, ap);
-    va_end(ap);
-    *used += k > 0 ? (size_t)k : 0;
-}
-
 void vg__suppressions_summary(char *out, size_t n) {
     uint64_t total = 0;
     for (int r = 0; r < g_nrules; r++)
@@ -221,9 +209,9 @@ void vg__suppressions_summary(char *out, size_t n) {
     out[0] = '\0';
     if (!total)
         return;
-    size_t used = 0;
-    add(out, n, &used, "%llu report%s suppressed", (unsigned long long)total,
-        total == 1 ? "" : "s");
+    vg_buf_t b = {0};
+    vg__buf_printf(&b, "%llu report%s suppressed", (unsigned long long)total,
+                   total == 1 ? "" : "s");
     bool file_hit = false;
     for (int pass = 0; pass < 2; pass++) { /* the file's rules, then vramguard's own */
         const char *sep = NULL;
@@ -232,14 +220,17 @@ void vg__suppressions_summary(char *out, size_t n) {
             if (!h || g_rules[r].builtin != (pass == 1))
                 continue;
             if (!sep && pass == 0)
-                add(out, n, &used, " (suppressions=%s):", g_path), file_hit = true;
+                vg__buf_printf(&b, " (suppressions=%s):", g_path), file_hit = true;
             else if (!sep)
-                add(out, n, &used, "%s (vramguard's default rules; default_suppressions=0 "
-                    "shows them):", file_hit ? ";" : "");
+                vg__buf_printf(&b, "%s (vramguard's default rules; default_suppressions=0 "
+                               "shows them):", file_hit ? ";" : "");
             int k = g_rules[r].kind;
-            add(out, n, &used, "%s%llu %s:%s", sep ? sep : " ", (unsigned long long)h,
-                k < 0 ? "*" : vg__report_kind_json((vg_report_kind_t)k), g_rules[r].pattern);
+            vg__buf_printf(&b, "%s%llu %s:%s", sep ? sep : " ", (unsigned long long)h,
+                           k < 0 ? "*" : vg__report_kind_json((vg_report_kind_t)k),
+                           g_rules[r].pattern);
             sep = ", ";
         }
     }
+    snprintf(out, n, "%s", b.data ? b.data : "");
+    vg__buf_free(&b);
 }

@@ -146,16 +146,11 @@ VG_TEST(damaged_cubins_are_read_within_bounds) {
     for (int round = 0; round < 3000; round++) {
         unsigned char *copy = malloc(size);
         memcpy(copy, orig, size);
-        for (int k = 0; k < 1 + round % 6; k++) {
-            seed = seed * 1103515245u + 12345u;
-            /* The ELF header, anywhere, .debug_line, .rela.debug_line (readelf -S). */
-            static const size_t base[4] = {0, 0, 0x858, 0x14f0};
-            size_t span[4] = {64, size, 0xeb, 0x30};
-            size_t pos = base[round % 4] + (seed >> 8) % span[round % 4];
-            seed = seed * 1103515245u + 12345u;
-            if (pos < size)
-                copy[pos] = (unsigned char)(seed >> 16);
-        }
+        /* The ELF header, anywhere, .debug_line, .rela.debug_line (readelf -S). */
+        static const size_t base[4] = {0, 0, 0x858, 0x14f0};
+        size_t span[4] = {64, size, 0xeb, 0x30};
+        for (int k = 0; k < 1 + round % 6; k++)
+            vgt_scribble(copy, size, &seed, base[round % 4], span[round % 4]);
         vg_lines_t *t = vg__lines_read(copy, size);
         free(copy);
         tables += t != NULL;

@@ -100,12 +100,8 @@ VG_TEST(damaged_cubins_are_read_within_bounds) {
     for (int round = 0; round < 2000; round++) {
         unsigned char *copy = malloc(size);
         memcpy(copy, orig, size);
-        for (int k = 0; k < 1 + round % 8; k++) {
-            seed = seed * 1103515245u + 12345u;
-            size_t at = (seed >> 8) % (round % 2 ? 64 : size); /* the header half the time */
-            seed = seed * 1103515245u + 12345u;
-            copy[at] = (unsigned char)(seed >> 16);
-        }
+        for (int k = 0; k < 1 + round % 8; k++) /* (the header half the time) */
+            vgt_scribble(copy, size, &seed, 0, round % 2 ? 64 : size);
         seen_t s = {0};
         int r = vg__kernel_names_each(copy, size, collect, &s);
         CHECK(r >= -1 && r <= 1);
