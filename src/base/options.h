@@ -121,7 +121,7 @@
       "and kernel")                                                                          \
     X(default_suppressions, BOOL, "1", "",                                                  \
       "leave out the reports that vramguard's own rules name: library kernels shown on a "  \
-      "GPU to be given a pointer they never use (README, Reports); 0 shows them")            \
+      "GPU to be given a pointer they never use (README, What you see); 0 shows them")      \
     X(error_exitcode, INT, "0", "0..255",                                                   \
       "exit status of a process in which errors were found (0: leave it)")                  \
     X(halt_on_error, BOOL, "0", "",                                                         \

@@ -22,7 +22,7 @@ typedef struct rule {
     _Atomic uint64_t hits;
 } rule_t;
 
-/* vramguard's own rules (option default_suppressions, on by default; README, Reports):
+/* vramguard's own rules (option default_suppressions, on by default; README, "What you see"):
  * reports of library kernels that a GPU showed to be false. Each names the evidence. */
 static const struct {
     vg_report_kind_t kind;
