@@ -59,6 +59,19 @@ unsigned vgsim_access_devices(unsigned long long p);
 void vgsim_access(const volatile void *p, unsigned size, unsigned flags);
 void vgsim_thread(unsigned block, unsigned thread);
 
+/* A tensor map vgsim encoded (cuTensorMapEncode*), decoded for a kernel's host twin that
+ * plays the tensor memory accelerator: 0, or -1 if `map` is not one. A twin's bulk copies
+ * report no access (vgsim_access), as on a GPU the Compute Sanitizer API sees none. */
+typedef struct vgsim_tensor_map {
+    void *address;
+    int rank, data_type;
+    unsigned elem_bytes;              /* 0: a packed 4- or 6-bit type */
+    unsigned long long dims[5];       /* elements */
+    unsigned long long strides[4];    /* bytes, of dimensions 1 to rank - 1 */
+    unsigned box[5];                  /* tiled: the box; im2col: channels, pixels */
+} vgsim_tensor_map_t;
+int vgsim_tensor_map(const void *map, vgsim_tensor_map_t *out);
+typedef int (*vgsim_tensor_map_fn)(const void *map, vgsim_tensor_map_t *out);
 typedef void (*vgsim_access_fn)(const volatile void *p, unsigned size, unsigned flags);
 typedef void (*vgsim_thread_fn)(unsigned block, unsigned thread);
 typedef const char *(*vgsim_version_fn)(void);

@@ -83,9 +83,9 @@
       "patched, and run at full speed")                                                      \
     X(initcheck, BOOL, "0", "",                                                             \
       "memcheck: also report a kernel's read of memory never written since its allocation "  \
-      "(an init bitmap of 1/32 of each segment, set by every store, copy and memset; the "   \
-      "API does not report the tensor-memory stores cuBLAS makes on Hopper, whose results "  \
-      "it then reports falsely: docs/memcheck.md)")                                          \
+      "(an init bitmap of 1/32 of each segment, set by every store, copy and memset, and "  \
+      "for Hopper's tensor-memory stores by the tensor maps a launch carries: "              \
+      "docs/memcheck.md)")                                                                   \
     X(sanitizer_lib, STR, "", "",                                                           \
       "memcheck: the Compute Sanitizer API library (default: libsanitizer-public.so of the " \
       "CUDA toolkit's compute-sanitizer, found under $CUDA_HOME, /usr/local/cuda or PATH)")  \

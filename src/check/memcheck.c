@@ -533,8 +533,13 @@ static void shadow_op(vg_heap_t *h, uint64_t addr, vg_mc_shadow_op_t op, CUstrea
         uint64_t off = addr - c->segs[i].base;
         op.shadow = op.n ? c->segs[i].shadow + (off >> VG_MC_SHIFT) * 2 : 0;
         op.init = c->segs[i].init && op.init_n ? c->segs[i].init + (off >> 7) * 4 : 0;
+        uint64_t init_left = ((c->segs[i].end - c->segs[i].base) >> 7) - (off >> 7);
         if (!op.init)
             op.init_n = 0;
+        else if (op.init_n > init_left) { /* (a tensor map's region past its segment) */
+            op.init_n = (uint32_t)init_left;
+            op.init_hi = 31;
+        }
     }
     pthread_mutex_unlock(&c->lock);
     if (!found || (!op.n && !op.init_n))

@@ -22,6 +22,7 @@
 #include "diag/sites.h"
 #include "driver/driver.h"
 #include "memcheck.h"
+#include "tensormaps.h"
 
 static _Atomic uint64_t g_found, g_reported, g_lost;
 
@@ -343,4 +344,10 @@ void vg__memcheck_exit_summary(void) {
             "(memcheck_every, memcheck_kernels, or before the first allocation)",
             (unsigned long long)modules, spared, (unsigned long long)checked,
             (unsigned long long)skipped);
+    uint64_t maps, carried;
+    vg__tensormap_counts(&maps, &carried);
+    if (vg__opt.initcheck)
+        vg__log("memcheck: initcheck: %llu tensor maps built; %llu launches carried one (what "
+                "their bulk tensor copies may write counted as written)",
+                (unsigned long long)maps, (unsigned long long)carried);
 }

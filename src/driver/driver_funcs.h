@@ -291,6 +291,40 @@
     X(cuKernelGetParamInfo, cuKernelGetParamInfo, OPT,                                      \
       (CUkernel kernel, size_t index, size_t *offset, size_t *size),                        \
       (kernel, index, offset, size))                                                        \
+    /* Tensor maps (compute capability 9.0+): memcheck mode's initcheck learns from them \
+     * which bytes a kernel's tensor memory accelerator copies write (docs/memcheck.md). */ \
+    X(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled, OPT,                                  \
+      (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank,   \
+       void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides,   \
+       const cuuint32_t *boxDim, const cuuint32_t *elementStrides,                          \
+       CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,                        \
+       CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill),                \
+      (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,      \
+       boxDim, elementStrides, interleave, swizzle, l2Promotion, oobFill))                  \
+    X(cuTensorMapEncodeIm2col, cuTensorMapEncodeIm2col, OPT,                                \
+      (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank,   \
+       void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides,   \
+       const int *pixelBoxLowerCorner, const int *pixelBoxUpperCorner,                      \
+       cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,                             \
+       const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,                  \
+       CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,                      \
+       CUtensorMapFloatOOBfill oobFill),                                                    \
+      (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,      \
+       pixelBoxLowerCorner, pixelBoxUpperCorner, channelsPerPixel, pixelsPerColumn,         \
+       elementStrides, interleave, swizzle, l2Promotion, oobFill))                          \
+    X(cuTensorMapEncodeIm2colWide, cuTensorMapEncodeIm2colWide, OPT,                        \
+      (CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType, cuuint32_t tensorRank,   \
+       void *globalAddress, const cuuint64_t *globalDim, const cuuint64_t *globalStrides,   \
+       int pixelBoxLowerCornerWidth, int pixelBoxUpperCornerWidth,                          \
+       cuuint32_t channelsPerPixel, cuuint32_t pixelsPerColumn,                             \
+       const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,                  \
+       CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle swizzle,                          \
+       CUtensorMapL2promotion l2Promotion, CUtensorMapFloatOOBfill oobFill),                \
+      (tensorMap, tensorDataType, tensorRank, globalAddress, globalDim, globalStrides,      \
+       pixelBoxLowerCornerWidth, pixelBoxUpperCornerWidth, channelsPerPixel,                \
+       pixelsPerColumn, elementStrides, interleave, mode, swizzle, l2Promotion, oobFill))   \
+    X(cuTensorMapReplaceAddress, cuTensorMapReplaceAddress, OPT,                            \
+      (CUtensorMap *tensorMap, void *globalAddress), (tensorMap, globalAddress))            \
     X(cuLaunchKernel, cuLaunchKernel, OPT,                                                  \
       (CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,    \
        unsigned int by, unsigned int bz, unsigned int shmem, CUstream stream,               \

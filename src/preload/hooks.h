@@ -3,10 +3,11 @@
  * X(api, symbol): the program-facing name and the ABI symbol exported under it (the same
  * pairs as src/driver/driver_funcs.h, which tests/unit/test_preload_table.c checks). The
  * hook functions are defined, with those symbol names, by area: hooks_memory.c (device
- * and pinned memory), hooks_pool.c (stream-ordered allocation, pools), hooks_copy.c (copies and memsets), hooks_copy_nd.c (2D, 3D and peer
- * copies), hooks_copy_batch.c (batched copies), hooks_memop.c (stream memory operations)
- * and hooks_exec.c (launches, synchronisation, streams). VG_HOOKS_PTSZ lists the per-thread-default-stream twins of
- * hooked functions (src/driver/driver_funcs.h, VG_DRIVER_TWINS: cuda.h maps names to them
+ * and pinned memory), hooks_pool.c (stream-ordered allocation, pools), hooks_copy.c
+ * (copies and memsets), hooks_copy_nd.c (2D, 3D and peer copies), hooks_copy_batch.c
+ * (batched copies), hooks_memop.c (stream memory operations), hooks_tensormap.c (tensor
+ * maps) and hooks_exec.c (launches, synchronisation, streams). VG_HOOKS_PTSZ lists the
+ * per-thread-default-stream twins of hooked functions (src/driver/driver_funcs.h, VG_DRIVER_TWINS: cuda.h maps names to them
  * when a program is built with CUDA_API_PER_THREAD_DEFAULT_STREAM, and cuGetProcAddress
  * returns them for CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM).
  *
@@ -107,6 +108,11 @@
     X(cuStreamBeginCapture, cuStreamBeginCapture_v2)                                        \
     X(cuStreamEndCapture, cuStreamEndCapture)                                               \
     X(cuGraphLaunch, cuGraphLaunch)                                                         \
+    /* tensor maps (hooks_tensormap.c: initcheck learns what bulk tensor copies write) */  \
+    X(cuTensorMapEncodeTiled, cuTensorMapEncodeTiled)                                       \
+    X(cuTensorMapEncodeIm2col, cuTensorMapEncodeIm2col)                                     \
+    X(cuTensorMapEncodeIm2colWide, cuTensorMapEncodeIm2colWide)                             \
+    X(cuTensorMapReplaceAddress, cuTensorMapReplaceAddress)                                 \
     /* entry points */                                                                      \
     X(cuInit, cuInit)                                                                       \
     X(cuGetProcAddress, cuGetProcAddress_v2)

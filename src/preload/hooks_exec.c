@@ -18,6 +18,7 @@
 #include "check/memcheck.h"
 #include "alloc/heap.h"
 #include "check/nvtx.h"
+#include "check/tensormaps.h"
 #include "base/options.h"
 #include "diag/order.h"
 #include "diag/report.h"
@@ -45,12 +46,16 @@
 
 #define FUNCS 1024
 #define STRUCT_MAX 512 /* larger parameters are not scanned */
+#define BIG_PARAMS 8   /* parameters that may hold a tensor map (128 bytes or more) */
 typedef struct func_info {
     CUfunction f;
     const char *name;
-    int nptr;
+    int nptr, nbig;
     uint8_t index[VG_LAUNCH_PTRS];   /* the parameter each word is in, */
     uint16_t byte[VG_LAUNCH_PTRS];   /* and where in it */
+    uint8_t big[BIG_PARAMS];         /* the large parameters, */
+    uint16_t big_offset[BIG_PARAMS]; /* where each lies in the parameter buffer, */
+    uint16_t big_size[BIG_PARAMS];   /* and its size */
 } func_info_t;
 
 static func_info_t g_funcs[FUNCS];
@@ -62,14 +67,19 @@ static void add_word(func_info_t *out, size_t index, size_t byte) {
     out->nptr++;
 }
 
-/* Parameter `index`'s size, from the cuFunc* or the cuKernel* query; false past the last. */
-static bool param_size(CUfunction f, bool kernel, size_t index, size_t *size) {
-    size_t off;
+/* Parameter `index`'s place and size, from the cuFunc* or the cuKernel* query; false past
+ * the last. */
+static bool param_info(CUfunction f, bool kernel, size_t index, size_t *off, size_t *size) {
     if (kernel)
         return vg__drv_has(cuKernelGetParamInfo) &&
-               vg__cuKernelGetParamInfo((CUkernel)(void *)f, index, &off, size) == CUDA_SUCCESS;
+               vg__cuKernelGetParamInfo((CUkernel)(void *)f, index, off, size) == CUDA_SUCCESS;
     return vg__drv_has(cuFuncGetParamInfo) &&
-           vg__cuFuncGetParamInfo(f, index, &off, size) == CUDA_SUCCESS;
+           vg__cuFuncGetParamInfo(f, index, off, size) == CUDA_SUCCESS;
+}
+
+static bool param_size(CUfunction f, bool kernel, size_t index, size_t *size) {
+    size_t off;
+    return param_info(f, kernel, index, &off, size);
 }
 
 static void describe_func(CUfunction f, func_info_t *out) {
@@ -91,9 +101,18 @@ static void describe_func(CUfunction f, func_info_t *out) {
     /* The parameters are counted by asking until the driver refuses an index. Under
      * compute-sanitizer each refusal is reported as an API error of the program's, so
      * there the arguments are not read (the tool checks every access itself: G12). */
-    size_t sizes[256], np = 0;
-    while (np < 256 && !vg__nvtx_attached() && param_size(f, kernel, np, &sizes[np]))
+    size_t sizes[256], offsets[256], np = 0;
+    while (np < 256 && !vg__nvtx_attached() &&
+           param_info(f, kernel, np, &offsets[np], &sizes[np]))
         np++;
+    out->nbig = 0;
+    for (size_t i = 0; i < np && out->nbig < BIG_PARAMS; i++)
+        if (sizes[i] >= sizeof(CUtensorMap) && sizes[i] <= UINT16_MAX &&
+            offsets[i] <= UINT16_MAX) {
+            out->big[out->nbig] = (uint8_t)i;
+            out->big_offset[out->nbig] = (uint16_t)offsets[i];
+            out->big_size[out->nbig++] = (uint16_t)sizes[i];
+        }
     for (size_t i = 0; i < np && out->nptr < VG_LAUNCH_PTRS; i++)
         if (sizes[i] == 8)
             add_word(out, i, 0);
@@ -139,10 +158,32 @@ typedef struct launch_args {
     char captured_name[200];
 } launch_args_t;
 
+/* initcheck: the regions of the tensor maps among the launch's parameters count as
+ * written before it runs (check/tensormaps.h). Parameters come from kernelParams, or
+ * packed in an `extra` buffer. */
+static void tensor_maps(const func_info_t *info, void **params, void **extra, CUstream stream) {
+    if (!vg__tensormaps_any())
+        return;
+    for (int i = 0; params && i < info->nbig; i++)
+        vg__tensormaps_scan(params[info->big[i]], info->big_size[i], info->big_offset[i],
+                            stream);
+    const void *buffer = NULL;
+    size_t size = 0;
+    for (size_t i = 0; !params && extra && extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+            buffer = extra[i + 1];
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+            size = *(const size_t *)extra[i + 1];
+    }
+    vg__tensormaps_scan(buffer, size, 0, stream);
+}
+
 /* What every launch does before it reaches the driver: note the kernel, its pointer
- * arguments and where it was launched, then launch the guard work waiting on its stream. */
+ * arguments and where it was launched, then launch the guard work waiting on its stream
+ * (and initcheck's marks of what its tensor maps write). */
 __attribute__((noinline)) static void before_launch(CUfunction f, CUstream stream,
-                                                   void **params, launch_args_t *a) {
+                                                   void **params, void **extra,
+                                                   launch_args_t *a) {
     func_info_t info = lookup_func(f);
     int n = 0;
     for (int i = 0; params && i < info.nptr; i++) { /* kernelParams: a pointer per param */
@@ -162,8 +203,9 @@ __attribute__((noinline)) static void before_launch(CUfunction f, CUstream strea
     }
     a->site = vg__opt.stack_depth ? vg__site_here(2) : 0;
     vg__launch_note_args(a->name, stream, a->site, a->ptrs, a->where, n, captured);
-    vg__memcheck_take_checked(); /* (a decision of a launch not made through here: gone) */
     vg__guard_flush_stream(stream);
+    tensor_maps(&info, params, extra, stream);
+    vg__memcheck_take_checked(); /* (a decision of a launch not made through here: gone) */
 }
 
 /* ... and after it: G11's check of the pointers to freed memory, unless memcheck mode's
@@ -185,7 +227,7 @@ VG_API CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, u
     if (!vgp_ready())
         return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra);
     launch_args_t a;
-    before_launch(f, stream, params, &a);
+    before_launch(f, stream, params, extra, &a);
     return after_launch(real(f, gx, gy, gz, bx, by, bz, shmem, stream, params, extra), &a,
                         "cuLaunchKernel");
 }
@@ -208,7 +250,7 @@ VG_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, voi
     if (!vgp_ready() || !config)
         return real(config, f, params, extra);
     launch_args_t a;
-    before_launch(f, config->hStream, params, &a);
+    before_launch(f, config->hStream, params, extra, &a);
     return after_launch(real(config, f, params, extra), &a, "cuLaunchKernelEx");
 }
 
@@ -232,7 +274,7 @@ VG_API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigne
     if (!vgp_ready())
         return real(f, gx, gy, gz, bx, by, bz, shmem, stream, params);
     launch_args_t a;
-    before_launch(f, stream, params, &a);
+    before_launch(f, stream, params, NULL, &a);
     return after_launch(real(f, gx, gy, gz, bx, by, bz, shmem, stream, params), &a,
                         "cuLaunchCooperativeKernel");
 }

@@ -1244,6 +1244,25 @@ memcheck_planted)
         "summary~reads bytes 2000 to 2003 of a 4000-byte allocation, which nothing has written"
     run 0 "$VG" run --sim --mode=memcheck --leaks=off --report_json="$TMP/r.json" -- "$p" $c
     chk 0 all
+    # initcheck and the tensor memory accelerator (Hopper's bulk tensor copies, which the
+    # API reports as no store, as cuBLAS writes a matmul's output): the region of each tensor
+    # map a launch carries counts as written. A read of the rows a map covered is fine, one
+    # of a row beyond it is not; buffers written whole through maps, one moved by
+    # cuTensorMapReplaceAddress, give no report.
+    c=tma_unwritten
+    run 0 "$VG" run --sim --mode=memcheck --initcheck=1 --leaks=off --report_json="$TMP/r.json" \
+        -- "$p" $c
+    grep -q "^$c: launched$" "$TMP/out" || fail "$c: $(cat "$TMP/out")"
+    chk 1 all
+    chk 1 uninitialized_read access.operation=read access.kernel=ex_sum access.offset=4096 \
+        access.accesses=8 allocation.size=8192
+    c=tma_written
+    run 0 "$VG" run --sim --mode=memcheck --initcheck=1 --verbose=1 --leaks=off \
+        --report_json="$TMP/r.json" -- "$p" $c
+    chk 0 all
+    grep -q "^tma_written: all sums right$" "$TMP/out" || fail "$c: $(cat "$TMP/out")"
+    grep -q "memcheck: initcheck: 3 tensor maps built; 3 launches carried one" "$TMP/err" ||
+        { cat "$TMP/err" >&2; fail "$c: the counts"; }
     # A kernel that writes past the end is reported once, by memcheck, not again by guard
     # mode's redzone check (S1 as it is).
     run 0 "$VG" run --sim --mode=memcheck --report_json="$TMP/r.json" -- "$EXAMPLES/s1_overrun"
@@ -1295,6 +1314,7 @@ memcheck_clean)
     # (guard mode says that it left some of a CUDA graph's checks out: the graph pool case)
     MODES="fast guard memcheck" ALLOW="guard mode: 2 allocations and frees made while a CUDA graph was captured" \
         same_under_vramguard "$BUILD/tests/preload/memcheck_user" clean
+    MODES="fast guard memcheck" same_under_vramguard "$BUILD/tests/preload/memcheck_user" tma_written
     for c in redzone_arg begin_end last_byte pitched_2d threads; do
         MODES=memcheck same_under_vramguard "$BUILD/tests/preload/access_user" $c
     done

@@ -95,3 +95,42 @@ VG_TEST(copies_and_memsets_past_an_allocation) {
     CHECK_CU_EQ(r[11], CUDA_ERROR_INVALID_VALUE);
     CHECK_CU_EQ(r[13], CUDA_ERROR_INVALID_VALUE);
 }
+
+/* A tensor map (compute capability 9.0+) checks its shape when it is built: the driver
+ * manual's rules, which vgsim applies (a map vramguard records must be one the driver
+ * accepted). Each answer is printed, for a run on a GPU to compare. */
+VG_TEST(tensor_maps_check_their_shape) {
+    setup();
+    CUdevice dev;
+    int major = 0;
+    CHECK_CU(cuCtxGetDevice(&dev));
+    CHECK_CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev));
+    if (major < 9)
+        vgt_skip("tensor maps need compute capability 9.0 (this device: %d.x)", major);
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, 1 << 16));
+    CUtensorMap map;
+    cuuint64_t dims[2] = {64, 16}, pitch[1] = {256}, odd[1] = {260};
+    cuuint32_t box[2] = {32, 8}, narrow[2] = {2, 8}, big[2] = {512, 8}, es[2] = {1, 1};
+    void *a = (void *)(uintptr_t)d, *skew = (void *)(uintptr_t)(d + 8);
+#define ENCODE(addr, st, bx)                                                                \
+    cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, addr, dims, st, bx, es,    \
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,         \
+                           CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    CHECK_EQ(probe("tensor map, 64x16 floats, box 32x8", ENCODE(a, pitch, box)), CUDA_SUCCESS);
+    CHECK_EQ(probe("tensor map, address 8 bytes off 16", ENCODE(skew, pitch, box)),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(probe("tensor map, stride not a multiple of 16", ENCODE(a, odd, box)),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(probe("tensor map, box row of 8 bytes", ENCODE(a, pitch, narrow)),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(probe("tensor map, box of 512", ENCODE(a, pitch, big)), CUDA_ERROR_INVALID_VALUE);
+    CHECK_CU(ENCODE(a, pitch, box));
+#undef ENCODE
+    CHECK_EQ(probe("tensor map moved 8 bytes off 16", cuTensorMapReplaceAddress(&map, skew)),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(probe("tensor map moved 4096 bytes on",
+                   cuTensorMapReplaceAddress(&map, (void *)(uintptr_t)(d + 4096))),
+             CUDA_SUCCESS);
+    CHECK_CU(cuMemFree(d));
+}

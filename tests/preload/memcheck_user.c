@@ -32,6 +32,9 @@
  *                 wrote (with initcheck=1: the read of the other half)
  *   torch_past    ex_sum reads past a buffer allocated as PyTorch allocates under vramguard
  *                 (vg_torch_alloc on a stream; cuMemAllocAsync where vramguard is absent)
+ *   tma_unwritten a kernel stores 16 rows of a 32-row buffer through a tensor map (the
+ *                 tensor memory accelerator, as cuBLAS on Hopper); ex_sum reads row 16
+ *                 (with initcheck=1: a read of bytes never written, 4096 bytes in)
  * and the correct ones (no report, the same sums with and without vramguard):
  *   clean         begin/end pairs (end one past the last float), odd sizes (1, 3, 4001,
  *                 65537 bytes) written up to their last byte, every float of buffers read,
@@ -41,9 +44,14 @@
  *                 and a graph whose capture allocates a buffer, frees it and allocates a
  *                 smaller one in its place, as torch.cuda.graph does: each replay writes
  *                 the first buffer whole, where the second one's redzone now lies
+ *   tma_written   buffers written whole through tensor maps, one built for each and one
+ *                 moved to another buffer (cuTensorMapReplaceAddress), then read by ex_sum
+ *                 (no report with initcheck=1: the bulk copies' bytes count as written)
+ * The tma_ cases need compute capability 9.0 (vgsim has it); below, they say "skipped".
  * Exit status 0, or 1 if a correct case read a wrong value.
  */
 #include "common.h"
+#include "tma.h"
 
 #include <math.h>
 
@@ -291,6 +299,18 @@ static int planted(const char *c, CUdeviceptr out) {
         CK(cuStreamWaitEvent(b, e, 0));
         CK(ex_sum(&g_ex, p, 0, 1000, out, b)); /* the bug: after the free, on stream b */
         CK(cuStreamSynchronize(b));
+    } else if (strcmp(c, "tma_unwritten") == 0) {
+        CUfunction tma = ex_tma_kernel();
+        if (!tma) {
+            printf("%s: skipped (no tensor memory accelerator below compute capability 9.0)\n", c);
+            return 0;
+        }
+        CUdeviceptr p;
+        CK(cuMemAlloc(&p, 32 * 64 * sizeof(float))); /* 32 rows of 64 floats */
+        CUtensorMap map = ex_tma_map(p, 64, 16, 64 * sizeof(float)); /* its first 16 rows */
+        CK(ex_tma_store(tma, &map, 64, 16, 1.0f, NULL));
+        CK(ex_sum(&g_ex, p, 0, 16 * 64, out, NULL));  /* fine */
+        CK(ex_sum(&g_ex, p, 16 * 64, 8, out, NULL));  /* the bug: row 16, never written */
     } else {
         return -1;
     }
@@ -387,6 +407,38 @@ static void clean(CUdeviceptr out) {
     printf("clean: %s\n", wrong ? "WRONG VALUES" : "all sums right");
 }
 
+/* Buffers written whole by bulk tensor copies, then read: every float as stored. */
+static void tma_written(CUdeviceptr out) {
+    CUfunction tma = ex_tma_kernel();
+    if (!tma) {
+        printf("tma_written: skipped (no tensor memory accelerator below compute capability "
+               "9.0)\n");
+        return;
+    }
+    CUdeviceptr a, b;
+    CK(cuMemAlloc(&a, 16 * 64 * sizeof(float)));  /* 16 rows of 64 floats, */
+    CK(cuMemAlloc(&b, 40 * 112 * sizeof(float))); /* 40 rows of 100 floats, 112 apart */
+    CUtensorMap map = ex_tma_map(a, 64, 16, 64 * sizeof(float));
+    CK(ex_tma_store(tma, &map, 64, 16, 1.0f, NULL));
+    CK(ex_sum(&g_ex, a, 0, 16 * 64, out, NULL));
+    expect("a tensor stored whole", device_float(out), 16 * 64);
+    /* (through cuGetProcAddress, as cuBLAS and cuDNN reach the tensor map calls) */
+    CUresult (*replace)(CUtensorMap *, void *) = NULL;
+    CK(cuGetProcAddress("cuTensorMapReplaceAddress", (void **)&replace, 13000, 0, NULL));
+    CK(replace(&map, (void *)(uintptr_t)(b + 112 * sizeof(float))));
+    CK(ex_tma_store(tma, &map, 64, 16, 2.0f, NULL)); /* (from float 112: the map's rows) */
+    CK(ex_sum(&g_ex, b, 112, 64, out, NULL));
+    expect("a moved map's first row", device_float(out), 128);
+    CUtensorMap wide = ex_tma_map(b, 100, 40, 112 * sizeof(float)); /* (boxes clipped) */
+    CK(ex_tma_store(tma, &wide, 100, 40, 3.0f, NULL));
+    CK(ex_sum_range(&g_ex, b + 39 * 112 * sizeof(float), b + (39 * 112 + 100) * sizeof(float),
+                    out, NULL));
+    expect("the last row of a strided tensor", device_float(out), 300);
+    CK(cuMemFree(a));
+    CK(cuMemFree(b));
+    printf("tma_written: %s\n", wrong ? "WRONG VALUES" : "all sums right");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: memcheck_user CASE (see the source)\n");
@@ -397,6 +449,11 @@ int main(int argc, char **argv) {
     CK(cuMemAlloc(&out, sizeof(float)));
     if (strcmp(argv[1], "clean") == 0) {
         clean(out);
+        CK(cuMemFree(out));
+        return wrong ? 1 : 0;
+    }
+    if (strcmp(argv[1], "tma_written") == 0) {
+        tma_written(out);
         CK(cuMemFree(out));
         return wrong ? 1 : 0;
     }
