@@ -50,3 +50,10 @@ extern "C" __device__ __noinline__ int vg_memcheck_access(void *userdata, uint64
     *(volatile uint32_t *)&r->seq = k + 1;
     return 0;
 }
+
+// The same signature doing nothing: VRAMGUARD_MEMCHECK_SPLIT=patch-empty patches it in to
+// measure what the API's call costs by itself (memcheck_abi.h, VG_MC_CALLBACK_EMPTY).
+extern "C" __device__ __noinline__ int vg_memcheck_nothing(void *, uint64_t, void *, uint32_t,
+                                                           uint32_t, const void *) {
+    return 0;
+}

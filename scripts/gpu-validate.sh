@@ -39,7 +39,9 @@
 #            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost;
 #            memcheck-lines: source lines and CUDA graphs, points 13 and 14;
 #            memcheck-floor: the cost's split; memcheck-pending: 12-14 and the split;
-#            memcheck-followup: what memcheck-pending led to; memcheck-confirm: its fixes)
+#            memcheck-followup: what memcheck-pending led to; memcheck-confirm: its fixes;
+#            memcheck-tma: initcheck and the tensor memory accelerator, point 16;
+#            memcheck-empty: the API's call alone, with an empty device function, point 17)
 #   h2d      bench/h2d_copy_timing.py plain, under vramguard run fast and guard mode (and
 #            guard_defer=off), with and without a first allocation before the long kernel
 #   pinned   issue 34: bench/pinned_free_wait (does a free wait for a queued copy); the
@@ -137,7 +139,7 @@ floor_split() { # floor_split MODEL BATCH: 12 steps plain, in memcheck mode, and
         --memcheck_every=1000000000 $args --alloc memcheck
     step "$m nothing patched (memcheck_kernels naming no kernel)" 240 python3 -m vramguard \
         run --mode=memcheck --memcheck_kernels=vg-none $args --alloc memcheck
-    for split in patch-only callbacks-only; do
+    for split in patch-only patch-empty callbacks-only; do
         VRAMGUARD_MEMCHECK_SPLIT=$split step "$m $split" 240 python3 -m vramguard run \
             --mode=memcheck $args --alloc memcheck
     done
@@ -214,6 +216,47 @@ memcheck-confirm)
         args="bench/pytorch_train.py --model $m --batch $b --steps 12 --warmup 2"
         step "$m memcheck" 240 python3 -m vramguard run --mode=memcheck $args --alloc memcheck
         step "$m guard mode" 240 python3 -m vramguard run --mode=guard $args --alloc guard
+    done
+    ;;
+memcheck-empty)
+    # docs/gpu-validation.md point 17: is the 3.7-4.0x of patch-only the API's own call, or
+    # the callback's spilled registers (ptxas: a 40-byte stack frame on sm_90, taken even
+    # when it returns at once)? The same loops with every module patched with a device
+    # function that does nothing (VRAMGUARD_MEMCHECK_SPLIT=patch-empty), beside patch-only.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    build
+    for model in ${MODELS:-gpt2:1 resnet50:16}; do
+        m=${model%%:*} b=${model#*:}
+        args="bench/pytorch_train.py --model $m --batch $b --steps 12 --warmup 2"
+        step "$m plain" 120 python3 $args --alloc default
+        for split in patch-only patch-empty; do
+            VRAMGUARD_MEMCHECK_SPLIT=$split step "$m $split" 240 python3 -m vramguard run \
+                --mode=memcheck $args --alloc memcheck
+        done
+    done
+    ;;
+memcheck-tma)
+    # docs/gpu-validation.md point 16: initcheck and the tensor memory accelerator. The
+    # bulk tensor store kernel of examples/kernels_tma.cu (sm_90) plain, then under
+    # initcheck: tma_written no report and the same sums, tma_unwritten one
+    # uninitialized_read at byte 4096; then GPT-2 with initcheck, where cuBLAS stores its
+    # matmuls' outputs through tensor maps (the H100 run's false reports): the verbose
+    # summary counts the maps the libraries built and the launches that carried one.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    build
+    u="$B/tests/preload/memcheck_user"
+    step "memcheck_user tma_written plain" 60 "$u" tma_written
+    step "memcheck_user tma_written initcheck" 60 "$B/vramguard" run --mode=memcheck \
+        --initcheck=1 --verbose=1 -- "$u" tma_written
+    step "memcheck_user tma_unwritten initcheck" 60 "$B/vramguard" run --mode=memcheck \
+        --initcheck=1 --leaks=off -- "$u" tma_unwritten
+    for model in ${MODELS:-gpt2:1 resnet50:16}; do
+        m=${model%%:*} b=${model#*:}
+        step "$m memcheck mode, initcheck" 240 python3 -m vramguard run --mode=memcheck \
+            --initcheck=1 --verbose=1 bench/pytorch_train.py --alloc memcheck --model $m \
+            --batch $b --steps 6 --warmup 1
     done
     ;;
 memcheck-followup)

@@ -143,16 +143,21 @@ static void callback(void *userdata, int domain, uint32_t cbid, const void *data
 
 /* For measuring the API's own cost (docs/memcheck.md "What it costs"), not for users:
  * VRAMGUARD_MEMCHECK_SPLIT=patch-only patches every module but takes no launch callback
- * (every access calls the device function, which returns at once); =callbacks-only takes
- * the launch callbacks but patches nothing. */
-static int g_split; /* 0 both, 1 patch only, 2 callbacks only */
+ * (every access calls the device function, which returns at once); =patch-empty the same
+ * with a device function that does nothing at all (kernels/memcheck.cu: what the call
+ * costs without the callback's spilled registers); =callbacks-only takes the launch
+ * callbacks but patches nothing. */
+static int g_split; /* 0 both, 1 patch only (3: the empty function), 2 callbacks only */
+
+static bool patches_only(void) { return g_split == 1 || g_split == 3; }
 
 vg_status_t vg__memcheck_init(void) {
     if (!vg__memcheck_on() || g_ready)
         return VG_OK;
     const char *split = getenv("VRAMGUARD_MEMCHECK_SPLIT");
     g_split = !split ? 0 : strcmp(split, "patch-only") == 0 ? 1
-            : strcmp(split, "callbacks-only") == 0 ? 2 : 0;
+            : strcmp(split, "callbacks-only") == 0 ? 2 : strcmp(split, "patch-empty") == 0 ? 3
+            : 0;
     if (g_split)
         vg__log("memcheck: VRAMGUARD_MEMCHECK_SPLIT=%s: nothing is checked (a measurement of "
                 "the API's cost)", split);
@@ -166,13 +171,13 @@ vg_status_t vg__memcheck_init(void) {
     vg_san_result_t r = S.sanitizerSubscribe(&S.sub, callback, NULL);
     if (r == VG_SAN_SUCCESS)
         r = S.sanitizerEnableCallback(1, S.sub, VG_SAN_DOMAIN_RESOURCE, VG_SAN_CBID_MODULE_LOADED);
-    if (r == VG_SAN_SUCCESS && g_split != 1)
+    if (r == VG_SAN_SUCCESS && !patches_only())
         r = S.sanitizerEnableCallback(1, S.sub, VG_SAN_DOMAIN_LAUNCH, VG_SAN_CBID_LAUNCH_BEGIN);
     if (r == VG_SAN_SUCCESS) /* (for the modules' lines: without it, a handle loaded again
                               * replaces them, so it may fail) */
         (void)S.sanitizerEnableCallback(1, S.sub, VG_SAN_DOMAIN_RESOURCE,
                                         VG_SAN_CBID_MODULE_UNLOAD_STARTING);
-    if (r == VG_SAN_SUCCESS && g_split != 1 &&
+    if (r == VG_SAN_SUCCESS && !patches_only() &&
         S.sanitizerEnableCallback(1, S.sub, VG_SAN_DOMAIN_GRAPHS,
                                   VG_SAN_CBID_GRAPHS_NODE_LAUNCH_BEGIN) != VG_SAN_SUCCESS)
         vg__log("memcheck: the Compute Sanitizer API (%s) gives no graph node callbacks: "
@@ -682,7 +687,7 @@ static void module_loaded(const vg_san_module_data_t *m) {
     if (r != VG_SAN_SUCCESS)
         return patch_failed("loading the device callback (sanitizerAddPatches)", r);
     r = S.sanitizerPatchInstructions(VG_SAN_INSTRUCTION_GLOBAL_MEMORY_ACCESS, m->module,
-                                     VG_MC_CALLBACK);
+                                     g_split == 3 ? VG_MC_CALLBACK_EMPTY : VG_MC_CALLBACK);
     if (r == VG_SAN_SUCCESS)
         r = S.sanitizerPatchModule(m->module);
     if (r != VG_SAN_SUCCESS)

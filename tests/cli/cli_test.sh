@@ -1297,6 +1297,18 @@ memcheck_planted)
     chk 0 all
     grep -q "memcheck: 1 modules patched; 0 launches checked, [1-9][0-9]* not" "$TMP/err" ||
         { cat "$TMP/err" >&2; fail "memcheck_every: the counts"; }
+    # The cost measurements' splits (VRAMGUARD_MEMCHECK_SPLIT, docs/gpu-validation.md):
+    # the module patched with the callback or with the empty function, no launch taken,
+    # nothing reported; or the launches taken and nothing patched.
+    for split in patch-only patch-empty callbacks-only; do
+        run 0 env VRAMGUARD_MEMCHECK_SPLIT=$split "$VG" run --sim --mode=memcheck --verbose=1 \
+            --leaks=off --report_json="$TMP/r.json" -- "$p" $c
+        chk 0 all
+        case $split in callbacks-only) want="0 modules patched; 0 launches checked, [1-9][0-9]* not" ;;
+                       *) want="1 modules patched; 0 launches checked, 0 not" ;; esac
+        grep -q "SPLIT=$split: nothing is checked" "$TMP/err" && grep -q "memcheck: $want" "$TMP/err" ||
+            { cat "$TMP/err" >&2; fail "$split: $(grep 'modules patched' "$TMP/err")"; }
+    done
     # A launch the device does not check keeps guard mode's check of its arguments: the
     # read of a freed buffer, skipped by memcheck_every, is still reported at its launch.
     run 0 "$VG" run --sim --mode=memcheck --leaks=off --memcheck_every=1000000 \
