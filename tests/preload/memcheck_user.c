@@ -54,6 +54,7 @@
 #include "tma.h"
 
 #include <math.h>
+#include <stddef.h>
 
 static ex_t g_ex;
 
@@ -434,8 +435,19 @@ static void tma_written(CUdeviceptr out) {
     CK(ex_sum_range(&g_ex, b + 39 * 112 * sizeof(float), b + (39 * 112 + 100) * sizeof(float),
                     out, NULL));
     expect("the last row of a strided tensor", device_float(out), 300);
+    /* the arguments packed in an `extra` buffer (the map at byte 0, the float at 128) */
+    CUdeviceptr c;
+    CK(cuMemAlloc(&c, 16 * 64 * sizeof(float)));
+    struct { CUtensorMap map; float v; } packed = {ex_tma_map(c, 64, 16, 64 * sizeof(float)), 4.0f};
+    size_t size = offsetof(__typeof__(packed), v) + sizeof packed.v; /* (132: the kernel's) */
+    void *extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &packed, CU_LAUNCH_PARAM_BUFFER_SIZE,
+                     &size, CU_LAUNCH_PARAM_END};
+    CK(cuLaunchKernel(tma, 2, 2, 1, 128, 1, 1, 0, NULL, NULL, extra));
+    CK(ex_sum(&g_ex, c, 0, 16 * 64, out, NULL));
+    expect("a tensor stored through packed arguments", device_float(out), 4 * 16 * 64);
     CK(cuMemFree(a));
     CK(cuMemFree(b));
+    CK(cuMemFree(c));
     printf("tma_written: %s\n", wrong ? "WRONG VALUES" : "all sums right");
 }
 
