@@ -119,6 +119,18 @@ VGSIM_API CUresult cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType 
     return CUDA_SUCCESS;
 }
 
+/* An im2col map's own checks (`corners_ok`: its pixel box, and mode), then stored. */
+static CUresult im2col_store(CUtensorMap *map, encoded_t *e, cuuint32_t rank, bool corners_ok,
+                             cuuint32_t channels, cuuint32_t pixels) {
+    if (rank < 3 || !corners_ok || channels < 1 || channels > 256 || pixels < 1 ||
+        pixels > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    e->box[0] = channels;
+    e->box[1] = pixels;
+    store(map, e);
+    return CUDA_SUCCESS;
+}
+
 VGSIM_API CUresult cuTensorMapEncodeIm2col(CUtensorMap *map, CUtensorMapDataType type,
                                            cuuint32_t rank, void *address,
                                            const cuuint64_t *dims, const cuuint64_t *strides,
@@ -134,13 +146,7 @@ VGSIM_API CUresult cuTensorMapEncodeIm2col(CUtensorMap *map, CUtensorMapDataType
                                interleave, swizzle, l2, fill);
     if (r != CUDA_SUCCESS)
         return r;
-    if (rank < 3 || !lower || !upper || channels < 1 || channels > 256 || pixels < 1 ||
-        pixels > 1024)
-        return CUDA_ERROR_INVALID_VALUE;
-    e.box[0] = channels;
-    e.box[1] = pixels;
-    store(map, &e);
-    return CUDA_SUCCESS;
+    return im2col_store(map, &e, rank, lower && upper, channels, pixels);
 }
 
 VGSIM_API CUresult cuTensorMapEncodeIm2colWide(
@@ -154,13 +160,9 @@ VGSIM_API CUresult cuTensorMapEncodeIm2colWide(
                                interleave, swizzle, l2, fill);
     if (r != CUDA_SUCCESS)
         return r;
-    if (rank < 3 || lower > upper || channels < 1 || channels > 256 || pixels < 1 ||
-        pixels > 1024 || (unsigned)mode > CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128)
-        return CUDA_ERROR_INVALID_VALUE;
-    e.box[0] = channels;
-    e.box[1] = pixels;
-    store(map, &e);
-    return CUDA_SUCCESS;
+    return im2col_store(map, &e, rank,
+                        lower <= upper && (unsigned)mode <= CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128,
+                        channels, pixels);
 }
 
 VGSIM_API CUresult cuTensorMapReplaceAddress(CUtensorMap *map, void *address) {

@@ -132,5 +132,25 @@ VG_TEST(tensor_maps_check_their_shape) {
     CHECK_EQ(probe("tensor map moved 4096 bytes on",
                    cuTensorMapReplaceAddress(&map, (void *)(uintptr_t)(d + 4096))),
              CUDA_SUCCESS);
+    /* im2col: an NHWC tensor (16 channels, 8 x 8 pixels, 2 images), 3 dimensions at least */
+    cuuint64_t nhwc[4] = {16, 8, 8, 2}, nhwc_strides[3] = {64, 512, 4096};
+    cuuint32_t es4[4] = {1, 1, 1, 1};
+    int lower[2] = {0, 0}, upper[2] = {0, 0};
+    CHECK_EQ(probe("im2col tensor map, NHWC 16x8x8x2",
+                   cuTensorMapEncodeIm2col(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, a, nhwc,
+                                           nhwc_strides, lower, upper, 16, 64, es4,
+                                           CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                           CU_TENSOR_MAP_SWIZZLE_NONE,
+                                           CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)),
+             CUDA_SUCCESS);
+    CHECK_EQ(probe("im2col tensor map of rank 2",
+                   cuTensorMapEncodeIm2col(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, a, dims,
+                                           pitch, lower, upper, 16, 64, es,
+                                           CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                           CU_TENSOR_MAP_SWIZZLE_NONE,
+                                           CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)),
+             CUDA_ERROR_INVALID_VALUE);
     CHECK_CU(cuMemFree(d));
 }
