@@ -1,14 +1,15 @@
 """Idle pages moved only when a request would map new ones, with placement that prefers
 free space already mapped (A13): does moving converge?
 
-    [SLACK=0.02] python3 bench/mapped_first_model.py [--perturb=SEED[,SEED...]] TRACE.csv ...
+    [SLACK=0.02] [K=16] python3 bench/mapped_first_model.py [--perturb=SEED[,SEED...]] TRACE.csv ...
 
 prints, for each trace, peak mapped 2 MiB pages over peak live bytes, the pages moved
 over the whole trace and in its last quarter, for two placements in one address space
 (requests rounded to 512 bytes, those up to 1 MiB in a range of their own, A6):
 - "best fit": the smallest free range that holds the request (vramguard's placement);
-- "mapped first": among the smallest K free ranges that hold it, the one (and the end of
-  it) whose pages are mapped already, the most of them; then the smaller range.
+- "mapped first": among the smallest K free ranges that hold it (K=16 unless set), the
+  one (and the end of it) whose pages are mapped already, the most of them; then the
+  smaller range.
 In both, a request that needs pages not mapped takes idle ones first (mapped, with no
 live byte: unmapped there and mapped here, one move each, A1 as bench/experiments'
 a13-compacting patch does it) and maps new ones only when none is idle — or, with
@@ -97,10 +98,11 @@ def run(ops, mapped_first, k=16, slack=0.0):
 
 def main(argv):
     slack = float(os.environ.get("SLACK", "0"))
+    k = int(os.environ.get("K", "16"))
     for path, seed, o, lv in each_order(argv, "mapped_first_model.py"):
         cells = []
         for name, mf in (("best fit", False), ("mapped first", True)):
-            pk, mv, late = run(o, mf, slack=slack)
+            pk, mv, late = run(o, mf, k=k, slack=slack)
             cells.append("%s %.4f (%d moves, %d in the last quarter)" % (name, pk / lv, mv, late))
         print("%s seed %d: %s" % (os.path.basename(path), seed, "; ".join(cells)), flush=True)
 
