@@ -2,9 +2,13 @@
  * cuTensorMapReplaceAddress), the descriptors a Hopper kernel's tensor memory accelerator
  * copies tiles with.
  *
- * The arguments are checked as the driver documents them (rank 1-5, an address aligned to
- * 16 bytes, or 32 with 32-byte interleave, strides multiples of 16 below 2^40, boxes of
- * 1-256 elements whose first dimension fills whole 16-byte units, element strides 1-8).
+ * The arguments are checked by the driver manual's rules (cuda.h): the map aligned to 64
+ * bytes; rank 1-5 (3 or more with interleave); the address aligned to 16 bytes, 32 with
+ * 32-byte interleave or the 16-byte packed types; extents 1 to 2^32 (packed types: whole
+ * pairs, or rows of 128); strides multiples of 16 (or 32 as the address) below 2^40;
+ * boxes of 1-256 elements whose first dimension fills whole 16-byte units within the
+ * swizzle's span; element strides 1-8; 32-byte interleave with 32-byte swizzle. Not
+ * modelled: the im2col corners' ranges.
  * The 128 bytes written are vgsim's own encoding, scrambled so that nothing outside vgsim
  * can read it as a layout (the driver's format is undocumented: vramguard must not depend
  * on one). vgsim_tensor_map() decodes it for kernels' host twins (vgsim.h).
@@ -52,6 +56,11 @@ static unsigned elem_bytes(CUtensorMapDataType t) {
     return (unsigned)t < sizeof size / sizeof size[0] ? size[t] : 0;
 }
 
+/* The packed types whose 16 values take 16 bytes: 32-byte alignment, 128-value rows. */
+static bool packed16(CUtensorMapDataType t) {
+    return t == CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN16B || t == CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B;
+}
+
 /* The checks every encoding shares, and the fields they fill. */
 static CUresult encode_common(encoded_t *e, CUtensorMap *map, CUtensorMapDataType type,
                               cuuint32_t rank, void *address, const cuuint64_t *dims,
@@ -62,14 +71,20 @@ static CUresult encode_common(encoded_t *e, CUtensorMap *map, CUtensorMapDataTyp
     if (r != CUDA_SUCCESS)
         return r;
     uint64_t a = (uint64_t)(uintptr_t)address;
-    if (!map || !address || !dims || rank < 1 || rank > 5 || (rank > 1 && !strides) ||
+    bool i32 = interleave == CU_TENSOR_MAP_INTERLEAVE_32B;
+    unsigned align = i32 || packed16(type) ? 32 : 16; /* (address and strides) */
+    if (!map || (uintptr_t)map % 64 || !address || !dims || !element_strides || rank < 1 ||
+        rank > 5 || (rank > 1 && !strides) ||
         (unsigned)type > CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B ||
         (unsigned)interleave > CU_TENSOR_MAP_INTERLEAVE_32B ||
         (unsigned)swizzle > CU_TENSOR_MAP_SWIZZLE_128B_ATOM_64B ||
         (unsigned)l2 > CU_TENSOR_MAP_L2_PROMOTION_L2_256B ||
         (unsigned)fill > CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA ||
         (interleave != CU_TENSOR_MAP_INTERLEAVE_NONE && rank < 3) ||
-        a % (interleave == CU_TENSOR_MAP_INTERLEAVE_32B ? 32 : 16))
+        (i32 && swizzle != CU_TENSOR_MAP_SWIZZLE_32B) ||
+        (type == CU_TENSOR_MAP_DATA_TYPE_16U6_ALIGN16B &&
+         interleave != CU_TENSOR_MAP_INTERLEAVE_NONE) ||
+        a % align)
         return CUDA_ERROR_INVALID_VALUE;
     memset(e, 0, sizeof *e);
     e->magic = MAGIC;
@@ -78,14 +93,16 @@ static CUresult encode_common(encoded_t *e, CUtensorMap *map, CUtensorMapDataTyp
     e->interleave = (uint8_t)interleave;
     e->address = a;
     for (cuuint32_t i = 0; i < rank; i++) {
-        if (dims[i] == 0 || dims[i] > (1ull << 32))
-            return CUDA_ERROR_INVALID_VALUE;
-        if (element_strides && (element_strides[i] < 1 || element_strides[i] > 8))
+        if (dims[i] == 0 || dims[i] > (1ull << 32) || element_strides[i] < 1 ||
+            element_strides[i] > 8)
             return CUDA_ERROR_INVALID_VALUE;
         e->dims[i] = dims[i];
     }
+    if ((packed16(type) && dims[0] % 128) ||
+        (type == CU_TENSOR_MAP_DATA_TYPE_16U4_ALIGN8B && dims[0] % 2))
+        return CUDA_ERROR_INVALID_VALUE;
     for (cuuint32_t i = 0; i + 1 < rank; i++) {
-        if (strides[i] % 16 || strides[i] >= (1ull << 40))
+        if (strides[i] % align || strides[i] >= (1ull << 40))
             return CUDA_ERROR_INVALID_VALUE;
         e->strides[i] = strides[i];
     }
@@ -112,8 +129,13 @@ VGSIM_API CUresult cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType 
             return CUDA_ERROR_INVALID_VALUE;
         e.box[i] = box[i];
     }
-    unsigned size = elem_bytes(type);
-    if (interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && size && (box[0] * size) % 16)
+    /* the box's first dimension: whole 16-byte units, within the swizzle's span */
+    unsigned size = elem_bytes(type), inner = box[0] * size;
+    static const unsigned span[] = {0, 32, 64, 128, 128, 128, 128};
+    if (interleave == CU_TENSOR_MAP_INTERLEAVE_NONE && size &&
+        (inner % 16 || (swizzle != CU_TENSOR_MAP_SWIZZLE_NONE && inner > span[swizzle])))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (packed16(type) && box[0] != 128)
         return CUDA_ERROR_INVALID_VALUE;
     store(map, &e);
     return CUDA_SUCCESS;
@@ -171,8 +193,9 @@ VGSIM_API CUresult cuTensorMapReplaceAddress(CUtensorMap *map, void *address) {
         return r;
     encoded_t e;
     uint64_t a = (uint64_t)(uintptr_t)address;
-    if (!map || !address || !load(map, &e) ||
-        a % (e.interleave == CU_TENSOR_MAP_INTERLEAVE_32B ? 32 : 16))
+    if (!map || (uintptr_t)map % 64 || !address || !load(map, &e) ||
+        a % (e.interleave == CU_TENSOR_MAP_INTERLEAVE_32B ||
+                     packed16((CUtensorMapDataType)e.data_type) ? 32 : 16))
         return CUDA_ERROR_INVALID_VALUE;
     e.address = a;
     store(map, &e);

@@ -619,10 +619,11 @@ void vg__memcheck_written(uint64_t addr, uint64_t bytes, CUstream stream) {
     pthread_mutex_lock(&h->lock);
     uint64_t w0 = addr >> 2, w1 = (addr + bytes - 1) >> 2; /* (4-byte words: bits; a */
     vg_mc_shadow_op_t op = {0};                           /*  segment's base is 128-aligned) */
-    op.init_n = (uint32_t)((w1 >> 5) - (w0 >> 5) + 1);
+    uint64_t n = (w1 >> 5) - (w0 >> 5) + 1; /* (bitmap words; shadow_op ends them at the */
+    op.init_n = (uint32_t)(n < UINT32_MAX ? n : UINT32_MAX); /* segment's end) */
     op.init_value = UINT32_MAX;
     op.init_lo = (uint16_t)(w0 & 31);
-    op.init_hi = (uint16_t)(w1 & 31);
+    op.init_hi = (uint16_t)(n < UINT32_MAX ? w1 & 31 : 31);
     shadow_op(h, addr & ~(uint64_t)127, op, stream, false); /* (from its bitmap word) */
     pthread_mutex_unlock(&h->lock);
 }

@@ -57,11 +57,12 @@ uint64_t vg__tensormap_span(CUtensorMapDataType type, unsigned rank, const cuuin
         row = (dims[0] + 15) / 16 * 16;
     else
         return 0;
-    uint64_t span = row;
+    uint64_t span = row, step;
     for (unsigned i = 1; i < rank; i++) {
-        if (!dims[i] || dims[i] > (1ull << 32) || strides[i - 1] >= (1ull << 40))
+        if (!dims[i] || dims[i] > (1ull << 32) || strides[i - 1] >= (1ull << 40) ||
+            __builtin_mul_overflow(dims[i] - 1, strides[i - 1], &step) ||
+            __builtin_add_overflow(span, step, &span))
             return 0;
-        span += (dims[i] - 1) * strides[i - 1];
     }
     return span < (1ull << 48) ? span : 0;
 }

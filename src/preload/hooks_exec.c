@@ -51,6 +51,7 @@ typedef struct func_info {
     CUfunction f;
     const char *name;
     int nptr, nbig;
+    uint32_t params_size;            /* the parameter buffer's size (0: unknown) */
     uint8_t index[VG_LAUNCH_PTRS];   /* the parameter each word is in, */
     uint16_t byte[VG_LAUNCH_PTRS];   /* and where in it */
     uint8_t big[BIG_PARAMS];         /* the large parameters, */
@@ -106,6 +107,10 @@ static void describe_func(CUfunction f, func_info_t *out) {
            param_info(f, kernel, np, &offsets[np], &sizes[np]))
         np++;
     out->nbig = 0;
+    out->params_size = 0;
+    for (size_t i = 0; i < np; i++)
+        if (offsets[i] + sizes[i] > out->params_size && offsets[i] + sizes[i] <= UINT32_MAX)
+            out->params_size = (uint32_t)(offsets[i] + sizes[i]);
     for (size_t i = 0; i < np && out->nbig < BIG_PARAMS; i++)
         if (sizes[i] >= sizeof(CUtensorMap) && sizes[i] <= UINT16_MAX &&
             offsets[i] <= UINT16_MAX) {
@@ -169,12 +174,14 @@ static void tensor_maps(const func_info_t *info, void **params, void **extra, CU
                             stream);
     const void *buffer = NULL;
     size_t size = 0;
-    for (size_t i = 0; !params && extra && extra[i] != CU_LAUNCH_PARAM_END && i < 16; i += 2) {
+    for (size_t i = 0; !params && extra && i < 16 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
         if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
             buffer = extra[i + 1];
         else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
             size = *(const size_t *)extra[i + 1];
     }
+    if (info->params_size && size > info->params_size) /* (no further than the kernel's) */
+        size = info->params_size;
     vg__tensormaps_scan(buffer, size, 0, stream);
 }
 

@@ -1261,7 +1261,7 @@ memcheck_planted)
         --report_json="$TMP/r.json" -- "$p" $c
     chk 0 all
     grep -q "^tma_written: all sums right$" "$TMP/out" || fail "$c: $(cat "$TMP/out")"
-    grep -q "memcheck: initcheck: 4 tensor maps built; 4 launches carried one" "$TMP/err" ||
+    grep -q "memcheck: initcheck: 5 tensor maps built; 5 launches carried one" "$TMP/err" ||
         { cat "$TMP/err" >&2; fail "$c: the counts"; }
     # A kernel that writes past the end is reported once, by memcheck, not again by guard
     # mode's redzone check (S1 as it is).

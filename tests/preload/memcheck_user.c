@@ -45,8 +45,9 @@
  *                 smaller one in its place, as torch.cuda.graph does: each replay writes
  *                 the first buffer whole, where the second one's redzone now lies
  *   tma_written   buffers written whole through tensor maps, one built for each and one
- *                 moved to another buffer (cuTensorMapReplaceAddress), then read by ex_sum
- *                 (no report with initcheck=1: the bulk copies' bytes count as written)
+ *                 moved to another buffer (cuTensorMapReplaceAddress), arguments packed in
+ *                 an `extra` buffer, a store captured into a CUDA graph; then read by
+ *                 ex_sum (no report with initcheck=1: the bulk copies' bytes count as written)
  * The tma_ cases need compute capability 9.0 (vgsim has it); below, they say "skipped".
  * Exit status 0, or 1 if a correct case read a wrong value.
  */
@@ -445,6 +446,27 @@ static void tma_written(CUdeviceptr out) {
     CK(cuLaunchKernel(tma, 2, 2, 1, 128, 1, 1, 0, NULL, NULL, extra));
     CK(ex_sum(&g_ex, c, 0, 16 * 64, out, NULL));
     expect("a tensor stored through packed arguments", device_float(out), 4 * 16 * 64);
+    /* a store captured into a CUDA graph, launched twice (its region marked at the capture) */
+    CUstream s;
+    CUgraph g;
+    CUgraphExec tma_exec;
+    CUdeviceptr d;
+    CK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    CK(cuMemAlloc(&d, 16 * 64 * sizeof(float)));
+    CUtensorMap dmap = ex_tma_map(d, 64, 16, 64 * sizeof(float));
+    CK(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    CK(ex_tma_store(tma, &dmap, 64, 16, 5.0f, s));
+    CK(cuStreamEndCapture(s, &g));
+    CK(cuGraphInstantiate(&tma_exec, g, 0));
+    CK(cuGraphLaunch(tma_exec, s));
+    CK(cuGraphLaunch(tma_exec, s));
+    CK(ex_sum(&g_ex, d, 0, 16 * 64, out, s));
+    CK(cuStreamSynchronize(s));
+    expect("a tensor stored by a graph", device_float(out), 5 * 16 * 64);
+    CK(cuGraphExecDestroy(tma_exec));
+    CK(cuGraphDestroy(g));
+    CK(cuStreamDestroy(s));
+    CK(cuMemFree(d));
     CK(cuMemFree(a));
     CK(cuMemFree(b));
     CK(cuMemFree(c));

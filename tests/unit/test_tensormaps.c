@@ -37,5 +37,10 @@ VG_TEST(shapes_the_driver_refuses_cover_nothing) {
     CHECK_EQ(vg__tensormap_span(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, zero, pitch), 0);
     CHECK_EQ(vg__tensormap_span((CUtensorMapDataType)99, 2, dims, pitch), 0);
     cuuint64_t huge[2] = {64, 1ull << 32}, far[1] = {(1ull << 40) - 16};
-    CHECK_EQ(vg__tensormap_span(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, huge, far), 0); /* >2^48 */
+    CHECK_EQ(vg__tensormap_span(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, huge, far), 0); /* >2^64 */
+    /* (2^32 - 1) strides of 2^32 + 16 bytes: past 2^64, not wrapped to 64 GB */
+    cuuint64_t wraps[1] = {(1ull << 32) + 16};
+    CHECK_EQ(vg__tensormap_span(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, huge, wraps), 0);
+    cuuint64_t big[2] = {64, 1ull << 20}, wide[1] = {1ull << 30}; /* 2^50 bytes: past 2^48 */
+    CHECK_EQ(vg__tensormap_span(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, big, wide), 0);
 }
