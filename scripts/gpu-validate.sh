@@ -41,7 +41,8 @@
 #            memcheck-floor: the cost's split; memcheck-pending: 12-14 and the split;
 #            memcheck-followup: what memcheck-pending led to; memcheck-confirm: its fixes;
 #            memcheck-tma: initcheck and the tensor memory accelerator, point 16;
-#            memcheck-empty: the API's call alone, with an empty device function, point 17)
+#            memcheck-empty: the API's call alone, with an empty device function, point 17;
+#            memcheck-next: 15, 16 and 17 in one call)
 #   h2d      bench/h2d_copy_timing.py plain, under vramguard run fast and guard mode (and
 #            guard_defer=off), with and without a first allocation before the long kernel
 #   pinned   issue 34: bench/pinned_free_wait (does a free wait for a queued copy); the
@@ -216,6 +217,13 @@ memcheck-confirm)
         args="bench/pytorch_train.py --model $m --batch $b --steps 12 --warmup 2"
         step "$m memcheck" 240 python3 -m vramguard run --mode=memcheck $args --alloc memcheck
         step "$m guard mode" 240 python3 -m vramguard run --mode=guard $args --alloc guard
+    done
+    ;;
+memcheck-next)
+    # What issue 32 waits for, in one call (about 9 minutes with the machine's start):
+    # points 15, 16 and 17 of docs/gpu-validation.md, in that order.
+    for part in memcheck-confirm memcheck-tma memcheck-empty; do
+        "$0" "$part" "$O"
     done
     ;;
 memcheck-empty)
