@@ -46,7 +46,8 @@
 
 #include <stdint.h>
 
-#define VG_MC_CALLBACK "vg_memcheck_access" /* the device function patched in */
+#define VG_MC_CALLBACK "vg_memcheck_access" /* the device function patched in (initcheck=1), */
+#define VG_MC_CALLBACK_NOINIT "vg_memcheck_access_noinit" /* or without initcheck */
 /* A device function that does nothing, patched in instead only to measure the API's own
  * cost (VRAMGUARD_MEMCHECK_SPLIT=patch-empty, src/check/memcheck.c): the callback above
  * keeps more values than the API's register window for patches holds (ptxas: a 40-byte

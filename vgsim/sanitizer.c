@@ -9,9 +9,10 @@
  * for each kernel node of each cuGraphLaunch, whose launch handle takes that node's user
  * data. "Patches" are the host twins of known device callbacks: sanitizerAddPatches
  * accepts any image for a context, and sanitizerPatchInstructions finds the twin of the
- * named callback among vgsim's built-ins (vramguard's vg_memcheck_access, and the empty
- * vg_memcheck_nothing it measures the API's cost with). A kernel of a
- * patched module runs with the twin and the launch's user data in effect: its host twin
+ * named callback among vgsim's built-ins (vramguard's vg_memcheck_access and
+ * vg_memcheck_access_noinit, and the empty vg_memcheck_nothing it measures the API's cost
+ * with). A kernel of a patched module runs with the twin and the launch's user data in
+ * effect: its host twin
  * reports each access with vgsim_access() (vgsim.h), which calls the twin as the GPU
  * calls the callback before the access. Kernels that do not report accesses are simply
  * not checked, as a GPU's would be if nothing were patched.
@@ -100,6 +101,8 @@ static int nothing_twin(void *userdata, uint64_t pc, void *ptr, uint32_t size, u
 static sim_patch_fn twin_named(const char *name) {
     if (name && strcmp(name, VG_MC_CALLBACK_EMPTY) == 0)
         return nothing_twin;
+    if (name && strcmp(name, VG_MC_CALLBACK_NOINIT) == 0)
+        return memcheck_twin; /* (the same: without initcheck, segments have no bitmap) */
     return name && strcmp(name, VG_MC_CALLBACK) == 0 ? memcheck_twin : NULL;
 }
 

@@ -687,8 +687,9 @@ static void module_loaded(const vg_san_module_data_t *m) {
     pthread_mutex_unlock(&g_patch_lock);
     if (r != VG_SAN_SUCCESS)
         return patch_failed("loading the device callback (sanitizerAddPatches)", r);
-    r = S.sanitizerPatchInstructions(VG_SAN_INSTRUCTION_GLOBAL_MEMORY_ACCESS, m->module,
-                                     g_split == 3 ? VG_MC_CALLBACK_EMPTY : VG_MC_CALLBACK);
+    const char *fn = g_split == 3 ? VG_MC_CALLBACK_EMPTY
+                   : vg__opt.initcheck ? VG_MC_CALLBACK : VG_MC_CALLBACK_NOINIT;
+    r = S.sanitizerPatchInstructions(VG_SAN_INSTRUCTION_GLOBAL_MEMORY_ACCESS, m->module, fn);
     if (r == VG_SAN_SUCCESS)
         r = S.sanitizerPatchModule(m->module);
     if (r != VG_SAN_SUCCESS)
