@@ -151,6 +151,11 @@ static int g_split; /* 0 both, 1 patch only (3: the empty function), 2 callbacks
 
 static bool patches_only(void) { return g_split == 1 || g_split == 3; }
 
+const char *vg__memcheck_callback(void) {
+    return g_split == 3 ? VG_MC_CALLBACK_EMPTY
+         : vg__opt.initcheck ? VG_MC_CALLBACK : VG_MC_CALLBACK_NOINIT;
+}
+
 vg_status_t vg__memcheck_init(void) {
     if (!vg__memcheck_on() || g_ready)
         return VG_OK;
@@ -687,9 +692,8 @@ static void module_loaded(const vg_san_module_data_t *m) {
     pthread_mutex_unlock(&g_patch_lock);
     if (r != VG_SAN_SUCCESS)
         return patch_failed("loading the device callback (sanitizerAddPatches)", r);
-    const char *fn = g_split == 3 ? VG_MC_CALLBACK_EMPTY
-                   : vg__opt.initcheck ? VG_MC_CALLBACK : VG_MC_CALLBACK_NOINIT;
-    r = S.sanitizerPatchInstructions(VG_SAN_INSTRUCTION_GLOBAL_MEMORY_ACCESS, m->module, fn);
+    r = S.sanitizerPatchInstructions(VG_SAN_INSTRUCTION_GLOBAL_MEMORY_ACCESS, m->module,
+                                     vg__memcheck_callback());
     if (r == VG_SAN_SUCCESS)
         r = S.sanitizerPatchModule(m->module);
     if (r != VG_SAN_SUCCESS)

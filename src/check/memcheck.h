@@ -93,5 +93,8 @@ struct vg_mc_log *vg__memcheck_log(vg_heap_t *h);
  * launches checked and not. */
 void vg__memcheck_counts(uint64_t *modules, uint64_t *unpatched, uint64_t *checked,
                          uint64_t *skipped);
+/* The device function patched before every access (kernels/memcheck.cu): with or without
+ * initcheck's bitmap, or the empty one of a cost measurement. */
+const char *vg__memcheck_callback(void);
 
 #endif /* VG_MEMCHECK_H */

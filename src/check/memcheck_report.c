@@ -341,9 +341,10 @@ void vg__memcheck_exit_summary(void) {
         snprintf(spared, sizeof spared, ", %llu left unpatched (no kernel memcheck_kernels "
                  "names: they run unchecked, at full speed)", (unsigned long long)unpatched);
     vg__log("memcheck: %llu modules patched%s; %llu launches checked, %llu not "
-            "(memcheck_every, memcheck_kernels, or before the first allocation)",
+            "(memcheck_every, memcheck_kernels, or before the first allocation); device "
+            "callback %s",
             (unsigned long long)modules, spared, (unsigned long long)checked,
-            (unsigned long long)skipped);
+            (unsigned long long)skipped, vg__memcheck_callback());
     uint64_t maps, carried;
     vg__tensormap_counts(&maps, &carried);
     if (vg__opt.initcheck)

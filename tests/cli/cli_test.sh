@@ -1261,7 +1261,8 @@ memcheck_planted)
         --report_json="$TMP/r.json" -- "$p" $c
     chk 0 all
     grep -q "^tma_written: all sums right$" "$TMP/out" || fail "$c: $(cat "$TMP/out")"
-    grep -q "memcheck: initcheck: 5 tensor maps built; 5 launches carried one" "$TMP/err" ||
+    grep -q "memcheck: initcheck: 5 tensor maps built; 5 launches carried one" "$TMP/err" &&
+        grep -q "device callback vg_memcheck_access$" "$TMP/err" ||
         { cat "$TMP/err" >&2; fail "$c: the counts"; }
     # A kernel that writes past the end is reported once, by memcheck, not again by guard
     # mode's redzone check (S1 as it is).
@@ -1281,7 +1282,7 @@ memcheck_planted)
     run 0 "$VG" run --sim --mode=memcheck --verbose=1 --leaks=off --memcheck_kernels='ex_fi*,ex_su?' \
         --report_json="$TMP/r.json" -- "$p" $c
     chk 1 out_of_bounds_after access.kernel=ex_sum access.offset=4000
-    grep -q "memcheck: 1 modules patched; [1-9][0-9]* launches checked" "$TMP/err" ||
+    grep -q "memcheck: 1 modules patched; [1-9][0-9]* launches checked.*device callback vg_memcheck_access_noinit$" "$TMP/err" ||
         { cat "$TMP/err" >&2; fail "memcheck_kernels naming ex_sum: the counts"; }
     run 0 "$VG" run --sim --mode=memcheck --verbose=1 --leaks=off --memcheck_kernels=ex_fill \
         --report_json="$TMP/r.json" -- "$p" $c
@@ -1305,6 +1306,7 @@ memcheck_planted)
             --leaks=off --report_json="$TMP/r.json" -- "$p" $c
         chk 0 all
         case $split in callbacks-only) want="0 modules patched; 0 launches checked, [1-9][0-9]* not" ;;
+                       patch-empty) want="1 modules patched; 0 launches checked, 0 not.*callback vg_memcheck_nothing" ;;
                        *) want="1 modules patched; 0 launches checked, 0 not" ;; esac
         grep -q "SPLIT=$split: nothing is checked" "$TMP/err" && grep -q "memcheck: $want" "$TMP/err" ||
             { cat "$TMP/err" >&2; fail "$split: $(grep 'modules patched' "$TMP/err")"; }
