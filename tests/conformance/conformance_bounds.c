@@ -136,21 +136,14 @@ VG_TEST(tensor_maps_check_their_shape) {
     cuuint64_t nhwc[4] = {16, 8, 8, 2}, nhwc_strides[3] = {64, 512, 4096};
     cuuint32_t es4[4] = {1, 1, 1, 1};
     int lower[2] = {0, 0}, upper[2] = {0, 0};
-    CHECK_EQ(probe("im2col tensor map, NHWC 16x8x8x2",
-                   cuTensorMapEncodeIm2col(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, a, nhwc,
-                                           nhwc_strides, lower, upper, 16, 64, es4,
-                                           CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                           CU_TENSOR_MAP_SWIZZLE_NONE,
-                                           CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)),
+#define IM2COL(rank, dm, st, e)                                                             \
+    cuTensorMapEncodeIm2col(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, rank, a, dm, st, lower, upper, \
+                            16, 64, e, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, \
+                            CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    CHECK_EQ(probe("im2col tensor map, NHWC 16x8x8x2", IM2COL(4, nhwc, nhwc_strides, es4)),
              CUDA_SUCCESS);
-    CHECK_EQ(probe("im2col tensor map of rank 2",
-                   cuTensorMapEncodeIm2col(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, a, dims,
-                                           pitch, lower, upper, 16, 64, es,
-                                           CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                           CU_TENSOR_MAP_SWIZZLE_NONE,
-                                           CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)),
+    CHECK_EQ(probe("im2col tensor map of rank 2", IM2COL(2, dims, pitch, es)),
              CUDA_ERROR_INVALID_VALUE);
+#undef IM2COL
     CHECK_CU(cuMemFree(d));
 }
