@@ -255,6 +255,9 @@ memcheck-tma)
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
     build
     u="$B/tests/preload/memcheck_user"
+    # (the driver's answers to the tensor map probes vgsim imitates: each printed)
+    step "conformance tensor_maps_check_their_shape" 60 "$B/tests/conformance/conformance" \
+        tensor_maps_check_their_shape
     step "memcheck_user tma_written plain" 60 "$u" tma_written
     step "memcheck_user tma_written initcheck" 60 "$B/vramguard" run --mode=memcheck \
         --initcheck=1 --verbose=1 -- "$u" tma_written
