@@ -99,12 +99,14 @@ static void CUDA_CB lag(void *arg) {
     nanosleep(&ts, NULL);
 }
 
-/* Hold a stream until the host has set *flag, or for 200 ms: the host_race plant's write
+/* Hold a stream until the host has set *flag, or for 1 s: the host_race plant's write
  * then lands while the copy behind it waits, however slowly the host runs (a 1.5 ms lag
- * was too short under ASan on a loaded host). (Under vramguard the write itself waits
- * for the copy, so the flag comes after it: the 200 ms bound ends the wait.) */
+ * was too short under ASan on a loaded host; with 200 ms, two runs of the seventh session
+ * on the 2-core machine, four threads, reported no race, which 80 runs since, loaded or
+ * not, did not repeat). (Under vramguard the write itself waits for the copy, so the
+ * flag comes after it: the bound ends the wait.) */
 static void CUDA_CB hold(void *flag) {
-    for (int i = 0; i < 200 && !atomic_load((_Atomic int *)flag); i++) {
+    for (int i = 0; i < 1000 && !atomic_load((_Atomic int *)flag); i++) {
         struct timespec ts = {0, 1000000L};
         nanosleep(&ts, NULL);
     }
