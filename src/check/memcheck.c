@@ -543,13 +543,8 @@ static void shadow_op(vg_heap_t *h, uint64_t addr, vg_mc_shadow_op_t op, CUstrea
         uint64_t off = addr - c->segs[i].base;
         op.shadow = op.n ? c->segs[i].shadow + (off >> VG_MC_SHIFT) * 2 : 0;
         op.init = c->segs[i].init && op.init_n ? c->segs[i].init + (off >> 7) * 4 : 0;
-        uint64_t init_left = ((c->segs[i].end - c->segs[i].base) >> 7) - (off >> 7);
         if (!op.init)
             op.init_n = 0;
-        else if (op.init_n > init_left) { /* (a tensor map's region past its segment) */
-            op.init_n = (uint32_t)init_left;
-            op.init_hi = 31;
-        }
     }
     pthread_mutex_unlock(&c->lock);
     if (!found || (!op.n && !op.init_n))
@@ -622,13 +617,23 @@ void vg__memcheck_written(uint64_t addr, uint64_t bytes, CUstream stream) {
     if (!h || !h->memcheck)
         return;
     pthread_mutex_lock(&h->lock);
+    /* Only the allocation addr lies in counts as written: a range that runs past it (a
+     * tensor map's shape, a copy the driver will refuse) writes nothing of its neighbours'
+     * as far as initcheck knows. */
+    vg_block_t *b = vg__heap_block_containing(h, addr);
+    uint64_t end = b && b->state == VG_BLOCK_ALLOCATED ? b->user + b->requested : 0;
+    if (addr >= end) {
+        pthread_mutex_unlock(&h->lock);
+        return;
+    }
+    if (bytes > end - addr)
+        bytes = end - addr;
     uint64_t w0 = addr >> 2, w1 = (addr + bytes - 1) >> 2; /* (4-byte words: bits; a */
     vg_mc_shadow_op_t op = {0};                           /*  segment's base is 128-aligned) */
-    uint64_t n = (w1 >> 5) - (w0 >> 5) + 1; /* (bitmap words; shadow_op ends them at the */
-    op.init_n = (uint32_t)(n < UINT32_MAX ? n : UINT32_MAX); /* segment's end) */
+    op.init_n = (uint32_t)((w1 >> 5) - (w0 >> 5) + 1);
     op.init_value = UINT32_MAX;
     op.init_lo = (uint16_t)(w0 & 31);
-    op.init_hi = (uint16_t)(n < UINT32_MAX ? w1 & 31 : 31);
+    op.init_hi = (uint16_t)(w1 & 31);
     shadow_op(h, addr & ~(uint64_t)127, op, stream, false); /* (from its bitmap word) */
     pthread_mutex_unlock(&h->lock);
 }

@@ -47,7 +47,9 @@ bool vg__memcheck_take_checked(void);
  * though no capture had ever shared its bytes. */
 void vg__memcheck_unpooled(vg_heap_t *h, vg_block_t *b);
 /* initcheck: a copy or memset the interposer forwards writes [addr, addr + bytes) on
- * `stream`: those bytes count as written, for kernels queued after it (no heap lock held). */
+ * `stream`: those bytes count as written, for kernels queued after it, as far as the live
+ * allocation holding addr goes (no heap lock held). Also a tensor map's region, from a
+ * launch that carries the map (check/tensormaps.h). */
 void vg__memcheck_written(uint64_t addr, uint64_t bytes, CUstream stream);
 /* The heap retires (context still alive, heap lock held). */
 void vg__memcheck_heap_release(vg_heap_t *h);

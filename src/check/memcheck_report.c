@@ -101,9 +101,8 @@ static void stream_text(char *out, size_t n, CUstream s) {
 }
 
 /* The bad accesses of one poll that share a kernel (by name and the text of its launch
- * site), an
- * allocation (or, for memory no allocation holds, a 512-byte granule), read or write and
- * kind: one report for all of them, naming the first. */
+ * site), an allocation (or, for memory no allocation holds, a 512-byte granule), read or
+ * write and kind: one report for all of them, naming the first. */
 typedef struct group {
     uint64_t key;
     vg_mc_record_t first;
@@ -249,7 +248,6 @@ static void emit(const group_t *g) {
 }
 
 #define GROUPS 64
-
 
 /* Records [0, n) of one poll, grouped and reported (each group once per run). */
 static void report_all(vg_heap_t *h, const vg_mc_record_t *recs, size_t n) {

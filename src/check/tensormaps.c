@@ -103,12 +103,12 @@ static bool find(const void *map, uint64_t *address, uint64_t *span) {
 }
 
 void vg__tensormap_encoded(const void *map, uint64_t address, uint64_t span) {
-    if (map && span && vg__tensormaps_wanted())
+    if (map && span)
         record(map, address, span);
 }
 
 void vg__tensormap_replaced(const void *before, const void *map, uint64_t address) {
-    if (!before || !map || !vg__tensormaps_wanted())
+    if (!before || !map)
         return;
     uint64_t old_address, span;
     pthread_mutex_lock(&g_lock);
@@ -119,7 +119,7 @@ void vg__tensormap_replaced(const void *before, const void *map, uint64_t addres
 }
 
 void vg__tensormaps_scan(const void *bytes, size_t size, size_t offset, CUstream stream) {
-    if (!bytes || size < MAP_BYTES || !vg__tensormaps_any() || !vg__tensormaps_wanted())
+    if (!bytes || size < MAP_BYTES)
         return;
     uint64_t marked[8][2];
     int n = 0;

@@ -11,7 +11,9 @@
  * written, in stream order, before the kernel runs. The descriptor is opaque: it is matched
  * by its bytes, never decoded.
  *
- * Only in memcheck mode with initcheck=1; otherwise recording and scanning cost a flag test.
+ * Only in memcheck mode with initcheck=1: the interposer records maps only when
+ * vg__tensormaps_wanted(), and scans a launch only when vg__tensormaps_any(); otherwise
+ * each costs a flag test.
  */
 #ifndef VG_TENSORMAPS_H
 #define VG_TENSORMAPS_H

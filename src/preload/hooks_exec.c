@@ -78,11 +78,6 @@ static bool param_info(CUfunction f, bool kernel, size_t index, size_t *off, siz
            vg__cuFuncGetParamInfo(f, index, off, size) == CUDA_SUCCESS;
 }
 
-static bool param_size(CUfunction f, bool kernel, size_t index, size_t *size) {
-    size_t off;
-    return param_info(f, kernel, index, &off, size);
-}
-
 static void describe_func(CUfunction f, func_info_t *out) {
     out->f = f;
     out->name = "(unnamed kernel)";
@@ -96,8 +91,9 @@ static void describe_func(CUfunction f, func_info_t *out) {
         out->name = vg__kernel_name(n);
         kernel = true;
     } else {
-        size_t size; /* no name (a driver before 12.3): which query knows the parameters? */
-        kernel = !param_size(f, false, 0, &size) && param_size(f, true, 0, &size);
+        /* no name (a driver before 12.3): which query knows the parameters? */
+        size_t off, size;
+        kernel = !param_info(f, false, 0, &off, &size) && param_info(f, true, 0, &off, &size);
     }
     /* The parameters are counted by asking until the driver refuses an index. Under
      * compute-sanitizer each refusal is reported as an API error of the program's, so
