@@ -246,6 +246,15 @@ typedef struct vg_stats {
     uint64_t largest_servable;     /* largest request that would succeed now, bytes */
     uint64_t device_total;         /* the device's memory, bytes */
     uint64_t limit;                /* the cap on reserved memory, 0 = none */
+    /* Option plan=learn (docs/decisions.md A13): the program's training step, once found
+     * in the requests it makes, and what a plan placing two steps would reserve. */
+    uint64_t step_requests;        /* requests in a step (0: none found, or plan=off) */
+    uint64_t step_found_at;        /* the number of allocations when it was found */
+    uint64_t long_lived_bytes;     /* bytes live across steps that no plan places */
+    uint64_t plan_bytes;           /* a plan's bytes for the tensors of two steps */
+    uint64_t plan_peak_bytes;      /* those tensors' live bytes at their peak */
+    uint64_t step_since;           /* allocations since the step was found ... */
+    uint64_t step_repeated;        /* ... and of those, the size one step earlier had */
 } vg_stats_t;
 
 /* Fill *out with the statistics of `device` (-1: the current context's device). Set

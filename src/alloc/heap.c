@@ -25,6 +25,7 @@
 #define _GNU_SOURCE
 #include "heap.h"
 #include "hooks.h"
+#include "plan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -360,6 +361,8 @@ static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requeste
     b->nuses = 0;
     b->flags = 0;
     b->id = ++h->next_id;
+    if (VG_UNLIKELY(h->plan))
+        vg__plan_alloc(h->plan, b->id - 1, b->size);
     if (!vg__ptrmap_put(&h->live, b->user, b)) {
         b->state = b->gpool ? VG_BLOCK_POOLED : VG_BLOCK_FREE;
         b->stream = NULL;
@@ -791,6 +794,8 @@ static void mark_uses(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
 }
 
 void vg__heap_free(vg_heap_t *h, vg_block_t *b, CUstream stream, bool synced) {
+    if (VG_UNLIKELY(h->plan))
+        vg__plan_release(h->plan, b->id - 1, b->size);
     vg__tell_region_removed(h, b); /* (freed memory is no longer the program's: G12) */
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.allocation, pool, -1);

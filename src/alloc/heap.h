@@ -259,6 +259,7 @@ struct vg_heap {
     void *memcheck;             /* memcheck mode's state of its context (memcheck.c), or NULL */
     uint64_t nhistory;          /* frees recorded so far */
     vg_events_t events;         /* the last allocator events, for snapshots */
+    struct vg_plan *plan;       /* option plan=learn: the step learnt (plan.h), or NULL */
     vg_gpool_t *gpools;         /* CUDA graph pools (graphpool.c) */
     vg_gpool_route_t routes[VG_GPOOL_ROUTES]; /* captures under way: where requests go */
     int nroutes;

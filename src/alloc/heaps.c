@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "heap.h"
 #include "hooks.h"
+#include "plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,10 +104,34 @@ static vg_status_t heap_create(CUcontext ctx, int device, bool managed, vg_heap_
         h->slot_min = bytes_for(vg__opt.slot_min, total);
         h->small_max = vg__opt.small_max;
     }
+    if (vg__opt.plan == VG_PLAN_LEARN && !managed)
+        h->plan = vg__plan_new(); /* (NULL, no memory for its log: nothing is learnt) */
     if (vg__opt.verbose && !managed)
         describe_heap(h);
     *out = h;
     return VG_OK;
+}
+
+/* verbose=1 with plan=learn: the step found, and what a plan of two would reserve. */
+static void describe_plan(vg_heap_t *h) {
+    vg_plan_report_t r;
+    char a[32], b[32], c[32];
+    vg__plan_get(h->plan, &r);
+    if (!r.period) {
+        vg__log("device %d: no training step found in its %llu allocations (plan=learn: a "
+                "step is a period of the sizes asked for, %d to %d requests long, after "
+                "which live memory comes back)",
+                h->device, (unsigned long long)h->stats.allocation[VG_POOL_ALL].allocated,
+                VG_PLAN_MIN_PERIOD, VG_PLAN_MAX_PERIOD);
+        return;
+    }
+    vg__log("device %d: a training step of %llu requests, found at allocation %llu; %.1f%% "
+            "of the %llu since repeated it. A plan of two steps needs %s for their tensors "
+            "(peak live %s), beside %s that live across steps",
+            h->device, (unsigned long long)r.period, (unsigned long long)r.found_at,
+            r.since ? 100.0 * (double)r.repeated / (double)r.since : 100.0,
+            (unsigned long long)r.since, vg__fmt_bytes(a, r.height),
+            vg__fmt_bytes(b, r.planned_peak), vg__fmt_bytes(c, r.long_lived));
 }
 
 void vg__heaps_describe_exit(void) {
@@ -127,6 +152,8 @@ void vg__heaps_describe_exit(void) {
                 alloc ? (double)res / (double)alloc : 0.0,
                 (unsigned long long)st->allocation[VG_POOL_ALL].allocated,
                 (unsigned long long)st->num_device_alloc, (unsigned long long)st->num_ooms);
+        if (h->plan)
+            describe_plan(h);
         pthread_mutex_unlock(&h->lock);
     }
 }
@@ -263,6 +290,8 @@ void vg__heap_retire(vg_heap_t *h) {
     vg__ptrmap_free(&h->live);
     free(h->history);
     h->history = NULL;
+    vg__plan_free(h->plan);
+    h->plan = NULL;
     h->nhistory = 0;
 #define VG_X(f, key, row, bytes)                                                            \
     for (int p = 0; p < VG_POOLS; p++) {                                                    \

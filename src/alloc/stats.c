@@ -11,6 +11,7 @@
 
 #include "base/common.h"
 #include "heap.h"
+#include "plan.h"
 #include "stats.h"
 
 typedef struct split_ctx {
@@ -54,6 +55,17 @@ void vg__stats_snapshot(vg_heap_t *h, vg_stats_t *out) {
     h->stats.largest_servable = vg__heap_largest_servable(h);
     h->stats.device_total = h->device_total;
     h->stats.limit = h->limit;
+    if (h->plan) {
+        vg_plan_report_t r;
+        vg__plan_get(h->plan, &r);
+        h->stats.step_requests = r.period;
+        h->stats.step_found_at = r.found_at;
+        h->stats.long_lived_bytes = r.long_lived;
+        h->stats.plan_bytes = r.height;
+        h->stats.plan_peak_bytes = r.planned_peak;
+        h->stats.step_since = r.since;
+        h->stats.step_repeated = r.repeated;
+    }
     h->stats.version = VG_STATS_VERSION;
     h->stats.size = sizeof(vg_stats_t);
     *out = h->stats;

@@ -67,6 +67,23 @@ static uint64_t now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
  * runs on vgsim's stream threads, as a GPU runs beside the host). */
 static uint64_t cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
+/* plan=learn: the step found, and what a plan placing two steps would reserve. */
+static void print_step(const vg_stats_t *s, uint64_t peak_alloc) {
+    char b1[32], b2[32], b3[32], b4[32];
+    printf("  training step:    %llu requests, found at allocation %llu",
+           (unsigned long long)s->step_requests, (unsigned long long)s->step_found_at);
+    if (s->step_since)
+        printf("; %.1f%% of the %llu allocations since had the size one step earlier",
+               100.0 * (double)s->step_repeated / (double)s->step_since,
+               (unsigned long long)s->step_since);
+    uint64_t with = s->plan_bytes + s->long_lived_bytes;
+    printf("\n  a plan of two:    %s for their tensors (peak live %s), beside %s live across "
+           "steps: %s, %.4f of peak allocated (pages not counted; placement unchanged)\n",
+           vg__fmt_bytes(b1, s->plan_bytes), vg__fmt_bytes(b2, s->plan_peak_bytes),
+           vg__fmt_bytes(b3, s->long_lived_bytes), vg__fmt_bytes(b4, with),
+           peak_alloc ? (double)with / (double)peak_alloc : 0.0);
+}
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
@@ -495,6 +512,12 @@ int cmd_replay(int argc, char **argv) {
             printf(",\"pytorch_peak_reserved\":%llu", (unsigned long long)pf.peak_reserved);
         if (pf.peak_allocated)
             printf(",\"pytorch_peak_allocated\":%llu", (unsigned long long)pf.peak_allocated);
+        if (s.step_requests)
+            printf(",\"step_requests\":%llu,\"step_found_at\":%llu,\"long_lived_bytes\":%llu,"
+                   "\"plan_bytes\":%llu,\"plan_peak_bytes\":%llu",
+                   (unsigned long long)s.step_requests, (unsigned long long)s.step_found_at,
+                   (unsigned long long)s.long_lived_bytes, (unsigned long long)s.plan_bytes,
+                   (unsigned long long)s.plan_peak_bytes);
         printf("}\n");
     } else {
         char b1[32], b2[32], b3[32];
@@ -540,6 +563,11 @@ int cmd_replay(int argc, char **argv) {
         printf("  peak requested:   %s\n", vg__fmt_bytes(b2, peak_req));
         printf("  peak reserved:    %s\n", vg__fmt_bytes(b3, peak_res));
         printf("  reserved/allocated at peak: %.4f\n", ratio);
+        if (s.step_requests)
+            print_step(&s, peak_alloc);
+        else if (strcmp(vg_option("plan"), "learn") == 0)
+            printf("  training step:    none found (plan=learn looks for a period of the "
+                   "sizes asked for after which live memory comes back)\n");
         if (pf.peak_reserved) {
             printf("  PyTorch's allocator: peak reserved %s", vg__fmt_bytes(b3, pf.peak_reserved));
             if (pf.peak_allocated)

@@ -284,6 +284,34 @@ replay_pytorch_figures)
     rm "$TMP/t.json"; run 0 "$VG" replay --json --repeat=1 "$TMP/t.csv"
     grep -q pytorch_peak "$TMP/out" && fail "PyTorch figures without a sidecar"
     [ ! -s "$TMP/err" ] || fail "a message without a sidecar: $(cat "$TMP/err")" ;;
+replay_plan_learn)
+    # plan=learn (docs/decisions.md A13): replay finds each training loop's step, the
+    # same one bench/cyclic_plan_model.py finds, and packs two steps' tensors in no more
+    # than their peak; a generation loop, whose cache grows every token, has none.
+    for tc in resnet50_train.csv:1186:5283 gpt2_small_train.csv:1258:5355 \
+              unet_train.csv.gz:1311:5280 gpt_train.csv.gz:1468:5885; do
+        IFS=: read -r f per at <<EOF2
+$tc
+EOF2
+        run 0 "$VG" replay --json --repeat=1 --plan=learn "$TRACES/$f"
+        [ "$(json_field step_requests)" = "$per" ] || fail "$f: step $(json_field step_requests), not $per"
+        [ "$(json_field step_found_at)" = "$at" ] || fail "$f: found at $(json_field step_found_at), not $at"
+        pk=$(json_field plan_peak_bytes); h=$(json_field plan_bytes); ll=$(json_field long_lived_bytes)
+        [ "$pk" -gt 0 ] && [ "$h" -ge "$pk" ] && [ "$h" -le $((pk + pk / 50)) ] ||
+            fail "$f: a plan of $h bytes for a peak of $pk"
+        alloc=$(json_field peak_allocated)
+        [ "$ll" -gt 0 ] && [ $((ll + pk)) -le $((alloc + alloc / 100)) ] ||
+            fail "$f: $ll bytes long-lived beside a $pk-byte peak, $alloc allocated at most"
+    done
+    run 0 "$VG" replay --repeat=1 --plan=learn "$TRACES/resnet50_train.csv"
+    grep -q "training step:    1186 requests, found at allocation 5283" "$TMP/out" || fail "text: $(cat "$TMP/out")"
+    grep -qE "a plan of two: .*placement unchanged" "$TMP/out" || fail "no plan line"
+    run 0 "$VG" replay --json --repeat=1 --plan=learn "$TRACES/gen_large.csv.gz"
+    grep -q step_requests "$TMP/out" && fail "a step in a generation loop: $(cat "$TMP/out")"
+    run 0 "$VG" replay --json --repeat=1 "$TRACES/resnet50_train.csv"
+    grep -q step_requests "$TMP/out" && fail "a step learnt with plan=off"
+    run 2 "$VG" replay --repeat=1 --plan=follow "$TRACES/resnet50_train.csv"
+    grep -q "plan" "$TMP/err" || fail "a bad plan= value is not named: $(cat "$TMP/err")" ;;
 replay_gzip)
     # A gzip-compressed trace (bench/traces keeps long ones so) replays exactly as the plain
     # one, with the NAME.json beside NAME.csv.gz; a truncated one is a clear error.

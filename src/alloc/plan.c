@@ -1,0 +1,295 @@
+/* plan.c — a training loop's step, learnt from the requests a heap serves, and the plan of
+ * two steps packed from it (plan.h; docs/decisions.md A13).
+ *
+ * The log is a ring of the last VG_PLAN_WINDOW requests: each one's size, the request
+ * count when it was freed, the live bytes just after it was served and the bytes served
+ * so far. Finding a step of P requests and packing its plan reads the last 3P of them;
+ * the window holds four of the longest steps looked for.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+#define VG_PLAN_WINDOW (4u * VG_PLAN_MAX_PERIOD)
+#define LIVE UINT64_MAX /* freed_at of a request still live */
+
+struct vg_plan {
+    uint64_t n;                 /* requests logged */
+    uint64_t live;              /* their live bytes now */
+    uint64_t min_p;             /* the smallest period still worth trying */
+    uint64_t cand, cand_at;     /* a period being confirmed, and from which request */
+    uint64_t differ;            /* requests of the current period unlike a step before */
+    vg_plan_report_t rep;
+    uint64_t size[VG_PLAN_WINDOW];
+    uint64_t freed_at[VG_PLAN_WINDOW];
+    uint64_t live_after[VG_PLAN_WINDOW];
+    uint64_t served[VG_PLAN_WINDOW]; /* bytes served by the requests up to this one */
+};
+
+static inline uint32_t at(uint64_t req) { return (uint32_t)(req % VG_PLAN_WINDOW); }
+
+vg_plan_t *vg__plan_new(void) {
+    vg_plan_t *p = calloc(1, sizeof *p);
+    if (p)
+        p->min_p = VG_PLAN_MIN_PERIOD;
+    return p;
+}
+
+void vg__plan_free(vg_plan_t *p) { free(p); }
+
+void vg__plan_get(const vg_plan_t *p, vg_plan_report_t *out) { *out = p->rep; }
+
+/* ---- packing --------------------------------------------------------------------------- */
+
+typedef struct {
+    unsigned __int128 a;        /* larger first */
+    uint64_t b;                 /* then larger first */
+    uint32_t start, idx;        /* then earlier first */
+} order_key_t;
+
+static int by_key(const void *x, const void *y) {
+    const order_key_t *p = x, *q = y;
+    if (p->a != q->a)
+        return p->a > q->a ? -1 : 1;
+    if (p->b != q->b)
+        return p->b > q->b ? -1 : 1;
+    if (p->start != q->start)
+        return p->start < q->start ? -1 : 1;
+    return p->idx < q->idx ? -1 : p->idx > q->idx;
+}
+
+/* A lifetime on the cycle as at most two spans: [s, e) and, when it wraps, [0, w). */
+typedef struct {
+    uint32_t s, e, w;
+} life_t;
+
+static inline bool overlap(life_t a, life_t b) {
+    return (a.s < b.e && b.s < a.e) || (a.w && b.s < a.w) || (b.w && a.s < b.w) ||
+           (a.w && b.w);
+}
+
+/* One greedy packing: items in `order`, each at the lowest offset free of the items placed
+ * before it that overlap it on the cycle, or in the tightest such gap. `placed` keeps the
+ * items placed so far by offset, so the gaps are read in one pass: O(n) an item. */
+static uint64_t pack_once(const vg_plan_item_t *items, const life_t *life, uint32_t n,
+                          const order_key_t *order, bool tightest, uint64_t *off,
+                          uint32_t *placed) {
+    uint64_t height = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t i = order[k].idx;
+        uint64_t x = 0, best = UINT64_MAX, best_gap = UINT64_MAX;
+        for (uint32_t j = 0; j < k; j++) {
+            if (!overlap(life[i], life[placed[j]]))
+                continue;
+            uint64_t lo = off[placed[j]], hi = lo + items[placed[j]].size;
+            if (lo >= x && lo - x >= items[i].size && lo - x < best_gap) {
+                best_gap = lo - x;
+                best = x;
+                if (!tightest)
+                    break;
+            }
+            if (hi > x)
+                x = hi;
+        }
+        off[i] = best != UINT64_MAX ? best : x;
+        uint32_t lo = 0, hi = k; /* insert by offset */
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (off[placed[mid]] <= off[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        memmove(placed + lo + 1, placed + lo, (k - lo) * sizeof *placed);
+        placed[lo] = i;
+        if (off[i] + items[i].size > height)
+            height = off[i] + items[i].size;
+    }
+    return height;
+}
+
+uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
+                       uint64_t *offsets) {
+    order_key_t *order = malloc((size_t)n * sizeof *order + 1);
+    uint64_t *off = malloc((size_t)n * sizeof *off + 1);
+    uint32_t *placed = malloc((size_t)n * sizeof *placed + 1);
+    life_t *life = malloc((size_t)n * sizeof *life + 1);
+    uint64_t best = UINT64_MAX;
+    if (!order || !off || !placed || !life)
+        goto out;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t e = items[i].end;
+        life[i] = (life_t){items[i].start, e < cycle ? e : cycle, e > cycle ? e - cycle : 0};
+    }
+    for (int o = 0; o < 3; o++) { /* by size, by size x lifetime, by lifetime */
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t len = items[i].end - items[i].start;
+            order[i] = (order_key_t){o == 0   ? items[i].size
+                                     : o == 1 ? (unsigned __int128)items[i].size * len
+                                              : len,
+                                     o == 2 ? items[i].size : 0, items[i].start, i};
+        }
+        qsort(order, n, sizeof *order, by_key);
+        for (int tightest = 0; tightest < 2; tightest++) {
+            uint64_t h = pack_once(items, life, n, order, tightest, off, placed);
+            if (h < best) {
+                best = h;
+                memcpy(offsets, off, (size_t)n * sizeof *off);
+            }
+        }
+    }
+    if (n == 0)
+        best = 0;
+out:
+    free(order);
+    free(off);
+    free(placed);
+    free(life);
+    return best;
+}
+
+/* ---- learning the step ----------------------------------------------------------------- */
+
+/* The smallest period P >= min_p such that the last 2P sizes repeat with period P, with
+ * at least 3P requests logged; 0 if none. */
+static uint64_t period_of(const vg_plan_t *p) {
+    uint64_t n = p->n, hi = n / 3 < VG_PLAN_MAX_PERIOD ? n / 3 : VG_PLAN_MAX_PERIOD;
+    for (uint64_t per = p->min_p; per <= hi; per++) {
+        uint64_t k = 0;
+        while (k < per && p->size[at(n - 1 - k)] == p->size[at(n - 1 - k - per)])
+            k++;
+        if (k == per)
+            return per;
+    }
+    return 0;
+}
+
+static uint64_t absdiff(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
+
+/* Two steps of period per, the model step being the one that ended 2 periods before the
+ * last request: the requests freed within the period after it, packed on a cycle of 2per. */
+static void make_plan(vg_plan_t *p, uint64_t per) {
+    uint64_t n = p->n, base = n - 3 * per;
+    vg_plan_item_t *items = malloc(4 * per * sizeof *items);
+    uint64_t *offsets = malloc(4 * per * sizeof *offsets);
+    int64_t *ev = calloc(2 * per + 1, sizeof *ev);
+    uint32_t m = 0;
+    if (!items || !offsets || !ev)
+        goto out;
+    for (uint64_t j = base; j < base + per; j++) {
+        uint64_t f = p->freed_at[at(j)];
+        if (f == LIVE || f - base > 2 * per || p->size[at(j)] == 0)
+            continue;
+        uint32_t s = (uint32_t)(j - base), e = (uint32_t)(f - base);
+        items[m++] = (vg_plan_item_t){p->size[at(j)], s, e > s ? e : s + 1};
+    }
+    for (uint32_t i = 0, half = m; i < half; i++) /* the second step: the same, P later */
+        items[m++] = (vg_plan_item_t){items[i].size, items[i].start + (uint32_t)per,
+                                      items[i].end + (uint32_t)per};
+    uint32_t cycle = (uint32_t)(2 * per);
+    uint64_t height = vg__plan_pack(items, m, cycle, offsets);
+    if (height == UINT64_MAX)
+        goto out;
+    for (uint32_t i = 0; i < m; i++) { /* the planned bytes live at each point of the cycle */
+        ev[items[i].start] += (int64_t)items[i].size;
+        if (items[i].end <= cycle) {
+            ev[items[i].end] -= (int64_t)items[i].size;
+        } else {
+            ev[cycle] -= (int64_t)items[i].size;
+            ev[0] += (int64_t)items[i].size;
+            ev[items[i].end - cycle] -= (int64_t)items[i].size;
+        }
+    }
+    int64_t cur = 0, peak = 0, at_boundary = 0;
+    for (uint32_t x = 0; x < cycle; x++) {
+        cur += ev[x];
+        if (cur > peak)
+            peak = cur;
+        if (x == per - 1) /* (the last request logged sits there on the cycle) */
+            at_boundary = cur;
+    }
+    uint64_t live = p->live_after[at(n - 1)];
+    p->rep = (vg_plan_report_t){.period = per, .found_at = n, .items = m, .height = height,
+                                .planned_peak = (uint64_t)peak,
+                                .long_lived = live > (uint64_t)at_boundary
+                                                  ? live - (uint64_t)at_boundary : 0};
+out:
+    free(items);
+    free(offsets);
+    free(ev);
+    if (!p->rep.period)
+        p->min_p = VG_PLAN_MAX_PERIOD + 1; /* out of memory: learn nothing more */
+}
+
+static void learn(vg_plan_t *p, uint64_t idx) {
+    if (p->rep.period) {
+        bool same = p->size[at(idx)] == p->size[at(idx - p->rep.period)];
+        p->rep.since++;
+        p->rep.repeated += same;
+        p->differ += !same;
+        if (p->rep.since % p->rep.period == 0) { /* a period followed */
+            if (p->differ * 20 > p->rep.period) { /* more than 5 % differ */
+                /* A step that held for 8 periods was one, and the program changed: learn
+                 * again from scratch. One that broke sooner was a pattern inside the step
+                 * (an optimizer's loop over layers of the same shapes, balanced too):
+                 * look for longer ones. */
+                p->min_p = p->rep.since >= 8 * p->rep.period ? VG_PLAN_MIN_PERIOD
+                                                            : p->rep.period + 1;
+                p->rep = (vg_plan_report_t){0};
+            }
+            p->differ = 0;
+        }
+        return;
+    }
+    if (!p->cand) {
+        if (idx % 64 == 0 && p->min_p <= VG_PLAN_MAX_PERIOD) {
+            uint64_t per = period_of(p);
+            if (per)
+                p->cand = per, p->cand_at = idx + 1;
+        }
+        return;
+    }
+    uint64_t per = p->cand;
+    if (p->size[at(idx)] != p->size[at(idx - per)]) {
+        p->min_p = per + 1, p->cand = 0;
+        return;
+    }
+    if (idx + 1 - p->cand_at < per)
+        return;
+    /* Live memory must come back within 1 % of what a period serves: across a layer of a
+     * forward pass it grows by what the layer keeps, a large share of what it serves,
+     * however small a share of all that is live. */
+    uint64_t now = p->live_after[at(idx)];
+    for (uint64_t k = 1; k <= 2; k++)
+        if (absdiff(p->live_after[at(idx - k * per)], now) >
+            (p->served[at(idx)] - p->served[at(idx - k * per)]) / 100) {
+            p->min_p = per + 1, p->cand = 0; /* live memory did not come back: no step */
+            return;
+        }
+    p->cand = 0;
+    make_plan(p, per);
+}
+
+void vg__plan_alloc(vg_plan_t *p, uint64_t req, uint64_t size) {
+    if (req < p->n)
+        return; /* (out of order: not logged) */
+    while (p->n <= req) {
+        uint64_t r = p->n++;
+        bool it = r == req;
+        p->size[at(r)] = it ? size : 0;
+        p->freed_at[at(r)] = it ? LIVE : r + 1;
+        p->live += it ? size : 0;
+        p->live_after[at(r)] = p->live;
+        p->served[at(r)] = (r ? p->served[at(r - 1)] : 0) + (it ? size : 0);
+        learn(p, r);
+    }
+}
+
+void vg__plan_release(vg_plan_t *p, uint64_t req, uint64_t size) {
+    if (req >= p->n)
+        return;
+    p->live -= size <= p->live ? size : p->live;
+    if (req + VG_PLAN_WINDOW >= p->n && p->freed_at[at(req)] == LIVE)
+        p->freed_at[at(req)] = p->n;
+}

@@ -1,0 +1,62 @@
+/* plan.h — a training loop's step, learnt from the requests a heap serves, and the plan
+ * that would place two steps of it (docs/decisions.md A13; bench/cyclic_plan_model.py is
+ * the same design, modelled).
+ *
+ * With option plan=learn the heap logs each request's size (rounded, as placed) and when
+ * it was freed. Every 64 requests it looks for the step: the smallest period P (64 to
+ * VG_PLAN_MAX_PERIOD requests) such that the last 2P sizes repeat with period P, which
+ * must then hold for P more requests, with live bytes back to within 1 % of what they
+ * were one and two periods before (a layer's pattern repeats inside a forward pass too,
+ * but live memory grows across it). The requests of one step freed within the next are
+ * then packed as a cycle of two steps (a tensor freed after its own successor is made
+ * gets two places, used by turns): greedy, in three orders and two gap rules, the lowest
+ * height kept. The heap does not place by the plan yet; it says what the plan would
+ * reserve (issue 37).
+ *
+ * Not thread-safe: called under the heap's lock.
+ */
+#ifndef VG_PLAN_H
+#define VG_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define VG_PLAN_MIN_PERIOD 64
+#define VG_PLAN_MAX_PERIOD 8192   /* requests in a step, at most */
+
+typedef struct vg_plan_item {
+    uint64_t size;            /* bytes */
+    uint32_t start, end;      /* its lifetime on the cycle: [start, end), end > cycle wraps */
+} vg_plan_item_t;
+
+typedef struct vg_plan_report {
+    uint64_t period;          /* requests in a step (0: no step found yet) */
+    uint64_t found_at;        /* the request count when it was found */
+    uint64_t items;           /* requests of two steps planned */
+    uint64_t height;          /* bytes the plan needs: its highest planned byte */
+    uint64_t planned_peak;    /* the planned requests' live bytes at their peak */
+    uint64_t long_lived;      /* bytes live at the step's boundary that no plan places
+                                 (parameters, optimizer state: they outlive the steps) */
+    uint64_t since, repeated; /* requests after it was found; of them, of the size the
+                                 request a period earlier had */
+} vg_plan_report_t;
+
+typedef struct vg_plan vg_plan_t;
+
+/* NULL when out of memory (the heap then learns nothing). */
+vg_plan_t *vg__plan_new(void);
+void vg__plan_free(vg_plan_t *p);
+/* Request number `req` (0, 1, 2, ... in the order they were served) of `size` bytes was
+ * served. Numbers must come in order; one skipped counts as a request of size 0. */
+void vg__plan_alloc(vg_plan_t *p, uint64_t req, uint64_t size);
+/* Request `req`, of `size` bytes, was freed. */
+void vg__plan_release(vg_plan_t *p, uint64_t req, uint64_t size);
+void vg__plan_get(const vg_plan_t *p, vg_plan_report_t *out);
+
+/* Offsets for n items on a cycle of `cycle` requests, packed greedily (tried in three
+ * orders, each at the lowest offsets and in the tightest gaps; the lowest height kept).
+ * Returns the height (bytes), or UINT64_MAX when out of memory. */
+uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
+                       uint64_t *offsets);
+
+#endif /* VG_PLAN_H */

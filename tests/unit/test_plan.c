@@ -1,0 +1,192 @@
+/* test_plan.c — learning a training loop's step from the requests (alloc/plan.h), and the
+ * cyclic packing of a plan. A made-up loop: parameters allocated once, then steps whose
+ * forward pass runs L identical layers (each keeping an activation and making 70
+ * temporaries: a period of its own, but live memory grows across it), a loss, and a
+ * backward pass freeing the activations in reverse order. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/plan.h"
+#include "harness.h"
+
+#define LAYERS 12
+#define TEMPS 70
+#define PARAMS 10
+
+typedef struct {
+    vg_plan_t *p;
+    uint64_t req;                /* next request number */
+    uint64_t act[LAYERS], act_size[LAYERS];
+} loop_t;
+
+static uint64_t alloc(loop_t *l, uint64_t size) {
+    vg__plan_alloc(l->p, l->req, size);
+    return l->req++;
+}
+
+/* One step; returns the requests it made. */
+static uint64_t step(loop_t *l, uint64_t scale) {
+    uint64_t first = l->req;
+    for (int i = 0; i < LAYERS; i++) {
+        l->act_size[i] = 4096 * scale;
+        l->act[i] = alloc(l, l->act_size[i]);
+        for (int t = 0; t < TEMPS; t++) {
+            uint64_t r = alloc(l, 512 * (uint64_t)(t % 7 + 1) * scale);
+            vg__plan_release(l->p, r, 512 * (uint64_t)(t % 7 + 1) * scale);
+        }
+    }
+    uint64_t loss = alloc(l, 1024);
+    for (int i = LAYERS - 1; i >= 0; i--) {
+        uint64_t g = alloc(l, 8192);
+        vg__plan_release(l->p, l->act[i], l->act_size[i]);
+        vg__plan_release(l->p, g, 8192);
+    }
+    vg__plan_release(l->p, loss, 1024);
+    return l->req - first;
+}
+
+static void params(loop_t *l) {
+    for (int i = 0; i < PARAMS; i++)
+        alloc(l, 65536);
+}
+
+VG_TEST(a_step_is_found_and_a_layer_is_not) {
+    loop_t l = {vg__plan_new()};
+    CHECK(l.p != NULL);
+    params(&l);
+    uint64_t len = 0;
+    for (int s = 0; s < 8; s++)
+        len = step(&l, 1);
+    vg_plan_report_t r;
+    vg__plan_get(l.p, &r);
+    CHECK_EQ(r.period, len); /* not TEMPS + 1, a layer's period */
+    CHECK(r.found_at >= 3 * len + PARAMS && r.found_at <= 5 * len + PARAMS);
+    CHECK_EQ(r.long_lived, PARAMS * 65536); /* the parameters: nothing else outlives a step */
+    /* the planned peak: every activation, the loss, the largest temporary and the first
+     * gradient at once; a plan can do no better, and this one does that well */
+    uint64_t peak = LAYERS * 4096 + 1024 + 8192;
+    CHECK_EQ(r.planned_peak, peak);
+    CHECK_EQ(r.height, peak);
+    CHECK_EQ(r.since, l.req - r.found_at);
+    CHECK_EQ(r.repeated, r.since);
+    vg__plan_free(l.p);
+}
+
+VG_TEST(a_period_that_stops_repeating_is_dropped_and_the_step_learnt_again) {
+    loop_t l = {vg__plan_new()};
+    params(&l);
+    for (int s = 0; s < 14; s++) /* found after 4 or 5, then held for 8 or more */
+        step(&l, 1);
+    vg_plan_report_t r;
+    vg__plan_get(l.p, &r);
+    CHECK(r.period != 0);
+    uint64_t first = r.period;
+    /* The program changes its sizes for good (a larger batch: every activation and
+     * temporary): the old step is dropped after a period unlike it, and the new one
+     * learnt. */
+    uint64_t len = 0;
+    for (int s = 0; s < 8; s++)
+        len = step(&l, 3);
+    vg__plan_get(l.p, &r);
+    CHECK_EQ(r.period, len);
+    CHECK_EQ(len, first);
+    CHECK(r.found_at > 14 * len); /* learnt again, after the change */
+    CHECK_EQ(r.planned_peak, LAYERS * 4096 * 3 + 7 * 512 * 3); /* the largest temporary now */
+    vg__plan_free(l.p);
+}
+
+VG_TEST(a_pattern_inside_the_step_that_breaks_soon_is_passed_over) {
+    /* Each step ends with an optimizer's loop over 8 layers of the same shapes: 80
+     * balanced requests a layer (temporaries made and freed), a period of its own that
+     * breaks at the step's end. The step is found; the loop's period is not kept. */
+    vg_plan_t *p = vg__plan_new();
+    uint64_t req = 0, len = 0;
+    for (int s = 0; s < 24; s++) {
+        uint64_t first = req, acts[4];
+        for (int a = 0; a < 4; a++)
+            vg__plan_alloc(p, acts[a] = req++, 1 << 20);
+        for (int a = 3; a >= 0; a--)
+            vg__plan_release(p, acts[a], 1 << 20);
+        for (int layer = 0; layer < 8; layer++)
+            for (int t = 0; t < 80; t++) {
+                vg__plan_alloc(p, req, 4096 * (uint64_t)(t % 5 + 1));
+                vg__plan_release(p, req++, 4096 * (uint64_t)(t % 5 + 1));
+            }
+        len = req - first;
+    }
+    vg_plan_report_t r;
+    vg__plan_get(p, &r);
+    CHECK_EQ(r.period, len);
+    CHECK_EQ(r.planned_peak, 4 << 20);
+    vg__plan_free(p);
+}
+
+VG_TEST(no_step_in_a_program_that_only_grows) {
+    loop_t l = {vg__plan_new()};
+    for (uint64_t i = 0; i < 20000; i++) { /* a cache grown by concatenation */
+        uint64_t r = alloc(&l, 512 * (i + 1));
+        if (i)
+            vg__plan_release(l.p, r - 1, 512 * i);
+    }
+    vg_plan_report_t r;
+    vg__plan_get(l.p, &r);
+    CHECK_EQ(r.period, 0);
+    /* the same sizes over and over, with live memory growing: no step either */
+    for (uint64_t i = 0; i < 20000; i++)
+        alloc(&l, 512);
+    vg__plan_get(l.p, &r);
+    CHECK_EQ(r.period, 0);
+    vg__plan_free(l.p);
+}
+
+VG_TEST(requests_out_of_order_or_long_gone_change_nothing_unsafe) {
+    vg_plan_t *p = vg__plan_new();
+    vg__plan_alloc(p, 5, 4096); /* 0-4 skipped: counted as empty requests */
+    vg__plan_alloc(p, 3, 512);  /* behind: not logged */
+    vg__plan_release(p, 99, 512); /* never served */
+    vg__plan_release(p, 5, 4096);
+    vg__plan_release(p, 5, 4096); /* twice: live bytes do not go below zero */
+    for (uint64_t i = 6; i < 200000; i++)
+        vg__plan_alloc(p, i, 512);
+    vg__plan_release(p, 7, 512); /* long out of the log's window */
+    vg_plan_report_t r;
+    vg__plan_get(p, &r);
+    CHECK_EQ(r.period, 0); /* live memory grows all along: never a step */
+    vg__plan_free(p);
+}
+
+VG_TEST(packing_shares_space_between_lifetimes_that_do_not_meet) {
+    uint64_t off[4];
+    /* a and b meet in time; c comes after both; d wraps around the cycle's end into a */
+    vg_plan_item_t items[4] = {{1000, 0, 4}, {500, 2, 6}, {1500, 6, 9}, {200, 9, 11}};
+    uint64_t h = vg__plan_pack(items, 4, 10, off);
+    CHECK_EQ(h, 1500); /* c alone at the top; a, b and d fit below it */
+    CHECK(off[0] + 1000 <= off[1] || off[1] + 500 <= off[0]); /* a and b apart */
+    CHECK(off[3] + 200 <= off[0] || off[0] + 1000 <= off[3]); /* d (wrapping) and a apart */
+    CHECK_EQ(vg__plan_pack(items, 0, 10, off), 0);
+    /* everything live at once: stacked */
+    vg_plan_item_t all[3] = {{100, 0, 10}, {300, 0, 10}, {200, 0, 10}};
+    CHECK_EQ(vg__plan_pack(all, 3, 10, off), 600);
+}
+
+VG_TEST(a_packing_keeps_lifetimes_that_meet_apart_and_stays_near_their_peak) {
+    /* Whatever order and gap rule win, no two items that live at once overlap in memory,
+     * the height is the top of the highest, and it is at the peak of bytes live at once
+     * (4000 + 1000 + 1500 at time 0) or one gap above it. */
+    vg_plan_item_t items[5] = {{4000, 0, 5}, {3000, 6, 9}, {1000, 0, 2}, {2500, 3, 9},
+                               {1500, 0, 1}};
+    uint64_t off[5];
+    uint64_t h = vg__plan_pack(items, 5, 10, off);
+    uint64_t top = 0;
+    for (int i = 0; i < 5; i++) {
+        if (off[i] + items[i].size > top)
+            top = off[i] + items[i].size;
+        for (int j = 0; j < i; j++) {
+            bool meet = items[i].start < items[j].end && items[j].start < items[i].end;
+            bool apart = off[i] + items[i].size <= off[j] || off[j] + items[j].size <= off[i];
+            CHECK(!meet || apart);
+        }
+    }
+    CHECK_EQ(h, top);
+    CHECK(h >= 6500 && h <= 8000); /* the peak (4000 + 1000 + 1500) and at most one gap more */
+}
