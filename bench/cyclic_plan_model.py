@@ -3,11 +3,11 @@ way (docs/decisions.md A13, issue 37). The second cut of bench/plan_model.py; wh
 model lacked, each found where one of its peaks was reached and each with a switch:
 
 - **A step is where live memory comes back.** A period P of the sizes asked for is taken
-  only if the live bytes after its last request equal those P and 2P requests earlier
-  (within BALANCE, 1 %; BALANCE=inf: not checked). A transformer layer's pattern repeats
-  inside the forward pass, but live memory grows there (the activations kept for
-  backward): plan_model made plans for one layer on GPT-2 and dropped them with their
-  pages mapped.
+  only if the live bytes after its last request equal those P and 2P requests earlier,
+  within BALANCE (1 %) of the bytes served meanwhile (BALANCE=inf: not checked). A
+  transformer layer's pattern repeats inside the forward pass, but live memory grows
+  there by what the layer keeps, a large share of what it serves: plan_model made plans
+  for one layer on GPT-2 and dropped them with their pages mapped.
 - **The plan covers two steps** (DOUBLE=0: one). A tensor freed after its own successor
   is made (a hidden state carried from one chunk to the next) cannot have one offset
   every step; in a cycle of 2P it has two, used by turns.
@@ -173,7 +173,7 @@ class Model:
         self.window_misses = 0
         self.cand = self.cand_at = 0
         self.min_p = 64
-        self.sizes, self.freed_at, self.live_at = [], [], []
+        self.sizes, self.freed_at, self.live_at, self.served = [], [], [], []
         self.live = {}
 
     def following(self):
@@ -341,6 +341,7 @@ class Model:
             self.live[life] = (kind, addr, size, idx)
         self.n += 1
         self.live_at.append(self.live_now)
+        self.served.append((self.served[-1] if self.served else 0) + size)
         if self.mapped > self.peak:
             self.peak = self.mapped
             self.peak_when = "following" if self.following() else "learning"
@@ -360,8 +361,9 @@ class Model:
             return
         if idx + 1 - self.cand_at < p:
             return
-        now = self.live_at[idx]
-        if any(abs(self.live_at[idx - k * p] - now) > self.balance * now for k in (1, 2)):
+        now = self.live_at[idx]  # back within 1 % of what the periods served (src/alloc/plan.c)
+        if any(abs(self.live_at[idx - k * p] - now) >
+               self.balance * (self.served[idx] - self.served[idx - k * p]) for k in (1, 2)):
             self.min_p, self.cand = p + 1, 0  # live memory did not come back: no step
             return
         n = idx + 1
