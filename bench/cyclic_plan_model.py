@@ -24,7 +24,7 @@ model lacked, each found where one of its peaks was reached and each with a swit
   free, and while pages are out it may move its own idle ones (moves, after a miss only).
 
     [PLACEMENT=first|best|mapped|mapped-first] [SMALL_MAX=0] [SLACK=0]
-    [ORDERS=size,...] [BALANCE=0.01] [DOUBLE=1] [RELEASE=1] [ROOM=1] [LEND=2]
+    [ORDERS=size,...] [BALANCE=0.01] [DOUBLE=1] [RELEASE=1] [ROOM=1] [LEND=2] [HOLD=0]
     python3 bench/cyclic_plan_model.py [--perturb=SEED[,SEED...]] TRACE.csv ...
 
 Online, event by event:
@@ -40,7 +40,11 @@ Online, event by event:
 3. Following, from the cycle's point with the fewest planned bytes live: the i-th request
    of the cycle goes to its planned offset in an arena of its own when the size matches
    and the range is free (else a miss, as above); more than 5 % misses in a cycle drops
-   the plan, and the arena's idle pages can be moved back by step 1.
+   the plan, and the arena's idle pages can be moved back by step 1. With HOLD=k a plan
+   is followed only once the sizes have repeated for k more steps (a pattern inside the
+   step that passes the balance test, an optimizer's loop over layers of the same shapes,
+   is then dropped before its arena maps a page: gpt_train's 599 misses go to none, for
+   more moves while learning).
 
 Prints per trace: the peak of mapped pages over peak live bytes, where it was reached
 (learning or following), the cycle and the request it began at, misses, pages moved
@@ -151,12 +155,14 @@ class Pool(BestFit):
 class Model:
     def __init__(self, ops, placement="first", small_max=0, slack=0.0,
                  double=True, balance=0.01, release=True, orders=tuple(ORDERS),
-                 room=True, lend=2):
+                 room=True, lend=2, hold=0):
         self.small_max, self.slack, self.double = small_max, slack, double
         self.balance, self.release, self.orders = balance, release, orders
         self.room = room  # a miss may go where the plan leaves room
         self.lend, self.lendable = lend, set()
         self.debt = self.spare = 0  # arena pages lent out; lent pages returned, unplaced
+        self.hold = hold  # steps a plan must hold before it is followed
+        self.shadow_left = self.shadow_seen = self.shadow_differ = 0
         self.height = 0
         self.pools = [Pool(0, placement), Pool(1 << 55, placement)]  # general, small
         self.arena = Pool(1 << 56, "best")  # page bookkeeping of the planned blocks
@@ -262,6 +268,18 @@ class Model:
     def planned_place(self, size):
         """The planned address for this request, or None (a miss, or nothing planned)."""
         if self.plan is None:
+            return None
+        if self.shadow_left:  # not followed until it has held for HOLD steps
+            step = self.cycle // 2 if self.double else self.cycle
+            self.shadow_left -= 1
+            self.shadow_seen += 1
+            self.shadow_differ += self.sizes[-1] != self.sizes[-1 - step]
+            if self.shadow_seen % step == 0:
+                if self.shadow_differ * 20 > step:  # a pattern inside the step: no plan
+                    self.plan, self.min_p, self.shadow_left = None, step + 1, 0
+                    return None
+                self.shadow_differ = 0
+            self.pos = (self.pos + 1) % self.cycle
             return None
         if self.waiting is not None:
             if self.pos != self.waiting:
@@ -386,6 +404,8 @@ class Model:
             self.spans += [(x, y, off, sz) for x, y in ([(a, b)] if b <= p else [(a, p), (0, b - p)])]
         self.height = max((o + it[0] for o, it in zip(offsets, items)), default=0)
         self.cycle, self.pos, self.began, self.cand = p, (n - base) % p, n, 0
+        self.shadow_left = self.hold * (p // 2 if self.double else p)
+        self.shadow_seen = self.shadow_differ = 0
         self.window_misses = 0
         self.waiting = low_point(items, p)
 
@@ -408,7 +428,8 @@ def main(argv):
                    balance=float(env("BALANCE", "0.01")),
                    release=env("RELEASE", "1") == "1",
                    orders=tuple(env("ORDERS", ",".join(ORDERS)).split(",")),
-                   room=env("ROOM", "1") == "1", lend=int(env("LEND", "2")))
+                   room=env("ROOM", "1") == "1", lend=int(env("LEND", "2")),
+                   hold=int(env("HOLD", "0")))
     for path, seed, o, lv in each_order(argv, "cyclic_plan_model.py"):
         m = run(o, **options)
         c = m.count
