@@ -50,6 +50,8 @@
 #            verbose note of a free that waited; examples/pytorch/pinned_loader_leak.py (a
 #            DataLoader with pin_memory=True and pinned buffers kept), bug and --fixed,
 #            under python -m vramguard run --mode=guard --verbose
+#   pages    issue 37: bench/page_move_cost (what mapping, moving and unmapping a page
+#            costs, and whether an unmap waits for the device), twice
 #   convert  PyTorch memory snapshots of the two loops under PyTorch's allocator, turned
 #            into traces by python -m vramguard convert and replayed: the snapshot's
 #            figures beside what PyTorch measured in the same run, and vramguard's beside them
@@ -825,6 +827,16 @@ h2d)
             "$B/vramguard" run --mode=guard -- python3 bench/h2d_copy_timing.py $w
     done
     ;;
+pages)
+    # Issue 37 (docs/decisions.md A13): a plan that settles moves pages while it learns
+    # the step and at its handover; what one move costs here, and whether cuMemUnmap
+    # waits for the device (then each move is a synchronisation).
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    build
+    step "page_move_cost 256 300" 60 "$B/bench/page_move_cost" 256 300
+    step "page_move_cost 1024 300 (again, more pages)" 60 "$B/bench/page_move_cost" 1024 300
+    ;;
 pinned)
     # Issue 34 (docs/decisions.md G14): the driver's wait at a free with a copy queued,
     # measured; the S11 example as on vgsim (exit 99, 20.00 MiB leaked from its line, the
@@ -895,7 +907,7 @@ access|access-tool)
     done
     ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why, convert, rooms, h2d, access or access-tool)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why, convert, rooms, h2d, access, access-tool, pinned, pages, memcheck, memcheck-c, memcheck-torch, memcheck-lines, memcheck-floor, memcheck-pending, memcheck-followup, memcheck-recheck, memcheck-confirm, memcheck-tma, memcheck-empty, memcheck-next)" >&2
     exit 2
     ;;
 esac
