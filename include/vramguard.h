@@ -255,6 +255,7 @@ typedef struct vg_stats {
     uint64_t plan_peak_bytes;      /* those tensors' live bytes at their peak */
     uint64_t step_since;           /* allocations since the step was found ... */
     uint64_t step_repeated;        /* ... and of those, the size one step earlier had */
+    uint64_t steps_found;          /* steps found so far (earlier ones stopped repeating) */
 } vg_stats_t;
 
 /* Fill *out with the statistics of `device` (-1: the current context's device). Set

@@ -361,8 +361,6 @@ static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requeste
     b->nuses = 0;
     b->flags = 0;
     b->id = ++h->next_id;
-    if (VG_UNLIKELY(h->plan))
-        vg__plan_alloc(h->plan, b->id - 1, b->size);
     if (!vg__ptrmap_put(&h->live, b->user, b)) {
         b->state = b->gpool ? VG_BLOCK_POOLED : VG_BLOCK_FREE;
         b->stream = NULL;
@@ -373,6 +371,8 @@ static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requeste
     }
     if (h->index_on) /* (without memory for it: checks say "unknown") */
         vg__addrindex_add(b->seg, b->user);
+    if (VG_UNLIKELY(h->plan))
+        vg__plan_alloc(h->plan, b->id - 1, b->size);
     vg__tell_region_added(h, b); /* (compute-sanitizer: a region, G12) */
     int pool = vg__pool_of(b->size);
     vg__stat_pool(h->stats.allocation, pool, 1);

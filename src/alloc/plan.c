@@ -21,6 +21,10 @@ struct vg_plan {
     uint64_t cand, cand_at;     /* a period being confirmed, and from which request */
     uint64_t differ;            /* requests of the current period unlike a step before */
     vg_plan_report_t rep;
+    vg_plan_item_t *items;      /* the lifetimes of the step found, packed when asked for */
+    uint32_t nitems, cycle;
+    uint64_t found;             /* steps found so far (a step dropped and found again: 2) */
+    uint64_t confirmed;         /* the period confirmed for it, before smallest_step */
     uint64_t size[VG_PLAN_WINDOW];
     uint64_t freed_at[VG_PLAN_WINDOW];
     uint64_t live_after[VG_PLAN_WINDOW];
@@ -36,9 +40,29 @@ vg_plan_t *vg__plan_new(void) {
     return p;
 }
 
-void vg__plan_free(vg_plan_t *p) { free(p); }
+void vg__plan_free(vg_plan_t *p) {
+    if (p)
+        free(p->items);
+    free(p);
+}
 
-void vg__plan_get(const vg_plan_t *p, vg_plan_report_t *out) { *out = p->rep; }
+/* The plan is packed when first asked for, not when the step is found: packing is
+ * O(lifetimes^2), a second on the longest steps, and nothing places by it yet. */
+void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out) {
+    if (p->rep.period && !p->rep.height && p->items) {
+        uint64_t *offsets = malloc((size_t)p->nitems * sizeof *offsets + 1);
+        uint64_t h = offsets ? vg__plan_pack(p->items, p->nitems, p->cycle, offsets)
+                             : UINT64_MAX;
+        free(offsets);
+        if (h != UINT64_MAX) {
+            p->rep.height = h;
+            free(p->items);
+            p->items = NULL;
+        }
+    }
+    *out = p->rep;
+    out->found = p->found;
+}
 
 /* ---- packing --------------------------------------------------------------------------- */
 
@@ -167,15 +191,45 @@ static uint64_t period_of(const vg_plan_t *p) {
 
 static uint64_t absdiff(uint64_t a, uint64_t b) { return a > b ? a - b : b - a; }
 
+/* Does live memory come back after one and two periods of per, ending at idx, within 1 %
+ * of what they served? Across a layer of a forward pass it grows by what the layer
+ * keeps, a large share of what it serves, however small a share of all that is live. */
+static bool balanced(const vg_plan_t *p, uint64_t idx, uint64_t per) {
+    uint64_t now = p->live_after[at(idx)];
+    for (uint64_t k = 1; k <= 2; k++)
+        if (absdiff(p->live_after[at(idx - k * per)], now) >
+            (p->served[at(idx)] - p->served[at(idx - k * per)]) / 100)
+            return false;
+    return true;
+}
+
+/* A period per confirmed at idx may be a multiple of the step: the smaller periods tried
+ * before were rejected while the program did something else (a warm-up allocating the
+ * same size while live memory grew), and min_p only grows. The smallest divisor of per
+ * (64 at least) over which the last 3 x per sizes repeat and live memory comes back. */
+static uint64_t smallest_step(const vg_plan_t *p, uint64_t idx, uint64_t per) {
+    for (uint64_t q = VG_PLAN_MIN_PERIOD; q < per; q++) {
+        if (per % q)
+            continue;
+        uint64_t k = 0;
+        while (k < 3 * per - q && p->size[at(idx - k)] == p->size[at(idx - k - q)])
+            k++;
+        if (k == 3 * per - q && balanced(p, idx, q))
+            return q;
+    }
+    return per;
+}
+
 /* Two steps of period per, the model step being the one that ended 2 periods before the
  * last request: the requests freed within the period after it, packed on a cycle of 2per. */
 static void make_plan(vg_plan_t *p, uint64_t per) {
     uint64_t n = p->n, base = n - 3 * per;
-    vg_plan_item_t *items = malloc(4 * per * sizeof *items);
-    uint64_t *offsets = malloc(4 * per * sizeof *offsets);
+    vg_plan_item_t *items = malloc(2 * per * sizeof *items);
     int64_t *ev = calloc(2 * per + 1, sizeof *ev);
     uint32_t m = 0;
-    if (!items || !offsets || !ev)
+    free(p->items);
+    p->items = NULL;
+    if (!items || !ev)
         goto out;
     for (uint64_t j = base; j < base + per; j++) {
         uint64_t f = p->freed_at[at(j)];
@@ -188,15 +242,11 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
         items[m++] = (vg_plan_item_t){items[i].size, items[i].start + (uint32_t)per,
                                       items[i].end + (uint32_t)per};
     uint32_t cycle = (uint32_t)(2 * per);
-    uint64_t height = vg__plan_pack(items, m, cycle, offsets);
-    if (height == UINT64_MAX)
-        goto out;
     for (uint32_t i = 0; i < m; i++) { /* the planned bytes live at each point of the cycle */
         ev[items[i].start] += (int64_t)items[i].size;
         if (items[i].end <= cycle) {
             ev[items[i].end] -= (int64_t)items[i].size;
         } else {
-            ev[cycle] -= (int64_t)items[i].size;
             ev[0] += (int64_t)items[i].size;
             ev[items[i].end - cycle] -= (int64_t)items[i].size;
         }
@@ -210,13 +260,15 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
             at_boundary = cur;
     }
     uint64_t live = p->live_after[at(n - 1)];
-    p->rep = (vg_plan_report_t){.period = per, .found_at = n, .items = m, .height = height,
+    p->rep = (vg_plan_report_t){.period = per, .found_at = n, .items = m,
                                 .planned_peak = (uint64_t)peak,
                                 .long_lived = live > (uint64_t)at_boundary
                                                   ? live - (uint64_t)at_boundary : 0};
+    p->found++;
+    p->items = items, p->nitems = m, p->cycle = cycle;
+    items = NULL;
 out:
     free(items);
-    free(offsets);
     free(ev);
     if (!p->rep.period)
         p->min_p = VG_PLAN_MAX_PERIOD + 1; /* out of memory: learn nothing more */
@@ -230,13 +282,14 @@ static void learn(vg_plan_t *p, uint64_t idx) {
         p->differ += !same;
         if (p->rep.since % p->rep.period == 0) { /* a period followed */
             if (p->differ * 20 > p->rep.period) { /* more than 5 % differ */
-                /* A step that held for 8 periods was one, and the program changed: learn
-                 * again from scratch. One that broke sooner was a pattern inside the step
-                 * (an optimizer's loop over layers of the same shapes, balanced too):
-                 * look for longer ones. */
-                p->min_p = p->rep.since >= 8 * p->rep.period ? VG_PLAN_MIN_PERIOD
-                                                            : p->rep.period + 1;
+                /* A pattern inside the step (an optimizer's loop over layers of the same
+                 * shapes, balanced too), or the program changed: look for periods longer
+                 * than the one confirmed. A changed step of the same length is then
+                 * found as a multiple of itself, and cut back (smallest_step). */
+                p->min_p = p->confirmed + 1;
                 p->rep = (vg_plan_report_t){0};
+                free(p->items);
+                p->items = NULL;
             }
             p->differ = 0;
         }
@@ -257,18 +310,13 @@ static void learn(vg_plan_t *p, uint64_t idx) {
     }
     if (idx + 1 - p->cand_at < per)
         return;
-    /* Live memory must come back within 1 % of what a period serves: across a layer of a
-     * forward pass it grows by what the layer keeps, a large share of what it serves,
-     * however small a share of all that is live. */
-    uint64_t now = p->live_after[at(idx)];
-    for (uint64_t k = 1; k <= 2; k++)
-        if (absdiff(p->live_after[at(idx - k * per)], now) >
-            (p->served[at(idx)] - p->served[at(idx - k * per)]) / 100) {
-            p->min_p = per + 1, p->cand = 0; /* live memory did not come back: no step */
-            return;
-        }
+    if (!balanced(p, idx, per)) {
+        p->min_p = per + 1, p->cand = 0; /* live memory did not come back: no step */
+        return;
+    }
     p->cand = 0;
-    make_plan(p, per);
+    p->confirmed = per;
+    make_plan(p, smallest_step(p, idx, per));
 }
 
 void vg__plan_alloc(vg_plan_t *p, uint64_t req, uint64_t size) {

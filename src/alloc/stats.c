@@ -65,6 +65,7 @@ void vg__stats_snapshot(vg_heap_t *h, vg_stats_t *out) {
         h->stats.plan_peak_bytes = r.planned_peak;
         h->stats.step_since = r.since;
         h->stats.step_repeated = r.repeated;
+        h->stats.steps_found = r.found;
     }
     h->stats.version = VG_STATS_VERSION;
     h->stats.size = sizeof(vg_stats_t);

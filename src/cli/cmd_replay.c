@@ -72,6 +72,9 @@ static void print_step(const vg_stats_t *s, uint64_t peak_alloc) {
     char b1[32], b2[32], b3[32], b4[32];
     printf("  training step:    %llu requests, found at allocation %llu",
            (unsigned long long)s->step_requests, (unsigned long long)s->step_found_at);
+    if (s->steps_found > 1)
+        printf(" (after %llu period%s that stopped repeating)",
+               (unsigned long long)(s->steps_found - 1), s->steps_found == 2 ? "" : "s");
     if (s->step_since)
         printf("; %.1f%% of the %llu allocations since had the size one step earlier",
                100.0 * (double)s->step_repeated / (double)s->step_since,
@@ -513,9 +516,10 @@ int cmd_replay(int argc, char **argv) {
         if (pf.peak_allocated)
             printf(",\"pytorch_peak_allocated\":%llu", (unsigned long long)pf.peak_allocated);
         if (s.step_requests)
-            printf(",\"step_requests\":%llu,\"step_found_at\":%llu,\"long_lived_bytes\":%llu,"
-                   "\"plan_bytes\":%llu,\"plan_peak_bytes\":%llu",
+            printf(",\"step_requests\":%llu,\"step_found_at\":%llu,\"steps_found\":%llu,"
+                   "\"long_lived_bytes\":%llu,\"plan_bytes\":%llu,\"plan_peak_bytes\":%llu",
                    (unsigned long long)s.step_requests, (unsigned long long)s.step_found_at,
+                   (unsigned long long)s.steps_found,
                    (unsigned long long)s.long_lived_bytes, (unsigned long long)s.plan_bytes,
                    (unsigned long long)s.plan_peak_bytes);
         printf("}\n");
