@@ -122,7 +122,7 @@ class Pool(BestFit):
         if self.placement == "first":
             for addr in sorted(self.by_addr):
                 if self.by_addr[addr] >= size:
-                    return self.carve(addr, self.by_addr[addr], addr, size)
+                    return self.carve_at(addr, self.by_addr[addr], addr, size)
         if self.placement == "mapped-first":  # the lowest place whose pages are mapped
             first = None
             for h in sorted(self.by_addr):
@@ -132,8 +132,8 @@ class Pool(BestFit):
                 first = first or (h, hs)
                 for a in (h, h + hs - size) if hs != TOP else (h,):
                     if all(pg in self.live_on for pg, _ in page_bytes(a, size)):
-                        return self.carve(h, hs, a, size)
-            return self.carve(first[0], first[1], first[0], size)
+                        return self.carve_at(h, hs, a, size)
+            return self.carve_at(first[0], first[1], first[0], size)
         i = bisect.bisect_left(self.holes, (size, -1))
         best = None
         for hs, h in self.holes[i:i + 16]:
@@ -141,15 +141,7 @@ class Pool(BestFit):
                 unmapped = sum(1 for pg, _ in page_bytes(a, size) if pg not in self.live_on)
                 if best is None or (unmapped, hs, a) < best[0]:
                     best = ((unmapped, hs, a), hs, h, a)
-        return self.carve(best[2], best[1], best[3], size)
-
-    def carve(self, hole, hs, addr, size):
-        self.take(hs, hole)
-        if addr > hole:
-            self.put(hole, addr - hole)
-        if hole + hs > addr + size:
-            self.put(addr + size, hole + hs - addr - size)
-        return addr
+        return self.carve_at(best[2], best[1], best[3], size)
 
 
 class Model:

@@ -79,11 +79,7 @@ class Space(Range):
         hs = self.by_addr[h]
         if h + hs < addr + size:
             return False
-        self.take(hs, h)
-        if addr > h:
-            self.put(h, addr - h)
-        if h + hs > addr + size:
-            self.put(addr + size, h + hs - addr - size)
+        self.carve_at(h, hs, addr, size)
         return True
 
 

@@ -71,11 +71,7 @@ def run(ops, mapped_first, k=16, slack=0.0):
                     if best is None or key < best[0]:
                         best = (key, hs2, h2, a)
             _, hs, hole, addr = best
-        rng.take(hs, hole)
-        if addr > hole:
-            rng.put(hole, addr - hole)
-        if hole + hs > addr + size:
-            rng.put(addr + size, hole + hs - addr - size)
+        rng.carve_at(hole, hs, addr, size)
         live[life] = (r, addr, size)
         cur_live += size
         peak_live = max(peak_live, cur_live)

@@ -40,9 +40,16 @@ class Range:
     def alloc(self, size):
         """Best fit: the smallest hole that holds size, the lowest among equals."""
         hs, addr = self.holes[bisect.bisect_left(self.holes, (size, -1))]
-        self.take(hs, addr)
-        if hs > size:
-            self.put(addr + size, hs - size)
+        return self.carve_at(addr, hs, addr, size)
+
+    def carve_at(self, hole, hs, addr, size):
+        """Take [addr, addr + size) from the free range (hs bytes at hole) that holds it;
+        what lies on either side stays free. Returns addr."""
+        self.take(hs, hole)
+        if addr > hole:
+            self.put(hole, addr - hole)
+        if hole + hs > addr + size:
+            self.put(addr + size, hole + hs - addr - size)
         return addr
 
     def put(self, addr, size):

@@ -49,7 +49,7 @@ void vg__plan_free(vg_plan_t *p) {
 /* The plan is packed when first asked for, not when the step is found: packing is
  * O(lifetimes^2), a second on the longest steps, and nothing places by it yet. */
 void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out) {
-    if (p->rep.period && !p->rep.height && p->items) {
+    if (p->items) { /* (a step found, not packed yet) */
         uint64_t *offsets = malloc((size_t)p->nitems * sizeof *offsets + 1);
         uint64_t h = offsets ? vg__plan_pack(p->items, p->nitems, p->cycle, offsets)
                              : UINT64_MAX;
@@ -88,9 +88,8 @@ typedef struct {
     uint32_t s, e, w;
 } life_t;
 
-static inline bool overlap(life_t a, life_t b) {
-    return (a.s < b.e && b.s < a.e) || (a.w && b.s < a.w) || (b.w && a.s < b.w) ||
-           (a.w && b.w);
+static inline bool overlap(life_t a, life_t b) { /* (two that wrap meet before the end) */
+    return (a.s < b.e && b.s < a.e) || (a.w && b.s < a.w) || (b.w && a.s < b.w);
 }
 
 /* One greedy packing: items in `order`, each at the lowest offset free of the items placed
@@ -175,17 +174,21 @@ out:
 
 /* ---- learning the step ----------------------------------------------------------------- */
 
+/* Do the `count` sizes up to request `last` each equal the one `per` requests earlier? */
+static bool repeats(const vg_plan_t *p, uint64_t last, uint64_t per, uint64_t count) {
+    for (uint64_t k = 0; k < count; k++)
+        if (p->size[at(last - k)] != p->size[at(last - k - per)])
+            return false;
+    return true;
+}
+
 /* The smallest period P >= min_p such that the last 2P sizes repeat with period P, with
  * at least 3P requests logged; 0 if none. */
 static uint64_t period_of(const vg_plan_t *p) {
     uint64_t n = p->n, hi = n / 3 < VG_PLAN_MAX_PERIOD ? n / 3 : VG_PLAN_MAX_PERIOD;
-    for (uint64_t per = p->min_p; per <= hi; per++) {
-        uint64_t k = 0;
-        while (k < per && p->size[at(n - 1 - k)] == p->size[at(n - 1 - k - per)])
-            k++;
-        if (k == per)
+    for (uint64_t per = p->min_p; per <= hi; per++)
+        if (repeats(p, n - 1, per, per))
             return per;
-    }
     return 0;
 }
 
@@ -208,15 +211,9 @@ static bool balanced(const vg_plan_t *p, uint64_t idx, uint64_t per) {
  * same size while live memory grew), and min_p only grows. The smallest divisor of per
  * (64 at least) over which the last 3 x per sizes repeat and live memory comes back. */
 static uint64_t smallest_step(const vg_plan_t *p, uint64_t idx, uint64_t per) {
-    for (uint64_t q = VG_PLAN_MIN_PERIOD; q < per; q++) {
-        if (per % q)
-            continue;
-        uint64_t k = 0;
-        while (k < 3 * per - q && p->size[at(idx - k)] == p->size[at(idx - k - q)])
-            k++;
-        if (k == 3 * per - q && balanced(p, idx, q))
+    for (uint64_t q = VG_PLAN_MIN_PERIOD; q < per; q++)
+        if (per % q == 0 && repeats(p, idx, q, 3 * per - q) && balanced(p, idx, q))
             return q;
-    }
     return per;
 }
 
@@ -260,7 +257,7 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
             at_boundary = cur;
     }
     uint64_t live = p->live_after[at(n - 1)];
-    p->rep = (vg_plan_report_t){.period = per, .found_at = n, .items = m,
+    p->rep = (vg_plan_report_t){.period = per, .found_at = n,
                                 .planned_peak = (uint64_t)peak,
                                 .long_lived = live > (uint64_t)at_boundary
                                                   ? live - (uint64_t)at_boundary : 0};

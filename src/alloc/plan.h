@@ -9,10 +9,10 @@
  * were one and two periods before (a layer's pattern repeats inside a forward pass too,
  * but live memory grows across it); a period that is a multiple of a shorter one that
  * passes too is cut to that one. The requests of one step freed within the next are
- * packed, when the report is first asked for, as a cycle of two steps (a tensor freed after its own successor is made
- * gets two places, used by turns): greedy, in three orders and two gap rules, the lowest
- * height kept. The heap does not place by the plan yet; it says what the plan would
- * reserve (issue 37).
+ * packed, when the report is first asked for, as a cycle of two steps (a tensor freed
+ * after its own successor is made gets two places, used by turns): greedy, in three
+ * orders and two gap rules, the lowest height kept. The heap does not place by the plan
+ * yet; it says what the plan would reserve (issue 37).
  *
  * Not thread-safe: called under the heap's lock.
  */
@@ -33,7 +33,6 @@ typedef struct vg_plan_item {
 typedef struct vg_plan_report {
     uint64_t period;          /* requests in a step (0: no step found yet) */
     uint64_t found_at;        /* the request count when it was found */
-    uint64_t items;           /* requests of two steps planned */
     uint64_t height;          /* bytes the plan needs: its highest planned byte */
     uint64_t planned_peak;    /* the planned requests' live bytes at their peak */
     uint64_t long_lived;      /* bytes live at the step's boundary that no plan places
