@@ -3,7 +3,8 @@ for the models of PyTorch's allocator and of a page-granular best fit, in one ru
 
     python3 bench/waste_table.py [--perturb=SEEDS] NAME=VRAMGUARD ... [TRACE.csv ...]
 
-NAME=VRAMGUARD: a label and a vramguard executable (two builds: before and after). TRACE
+NAME=VRAMGUARD: a label and a vramguard executable (two builds: before and after), with
+options for its replay after spaces if any ("plan=build/vramguard --plan=on"). TRACE
 defaults to every bench/traces/*.csv. With --perturb=1,2,3 each trace is also replayed in
 those perturbed orders (`vramguard replay --perturb`), and each cell is the worst order's.
 Prints a Markdown table: peak live (the largest sum of live requested sizes), then each
@@ -11,7 +12,8 @@ build's peak reserved / peak live, then PyTorch's default allocator and
 expandable_segments:True by bench/pytorch_alloc_model.py, the page model by
 bench/page_model.py, and the acceptance bound of issue 37, max(1.02 x live, live + 4 MiB),
 over live; a build's cell is marked * where it is above that bound. Page moves (pages
-unmapped to be mapped elsewhere) are given per build as "moves"; with --perturb, in how
+unmapped to be mapped elsewhere) are given per build as "moves", and, for builds that say
+(plan=on), how many of them came in the last quarter of the trace; with --perturb, in how
 many orders the build reserved no more than both models of PyTorch on the same order.
 """
 import glob
@@ -27,12 +29,13 @@ import pytorch_alloc_model as pm  # noqa: E402
 
 
 def replay(vg, trace, seed):
-    out = subprocess.run([vg, "replay", "--json", "--repeat=1", "--perturb=%d" % seed, trace],
-                         capture_output=True, text=True)
+    cmd = vg.split()
+    out = subprocess.run(cmd[:1] + ["replay", "--json", "--repeat=1", "--perturb=%d" % seed] +
+                         cmd[1:] + [trace], capture_output=True, text=True)
     if out.returncode not in (0, 1) or not out.stdout.strip():
         sys.exit("%s replay %s: %s" % (vg, trace, out.stderr.strip()))
     j = json.loads(out.stdout)
-    return j["peak_reserved"], j["num_device_free"], j["p50_ns"]
+    return j["peak_reserved"], j["num_device_free"], j.get("pages_moved_last_quarter", -1)
 
 
 def main(argv):
@@ -52,6 +55,7 @@ def main(argv):
                              glob.glob(os.path.join(HERE, "traces", "*.csv.gz")))
     head = ["trace", "peak live"] + ["%s" % n for n, _ in builds] + \
         ["moves (%s)" % n for n, _ in builds] + \
+        ["late moves (%s)" % n for n, _ in builds] + \
         (["orders at or below both models (%s)" % n for n, _ in builds] if len(seeds) > 1 else []) + \
         ["PyTorch default", "expandable", "page model", "bound"]
     print("| " + " | ".join(head) + " |")
@@ -65,7 +69,7 @@ def main(argv):
             row = {"pt": pm.peak_reserved(o), "ex": pm.peak_reserved_expandable(o),
                    "pg": page_model.page_model(o)}
             for n, vg in builds:
-                row[n], row["mv" + n], _ = replay(vg, t, seed)
+                row[n], row["mv" + n], row["mvlate" + n] = replay(vg, t, seed)
                 below[n] = below.get(n, 0) + (row[n] <= min(row["pt"], row["ex"]))
             for k, v in row.items():
                 r = v if k.startswith("mv") else v / live
@@ -76,6 +80,8 @@ def main(argv):
         cells = [os.path.basename(t).split(".csv")[0], "%.1f MB" % (live / 1e6)]
         cells += ["%.3f%s" % (worst[n], "*" if worst[n] > bound + 1e-9 else "") for n, _ in builds]
         cells += ["%d" % worst["mv" + n] for n, _ in builds]
+        cells += ["%d" % worst["mvlate" + n] if worst["mvlate" + n] >= 0 else "-"
+                  for n, _ in builds]
         if len(seeds) > 1:
             cells += ["%d of %d" % (below[n], len(seeds)) for n, _ in builds]
         cells += ["%.3f" % worst[k] for k in ("pt", "ex", "pg")] + ["%.3f" % bound]

@@ -256,6 +256,14 @@ typedef struct vg_stats {
     uint64_t step_since;           /* allocations since the step was found ... */
     uint64_t step_repeated;        /* ... and of those, the size one step earlier had */
     uint64_t steps_found;          /* steps found so far (earlier ones stopped repeating) */
+    /* Option plan=on: requests placed where the step's plan put them, and planned ones
+     * whose place was taken (a tensor freed late, or work of another stream). */
+    uint64_t plan_placed;
+    uint64_t plan_missed;
+    /* Physical pages unmapped from one place to be mapped at another (under memory
+     * pressure, or with plan=on as the plan needs them). */
+    uint64_t pages_moved;
+    uint64_t page_move_waits;      /* times a stream was waited for so that pages could move */
 } vg_stats_t;
 
 /* Fill *out with the statistics of `device` (-1: the current context's device). Set

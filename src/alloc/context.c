@@ -1,6 +1,7 @@
 /* context.c — the context a heap's driver calls run in, and the CUDA graph captures
  * that change what those calls may do: whether one is running, and which graph pool a
- * request made during one goes to (graphpool.c, docs/decisions.md A7).
+ * request made during one goes to (graphpool.c, docs/decisions.md A7); and how a heap
+ * learns that a stream's frees have completed (its events).
  */
 #define _GNU_SOURCE
 #include "heap.h"
@@ -8,6 +9,53 @@
 #include <stdatomic.h>
 
 #include "base/common.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Streams: what a heap knows of their completion
+ * ------------------------------------------------------------------------------------- */
+
+/* Learn whether s's frees have completed. Without `wait`: query its outstanding event,
+ * and record one if frees remain unconfirmed (then query it: an idle stream's completes
+ * at once). With `wait`: wait for them. Returns whether some epoch completed. */
+bool vg__stream_refresh(vg_stream_t *s, bool wait) {
+    bool progressed = false;
+    if (s->forgotten)
+        return false;
+    if (s->event_pending) {
+        CUresult r = wait ? vg__cuEventSynchronize(s->event) : vg__cuEventQuery(s->event);
+        if (r == CUDA_SUCCESS) {
+            if (s->event_epoch > s->done)
+                s->done = s->event_epoch;
+            s->event_pending = false;
+            progressed = true;
+        } else if (r != CUDA_ERROR_NOT_READY) {
+            s->event_pending = false; /* the context is failing: nothing completes */
+        }
+    }
+    if (s->last_free_epoch <= s->done || s->event_pending)
+        return progressed;
+    if (s->handle == CU_STREAM_PER_THREAD && s->key != vg__stream_key(CU_STREAM_PER_THREAD))
+        return progressed; /* another thread's per-thread stream: only its thread records */
+    if (vg__stream_capturing(s->handle))
+        return progressed; /* its frees complete after the capture (an event now would be
+                              the graph's, and could not be queried) */
+    if (!s->event && vg__cuEventCreate(&s->event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+        s->event = NULL;
+        return progressed;
+    }
+    s->event_epoch = s->epoch;
+    if (vg__cuEventRecord(s->event, s->handle) != CUDA_SUCCESS)
+        return progressed;
+    s->epoch++;
+    s->event_pending = true;
+    if (wait ? vg__cuEventSynchronize(s->event) == CUDA_SUCCESS
+             : vg__cuEventQuery(s->event) == CUDA_SUCCESS) {
+        s->done = s->event_epoch;
+        s->event_pending = false;
+        progressed = true;
+    }
+    return progressed;
+}
 
 /* ---------------------------------------------------------------------------------------
  * Contexts

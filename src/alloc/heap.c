@@ -47,13 +47,6 @@ static void explain_oom(vg_heap_t *h, uint64_t requested, uint64_t size,
  * Streams
  * ------------------------------------------------------------------------------------- */
 
-static uintptr_t stream_key(CUstream s) {
-    if (s == CU_STREAM_LEGACY)
-        return 0;
-    if (s == CU_STREAM_PER_THREAD) /* one per host thread: key by thread */
-        return (uintptr_t)pthread_self() | 3;
-    return (uintptr_t)s;
-}
 
 static VG_TLS_FAST vg_heap_t *t_stream_heap;
 static VG_TLS_FAST uintptr_t t_stream_key = ~(uintptr_t)0;
@@ -85,17 +78,17 @@ static vg_stream_t *stream_lookup(vg_heap_t *h, uintptr_t key, bool create, CUst
 }
 
 vg_stream_t *vg__heap_stream(vg_heap_t *h, CUstream handle) {
-    return stream_lookup(h, stream_key(handle), true, handle);
+    return stream_lookup(h, vg__stream_key(handle), true, handle);
 }
 
 CUstream vg__stream_handle_here(const vg_stream_t *s) {
-    if (s->handle == CU_STREAM_PER_THREAD && s->key != stream_key(CU_STREAM_PER_THREAD))
+    if (s->handle == CU_STREAM_PER_THREAD && s->key != vg__stream_key(CU_STREAM_PER_THREAD))
         return NULL; /* another thread's per-thread stream: the legacy one follows it */
     return s->handle;
 }
 
 vg_stream_t *vg__heap_stream_find(vg_heap_t *h, CUstream handle) {
-    return stream_lookup(h, stream_key(handle), false, handle);
+    return stream_lookup(h, vg__stream_key(handle), false, handle);
 }
 
 /* Epochs up to `epoch` of s are complete. Only if frees were waiting on s is there
@@ -116,7 +109,7 @@ static void stream_complete(vg_heap_t *h, vg_stream_t *s) {
 static void process_deferred(vg_heap_t *h);
 
 void vg__heap_stream_synced(vg_heap_t *h, CUstream handle) {
-    vg_stream_t *s = stream_lookup(h, stream_key(handle), false, handle);
+    vg_stream_t *s = stream_lookup(h, vg__stream_key(handle), false, handle);
     if (s)
         stream_complete(h, s);
     if (h->deferred)
@@ -140,7 +133,7 @@ struct vg_sync_marks {
 
 vg_sync_marks_t *vg__heap_sync_begin(vg_heap_t *h, bool all, CUstream handle) {
     size_t n = 0;
-    vg_stream_t *one = all ? NULL : stream_lookup(h, stream_key(handle), false, handle);
+    vg_stream_t *one = all ? NULL : stream_lookup(h, vg__stream_key(handle), false, handle);
     for (vg_stream_t *s = h->streams; s; s = s->next)
         n += !s->forgotten && (all || s == one);
     vg_sync_marks_t *m = n ? malloc(sizeof *m + n * sizeof m->m[0]) : NULL;
@@ -167,7 +160,7 @@ void vg__heap_sync_end(vg_heap_t *h, vg_sync_marks_t *m, bool ok) {
 }
 
 void vg__heap_forget_stream(vg_heap_t *h, CUstream handle) {
-    vg_stream_t *s = stream_lookup(h, stream_key(handle), false, handle);
+    vg_stream_t *s = stream_lookup(h, vg__stream_key(handle), false, handle);
     if (!s)
         return;
     vg__guard_hook_flush(h, handle); /* guard work waiting on it goes before it is gone */
@@ -181,54 +174,11 @@ void vg__heap_forget_stream(vg_heap_t *h, CUstream handle) {
         t_stream_key = ~(uintptr_t)0;
 }
 
-/* Learn whether s's frees have completed. Without `wait`: query its outstanding event,
- * and record one if frees remain unconfirmed (then query it: an idle stream's completes
- * at once). With `wait`: wait for them. Returns whether some epoch completed. */
-static bool refresh_stream(vg_stream_t *s, bool wait) {
-    bool progressed = false;
-    if (s->forgotten)
-        return false;
-    if (s->event_pending) {
-        CUresult r = wait ? vg__cuEventSynchronize(s->event) : vg__cuEventQuery(s->event);
-        if (r == CUDA_SUCCESS) {
-            if (s->event_epoch > s->done)
-                s->done = s->event_epoch;
-            s->event_pending = false;
-            progressed = true;
-        } else if (r != CUDA_ERROR_NOT_READY) {
-            s->event_pending = false; /* the context is failing: nothing completes */
-        }
-    }
-    if (s->last_free_epoch <= s->done || s->event_pending)
-        return progressed;
-    if (s->handle == CU_STREAM_PER_THREAD && s->key != stream_key(CU_STREAM_PER_THREAD))
-        return progressed; /* another thread's per-thread stream: only its thread records */
-    if (vg__stream_capturing(s->handle))
-        return progressed; /* its frees complete after the capture (an event now would be
-                              the graph's, and could not be queried) */
-    if (!s->event && vg__cuEventCreate(&s->event, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-        s->event = NULL;
-        return progressed;
-    }
-    s->event_epoch = s->epoch;
-    if (vg__cuEventRecord(s->event, s->handle) != CUDA_SUCCESS)
-        return progressed;
-    s->epoch++;
-    s->event_pending = true;
-    if (wait ? vg__cuEventSynchronize(s->event) == CUDA_SUCCESS
-             : vg__cuEventQuery(s->event) == CUDA_SUCCESS) {
-        s->done = s->event_epoch;
-        s->event_pending = false;
-        progressed = true;
-    }
-    return progressed;
-}
-
 /* The same for every stream. */
 static bool refresh_streams(vg_heap_t *h, bool wait) {
     bool progressed = false;
     for (vg_stream_t *s = h->streams; s; s = s->next)
-        progressed |= refresh_stream(s, wait);
+        progressed |= vg__stream_refresh(s, wait);
     if (wait)
         h->stats.num_sync_all_streams++;
     if (progressed)
@@ -446,6 +396,47 @@ static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t re
     return st;
 }
 
+/* plan=on: allocate [addr, addr + size) of the free blocks from b on, each usable by s
+ * (arena.c found them); *out is the allocation. */
+static vg_status_t carve_at(vg_heap_t *h, vg_block_t *b, uint64_t addr, uint64_t size,
+                            uint64_t requested, uint64_t uoff, vg_stream_t *s,
+                            vg_block_t **out) {
+    /* The range may span free neighbours that wait on different epochs, all usable by s:
+     * joined, they wait on the latest of them (what is left at either end may then serve
+     * other streams later than it could, never earlier). */
+    while (b->addr + b->size < addr + size) {
+        vg_block_t *n = b->next;
+        bool cb = vg__block_complete(b), cn = vg__block_complete(n);
+        uint64_t e = VG_MAX(cb ? 0 : b->epoch, cn ? 0 : n->epoch);
+        vg__tlsf_remove(&h->index, b);
+        vg__tlsf_remove(&h->index, n);
+        absorb(h, b, n, cb && cn ? NULL : s, e);
+        vg__tlsf_insert(&h->index, b);
+    }
+    if (addr > b->addr) { /* its front stays free */
+        vg_tlsf_t *t = index_of(h, b);
+        vg__tlsf_remove(t, b);
+        vg_block_t *r = split(h, b, addr - b->addr);
+        b->pat_tail = 0; /* (what it knew of its end was r's) */
+        vg__tlsf_insert(t, b);
+        if (!r)
+            return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
+        b = r;
+    }
+    if (!b->mapped && !vg__segment_range_mapped(b->seg, addr, size)) {
+        bool pushed = vg__heap_ctx_enter(h);
+        /* Which frees completed, so their idle pages may move here (no block changes:
+         * b stays as it is). */
+        refresh_streams(h, false);
+        vg_status_t st = vg__segment_map_range(h, b->seg, addr, size);
+        vg__heap_ctx_leave(pushed);
+        if (st != VG_OK)
+            return st;
+    }
+    *out = b;
+    return carve(h, b, size, requested, uoff, s);
+}
+
 /* Block b was chosen for a request on stream s. If b serves any stream and the free block
  * just below it waits on s (so s may use it at once) but is too small alone, the request
  * should start there: the freed memory is reused instead of being left as a hole. (The
@@ -621,6 +612,13 @@ static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, u
         h->merged_gen = h->completion_gen;
         b = find_block(h, size, s);
     }
+    /* plan=on: idle pages may move to this request (segment.c); learn first which frees
+     * have completed, so that their pages count as idle. */
+    if (VG_UNLIKELY(h->plan_moves) && (!b || !b->mapped) && refresh_streams(h, false)) {
+        process_deferred(h);
+        merge_pass(h);
+        b = find_block(h, size, s);
+    }
     h->memory_short = false;
     vg_status_t st = place(h, size, requested, uoff, s, b, out);
     if (st == VG_ERR_OUT_OF_MEMORY && size <= h->small_max)
@@ -681,6 +679,7 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
     }
     if (!s)
         return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
+    h->plan_stream = s; /* (plan=on: pages may wait for it, segment.c) */
     if (h->limit && rounded > h->limit) { /* cannot succeed: say so without touching anything */
         h->stats.num_ooms++;
         explain_oom(h, requested, rounded, stream);
@@ -690,6 +689,14 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
         vg_gpool_t *pool = vg__gpool_route(h, stream);
         if (pool)
             return vg__heap_alloc_pool(h, pool, rounded, requested, uoff, s, out);
+    }
+    if (VG_UNLIKELY(h->plan_moves)) { /* plan=on: where the step's plan puts it */
+        uint64_t at;
+        vg_block_t *b = vg__arena_find(h, rounded, s, &at);
+        if (b && carve_at(h, b, at, rounded, requested, uoff, s, out) == VG_OK)
+            return VG_OK;
+        if (b)
+            vg__plan_missed(h->plan); /* (no memory there: general memory may have some) */
     }
     return alloc_general(h, rounded, requested, uoff, s, out);
 }
@@ -787,7 +794,7 @@ static void mark_uses(vg_heap_t *h, vg_block_t *b, vg_stream_t *s) {
     bool pushed = vg__heap_ctx_enter(h), progressed = false;
     for (int i = 0; i < b->nuses; i++)
         if (b->uses[i] != s)
-            progressed |= refresh_stream(b->uses[i], false);
+            progressed |= vg__stream_refresh(b->uses[i], false);
     vg__heap_ctx_leave(pushed);
     if (progressed)
         h->completion_gen++;

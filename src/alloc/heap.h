@@ -170,6 +170,7 @@ struct vg_segment {
     uint64_t base, size;
     bool vmm;                   /* pages mapped on demand (else one cuMemAlloc) */
     bool small;                 /* the range of small requests (small_max, A6) */
+    uint8_t cls;                /* the free index's class of its blocks (VG_CLASS_*) */
     bool index_failed;          /* `index` could not be allocated: lookups say "unknown" */
     vg_addrindex_t *index;      /* user addresses of its live-map blocks (addrindex.c), or
                                    NULL until the first */
@@ -187,9 +188,10 @@ typedef struct vg_free_rec {
 } vg_free_rec_t;
 #define VG_FREE_HISTORY 65536
 
-/* The free index keeps two classes apart: blocks of the small-request range (a segment
- * with `small` set, docs/decisions.md A6) and all others. */
-enum { VG_CLASS_GENERAL = 0, VG_CLASS_SMALL = 1, VG_CLASSES = 2 };
+/* The free index keeps three classes apart: blocks of the small-request range (a segment
+ * with `small` set, docs/decisions.md A6), of a plan's arena (plan=on, arena.c: no search
+ * ever takes them, only the plan places there) and all others. */
+enum { VG_CLASS_GENERAL = 0, VG_CLASS_SMALL = 1, VG_CLASS_ARENA = 2, VG_CLASSES = 3 };
 
 typedef struct vg_tlsf_class {
     uint64_t fl_bitmap;
@@ -259,7 +261,11 @@ struct vg_heap {
     void *memcheck;             /* memcheck mode's state of its context (memcheck.c), or NULL */
     uint64_t nhistory;          /* frees recorded so far */
     vg_events_t events;         /* the last allocator events, for snapshots */
-    struct vg_plan *plan;       /* option plan=learn: the step learnt (plan.h), or NULL */
+    struct vg_plan *plan;       /* option plan=learn or on: the step learnt (plan.h), or NULL */
+    vg_segment_t *arena;        /* plan=on: where the plan followed places (arena.c), or NULL */
+    uint64_t arena_gen;         /* the plan it was made for (vg__plan_following) */
+    bool plan_moves;            /* plan=on: pages move to where they are needed (segment.c) */
+    vg_stream_t *plan_stream;   /* plan=on: the stream of the request being served */
     vg_gpool_t *gpools;         /* CUDA graph pools (graphpool.c) */
     vg_gpool_route_t routes[VG_GPOOL_ROUTES]; /* captures under way: where requests go */
     int nroutes;
@@ -367,6 +373,20 @@ vg_status_t vg__heap_trim(vg_heap_t *h, bool wait_for_streams);
 /* The stream's work up to now is complete (a synchronisation was observed). */
 void vg__heap_stream_synced(vg_heap_t *h, CUstream stream);
 void vg__heap_all_synced(vg_heap_t *h);
+/* The key a stream is looked up by: its handle, 0 for the legacy stream, the thread for
+ * the per-thread default stream (one per host thread). */
+static inline uintptr_t vg__stream_key(CUstream s) {
+    if (s == CU_STREAM_LEGACY)
+        return 0;
+    if (s == CU_STREAM_PER_THREAD)
+        return (uintptr_t)pthread_self() | 3;
+    return (uintptr_t)s;
+}
+/* Learn whether s's frees have completed (context.c). Without `wait`: query its
+ * outstanding event, and record one if frees remain unconfirmed (then query it: an idle
+ * stream's completes at once). With `wait`: wait for them. Returns whether some epoch
+ * completed (the caller then bumps the heap's completion_gen). */
+bool vg__stream_refresh(vg_stream_t *s, bool wait);
 /* The stream of a synchronous allocation (the program's cuMemAlloc): the memory serves
  * every stream as soon as the call returns, so it comes from blocks that are complete,
  * never from one still waiting on the legacy stream. Allocated, the block belongs to the
@@ -452,6 +472,12 @@ vg_status_t vg__heap_alloc_pool(vg_heap_t *h, vg_gpool_t *p, uint64_t size, uint
  * free block it became part of. */
 vg_block_t *vg__heap_unpool(vg_heap_t *h, vg_block_t *b);
 
+/* arena.c — plan=on (docs/decisions.md A13) */
+/* Where the plan followed puts the next request (rounded `size`, on s): *addr, and the
+ * first of the free blocks that hold it (heap.c carves them); NULL when it is not planned
+ * or neither its place nor room the plan leaves is free for s (heap lock held). */
+vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr);
+
 /* tlsf.c */
 void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b);
 void vg__tlsf_remove(vg_tlsf_t *t, vg_block_t *b);
@@ -488,7 +514,12 @@ vg_status_t vg__segment_grow(vg_heap_t *h, uint64_t size, vg_block_t **out);
 /* The small-request range (A6), reserved on first use; NULL (and small_max set to 0)
  * when the heap has no VMM or no address space is left for it. */
 vg_segment_t *vg__segment_small_range(vg_heap_t *h);
-/* Make every page of [addr, addr+size) mapped; steals idle pages before creating. */
+/* A plan's arena: a range of `bytes` (rounded to pages), none of it mapped; NULL when no
+ * address space is left. And an arena given up: its blocks become general memory. */
+vg_segment_t *vg__segment_arena(vg_heap_t *h, uint64_t bytes);
+void vg__segment_arena_retire(vg_heap_t *h, vg_segment_t *seg);
+/* Make every page of [addr, addr+size) mapped: from spare pages, new ones, and idle pages
+ * (under memory pressure; with plan=on, see segment.c). */
 vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr,
                                   uint64_t size);
 bool vg__segment_range_mapped(const vg_segment_t *seg, uint64_t addr, uint64_t size);

@@ -104,8 +104,14 @@ static vg_status_t heap_create(CUcontext ctx, int device, bool managed, vg_heap_
         h->slot_min = bytes_for(vg__opt.slot_min, total);
         h->small_max = vg__opt.small_max;
     }
-    if (vg__opt.plan == VG_PLAN_LEARN && !managed)
-        h->plan = vg__plan_new(); /* (NULL, no memory for its log: nothing is learnt) */
+    if (vg__opt.plan != VG_PLAN_OFF && !managed) {
+        /* plan=on places by the plan in fast mode, on virtual memory (an arena whose pages
+         * are mapped as the plan needs them); elsewhere it learns, as plan=learn. Guard
+         * mode's redzones and quarantine change every block's size and lifetime. */
+        bool follow = vg__opt.plan == VG_PLAN_ON && vg__opt.mode == VG_MODE_FAST && h->vmm;
+        h->plan = vg__plan_new(follow); /* (NULL, no memory for its log: nothing is learnt) */
+        h->plan_moves = follow && h->plan;
+    }
     if (vg__opt.verbose && !managed)
         describe_heap(h);
     *out = h;
@@ -292,6 +298,8 @@ void vg__heap_retire(vg_heap_t *h) {
     h->history = NULL;
     vg__plan_free(h->plan);
     h->plan = NULL;
+    h->arena = NULL; /* (released with the segments) */
+    h->plan_moves = false;
     h->nhistory = 0;
 #define VG_X(f, key, row, bytes)                                                            \
     for (int p = 0; p < VG_POOLS; p++) {                                                    \

@@ -25,6 +25,13 @@ struct vg_plan {
     uint32_t nitems, cycle;
     uint64_t found;             /* steps found so far (a step dropped and found again: 2) */
     uint64_t confirmed;         /* the period confirmed for it, before smallest_step */
+    bool follow;                /* plan=on: the heap places by the plan (packed at once) */
+    uint64_t *off;              /* follow: each item's offset, once packed */
+    int32_t *at_pos;            /* follow: the item starting at each position, or -1 */
+    uint64_t base;              /* the request at position 0 of the cycle */
+    uint32_t low;               /* the position it is followed from */
+    bool started;               /* that position was reached */
+    uint64_t placed, missed;    /* follow: requests placed by the plans; places taken */
     uint64_t size[VG_PLAN_WINDOW];
     uint64_t freed_at[VG_PLAN_WINDOW];
     uint64_t live_after[VG_PLAN_WINDOW];
@@ -33,35 +40,87 @@ struct vg_plan {
 
 static inline uint32_t at(uint64_t req) { return (uint32_t)(req % VG_PLAN_WINDOW); }
 
-vg_plan_t *vg__plan_new(void) {
+vg_plan_t *vg__plan_new(bool follow) {
     vg_plan_t *p = calloc(1, sizeof *p);
-    if (p)
+    if (p) {
         p->min_p = VG_PLAN_MIN_PERIOD;
+        p->follow = follow;
+    }
     return p;
+}
+
+/* Forget the plan (not what was logged). */
+static void plan_clear(vg_plan_t *p) {
+    free(p->items);
+    free(p->off);
+    free(p->at_pos);
+    p->items = NULL, p->off = NULL, p->at_pos = NULL;
+    p->started = false;
 }
 
 void vg__plan_free(vg_plan_t *p) {
     if (p)
-        free(p->items);
+        plan_clear(p);
     free(p);
 }
 
-/* The plan is packed when first asked for, not when the step is found: packing is
- * O(lifetimes^2), a second on the longest steps, and nothing places by it yet. */
-void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out) {
-    if (p->items) { /* (a step found, not packed yet) */
-        uint64_t *offsets = malloc((size_t)p->nitems * sizeof *offsets + 1);
-        uint64_t h = offsets ? vg__plan_pack(p->items, p->nitems, p->cycle, offsets)
-                             : UINT64_MAX;
+/* Pack the plan found: its height. Only to report it (plan=learn), the lifetimes then go;
+ * to follow it, they stay, with their offsets. False when out of memory. */
+static bool pack(vg_plan_t *p) {
+    uint64_t *offsets = malloc((size_t)p->nitems * sizeof *offsets + 1);
+    uint64_t h = offsets ? vg__plan_pack(p->items, p->nitems, p->cycle, offsets) : UINT64_MAX;
+    if (h == UINT64_MAX) {
         free(offsets);
-        if (h != UINT64_MAX) {
-            p->rep.height = h;
-            free(p->items);
-            p->items = NULL;
-        }
+        return false;
     }
+    p->rep.height = h;
+    if (p->follow) {
+        p->off = offsets;
+    } else {
+        free(offsets);
+        free(p->items);
+        p->items = NULL;
+    }
+    return true;
+}
+
+/* With plan=learn the plan is packed when first asked for, not when the step is found:
+ * packing is O(lifetimes^2), a second on the longest steps, and nothing places by it. */
+void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out) {
+    if (p->items && !p->off) /* (a step found, not packed yet) */
+        pack(p);
     *out = p->rep;
     out->found = p->found;
+    out->placed = p->placed;
+    out->missed = p->missed;
+}
+
+uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size) {
+    if (!p->at_pos || req < p->base)
+        return VG_PLAN_NONE;
+    uint32_t pos = (uint32_t)((req - p->base) % p->cycle);
+    if (!p->started) { /* (from its low point: the fewest planned tensors live elsewhere) */
+        if (pos != p->low)
+            return VG_PLAN_NONE;
+        p->started = true;
+    }
+    int32_t i = p->at_pos[pos];
+    if (i < 0 || p->items[i].size != size)
+        return VG_PLAN_NONE; /* (a size unlike the plan's counts in learn) */
+    p->placed++;
+    return p->off[i];
+}
+
+void vg__plan_missed(vg_plan_t *p) {
+    p->placed--;
+    p->missed++;
+    p->differ++;
+}
+
+bool vg__plan_following(const vg_plan_t *p, uint64_t *height, uint64_t *generation) {
+    *height = p->rep.height;
+    *generation = p->found;
+    return p->at_pos != NULL;
 }
 
 /* ---- packing --------------------------------------------------------------------------- */
@@ -172,6 +231,54 @@ out:
     return best;
 }
 
+/* ---- room for a miss ------------------------------------------------------------------- */
+
+static life_t life_of(const vg_plan_t *p, const vg_plan_item_t *it) {
+    uint32_t e = it->end, c = p->cycle;
+    return (life_t){it->start, e < c ? e : c, e > c ? e - c : 0};
+}
+
+typedef struct {
+    uint64_t lo, hi;
+} span_t;
+
+static int by_lo(const void *x, const void *y) {
+    uint64_t a = ((const span_t *)x)->lo, b = ((const span_t *)y)->lo;
+    return a < b ? -1 : a > b;
+}
+
+uint64_t vg__plan_room(vg_plan_t *p, uint64_t req, uint64_t size,
+                       uint64_t (*taken)(void *arg, uint64_t off, uint64_t size), void *arg) {
+    if (!p->at_pos || req < p->base)
+        return VG_PLAN_NONE;
+    int32_t i = p->at_pos[(req - p->base) % p->cycle];
+    span_t *busy = i >= 0 ? malloc(((size_t)p->nitems + 1) * sizeof *busy) : NULL;
+    if (!busy)
+        return VG_PLAN_NONE;
+    life_t mine = life_of(p, &p->items[i]);
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < p->nitems; j++) /* the places planned for while it lives */
+        if (j != (uint32_t)i && overlap(mine, life_of(p, &p->items[j])))
+            busy[n++] = (span_t){p->off[j], p->off[j] + p->items[j].size};
+    qsort(busy, n, sizeof *busy, by_lo);
+    busy[n++] = (span_t){p->rep.height, p->rep.height};
+    uint64_t lo = 0, found = VG_PLAN_NONE;
+    for (uint32_t k = 0; k < n && found == VG_PLAN_NONE; k++) {
+        for (uint64_t x = lo; x + size <= busy[k].lo;) { /* a gap: free now? */
+            uint64_t past = taken(arg, x, size);
+            if (!past) {
+                found = x;
+                break;
+            }
+            x = past;
+        }
+        if (busy[k].hi > lo)
+            lo = busy[k].hi;
+    }
+    free(busy);
+    return found;
+}
+
 /* ---- learning the step ----------------------------------------------------------------- */
 
 /* Do the `count` sizes up to request `last` each equal the one `per` requests earlier? */
@@ -223,9 +330,8 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
     uint64_t n = p->n, base = n - 3 * per;
     vg_plan_item_t *items = malloc(2 * per * sizeof *items);
     int64_t *ev = calloc(2 * per + 1, sizeof *ev);
-    uint32_t m = 0;
-    free(p->items);
-    p->items = NULL;
+    uint32_t m = 0, low = 0;
+    plan_clear(p);
     if (!items || !ev)
         goto out;
     for (uint64_t j = base; j < base + per; j++) {
@@ -248,11 +354,13 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
             ev[items[i].end - cycle] -= (int64_t)items[i].size;
         }
     }
-    int64_t cur = 0, peak = 0, at_boundary = 0;
+    int64_t cur = 0, peak = 0, at_boundary = 0, least = INT64_MAX;
     for (uint32_t x = 0; x < cycle; x++) {
         cur += ev[x];
         if (cur > peak)
             peak = cur;
+        if (cur < least)
+            least = cur, low = x;
         if (x == per - 1) /* (the last request logged sits there on the cycle) */
             at_boundary = cur;
     }
@@ -264,6 +372,17 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
     p->found++;
     p->items = items, p->nitems = m, p->cycle = cycle;
     items = NULL;
+    if (p->follow) { /* packed now: the next requests may be placed by it */
+        p->base = base, p->low = low;
+        p->at_pos = malloc(cycle * sizeof *p->at_pos);
+        if (p->at_pos && pack(p)) {
+            memset(p->at_pos, 0xff, cycle * sizeof *p->at_pos);
+            for (uint32_t i = 0; i < m; i++)
+                p->at_pos[p->items[i].start] = (int32_t)i;
+        } else {
+            plan_clear(p); /* (out of memory: reported, not followed) */
+        }
+    }
 out:
     free(items);
     free(ev);
@@ -285,8 +404,7 @@ static void learn(vg_plan_t *p, uint64_t idx) {
                  * found as a multiple of itself, and cut back (smallest_step). */
                 p->min_p = p->confirmed + 1;
                 p->rep = (vg_plan_report_t){0};
-                free(p->items);
-                p->items = NULL;
+                plan_clear(p);
             }
             p->differ = 0;
         }

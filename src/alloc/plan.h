@@ -11,8 +11,9 @@
  * passes too is cut to that one. The requests of one step freed within the next are
  * packed, when the report is first asked for, as a cycle of two steps (a tensor freed
  * after its own successor is made gets two places, used by turns): greedy, in three
- * orders and two gap rules, the lowest height kept. The heap does not place by the plan
- * yet; it says what the plan would reserve (issue 37).
+ * orders and two gap rules, the lowest height kept. With plan=learn the heap only says
+ * what the plan would reserve; with plan=on the plan is packed as soon as it is found and
+ * the heap places by it (arena.c; issue 37).
  *
  * Not thread-safe: called under the heap's lock.
  */
@@ -41,12 +42,18 @@ typedef struct vg_plan_report {
                                  request a period earlier had */
     uint64_t found;           /* steps found so far, this one included (one dropped and
                                  found again counts twice) */
+    uint64_t placed, missed;  /* plan=on, all plans so far: requests placed by a plan;
+                                 planned ones whose place was taken (by a tensor freed
+                                 late, or another stream's work) */
 } vg_plan_report_t;
 
 typedef struct vg_plan vg_plan_t;
 
-/* NULL when out of memory (the heap then learns nothing). */
-vg_plan_t *vg__plan_new(void);
+#define VG_PLAN_NONE UINT64_MAX
+
+/* NULL when out of memory (the heap then learns nothing). follow: plan=on, each plan is
+ * packed as soon as it is found, for vg__plan_place. */
+vg_plan_t *vg__plan_new(bool follow);
 void vg__plan_free(vg_plan_t *p);
 /* Request number `req` (0, 1, 2, ... in the order they were served) of `size` bytes was
  * served. Numbers must come in order; one skipped counts as a request of size 0. */
@@ -60,6 +67,22 @@ void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out);
 /* Offsets for n items on a cycle of `cycle` requests, packed greedily (tried in three
  * orders, each at the lowest offsets and in the tightest gaps; the lowest height kept).
  * Returns the height (bytes), or UINT64_MAX when out of memory. */
+/* plan=on. Where the plan puts request `req` (the next to be served) of `size` bytes: its
+ * offset from the plan's base, or VG_PLAN_NONE (no plan followed, not the planned size,
+ * or nothing planned at its position). A plan is followed from the position of its cycle
+ * where the fewest planned bytes are live. */
+uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size);
+/* The place vg__plan_place gave was not free: a miss. More than 5 % of a period's
+ * requests missed or unlike the plan's sizes drops the plan (learnt again). */
+void vg__plan_missed(vg_plan_t *p);
+/* A miss's room: the lowest offset under the plan's height that the plan leaves free while
+ * request `req` is planned to live, where taken(arg, off, size) says the arena is free now
+ * (0) or else the offset past what is in the way; VG_PLAN_NONE if there is none. */
+uint64_t vg__plan_room(vg_plan_t *p, uint64_t req, uint64_t size,
+                       uint64_t (*taken)(void *arg, uint64_t off, uint64_t size), void *arg);
+/* Is a plan being followed? Its height, and a number that changes with each plan found. */
+bool vg__plan_following(const vg_plan_t *p, uint64_t *height, uint64_t *generation);
+
 uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
                        uint64_t *offsets);
 

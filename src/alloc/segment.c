@@ -77,6 +77,7 @@ static vg_segment_t *segment_add(vg_heap_t *h, uint64_t base, uint64_t size, boo
     seg->size = size;
     seg->vmm = vmm;
     seg->small = small;
+    seg->cls = small ? VG_CLASS_SMALL : VG_CLASS_GENERAL;
     if (vmm) {
         seg->npages = size / h->page;
         seg->pages = calloc(seg->npages, sizeof *seg->pages);
@@ -221,6 +222,42 @@ vg_segment_t *vg__segment_small_range(vg_heap_t *h) {
     return h->small_seg;
 }
 
+vg_segment_t *vg__segment_arena(vg_heap_t *h, uint64_t bytes) {
+    uint64_t want = vg__align_up(bytes ? bytes : 1, h->page);
+    CUdeviceptr va = 0;
+    bool pushed = vg__heap_ctx_enter(h);
+    CUresult r = h->vmm ? vg__cuMemAddressReserve(&va, want, h->page, 0, 0)
+                        : CUDA_ERROR_NOT_SUPPORTED;
+    vg__heap_ctx_leave(pushed);
+    if (r != CUDA_SUCCESS)
+        return NULL;
+    vg_segment_t *seg = segment_add(h, va, want, true, false);
+    if (!seg) {
+        vg__cuMemAddressFree(va, want);
+        return NULL;
+    }
+    vg__tlsf_remove(&h->index, seg->first);
+    seg->cls = VG_CLASS_ARENA;
+    vg__tlsf_insert(&h->index, seg->first);
+    vg__stat_pool(h->stats.segment, VG_POOL_LARGE, 1);
+    return seg;
+}
+
+/* Move each free block of seg from its class to `cls` (heap lock held). */
+static void reclass(vg_heap_t *h, vg_segment_t *seg, uint8_t cls) {
+    for (vg_block_t *b = seg->first; b; b = b->next)
+        if (b->state == VG_BLOCK_FREE)
+            vg__tlsf_remove(&h->index, b);
+    seg->cls = cls;
+    for (vg_block_t *b = seg->first; b; b = b->next)
+        if (b->state == VG_BLOCK_FREE)
+            vg__tlsf_insert(&h->index, b);
+}
+
+void vg__segment_arena_retire(vg_heap_t *h, vg_segment_t *seg) {
+    reclass(h, seg, VG_CLASS_GENERAL);
+}
+
 static uint64_t plain_segment_size(uint64_t size) {
     if (size <= (1ull << 20))
         return 2ull << 20;
@@ -353,13 +390,65 @@ static bool steal_from(vg_block_t *b, void *arg) {
         page_moved(c->h, seg, false);
         b->mapped = 0;
         b->pat_head = b->pat_tail = 0; /* other physical memory will be mapped here */
-        if (c->release)
+        if (c->release) {
             page_release(c->h, hd);
-        else
+        } else {
             c->out[c->got] = hd;
+            c->h->stats.pages_moved++;
+        }
         c->got++;
     }
     return c->got < c->need;
+}
+
+/* plan=on (docs/decisions.md A13): idle pages move where new ones would be made.
+ *  - Into the arena, the other ranges' idle pages, always: the layout learnt goes one way,
+ *    page by page, as the plan takes over.
+ *  - Into the other ranges while the plan is followed, any idle page: the arena's are lent
+ *    to a request whose planned place was taken, and come back as it frees.
+ *  - Beyond that, only once new pages would reserve more than the peak of allocated bytes
+ *    (or what is allocated now with this request): while the step is learnt (without these
+ *    moves the first steps' layout sets the peak: GPT-2 1.128 in the model), and, into the
+ *    arena, from its own idle places (a perturbed order's misses spread over it).
+ * Returns the handles now in hs. */
+static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, uint64_t size, size_t p0, size_t p1,
+                         size_t need, size_t got, CUmemGenericAllocationHandle *hs) {
+    if (h->no_idle_gen == h->completion_gen + 1)
+        return got; /* (a scan since the last completion found none) */
+    uint64_t page = h->page;
+    const vg_stat_t *a = &h->stats.allocated_bytes[VG_POOL_ALL];
+    uint64_t live = VG_MAX((uint64_t)a->peak, (uint64_t)a->current + size);
+    uint64_t room = VG_MAX(live, 2 * page);
+    uint64_t after = (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current + (need - got) * page;
+    size_t over = after > room ? (size_t)((after - room + page - 1) / page) : 0;
+    size_t always = h->arena ? need - got : 0;
+    bool into_arena = seg->cls == VG_CLASS_ARENA;
+    steal_ctx_t c = {h, seg, p0, p1, got + VG_MIN(need - got, VG_MAX(always, over)), got, hs,
+                     false};
+    for (int pass = 0; pass < 2 && c.got < c.need; pass++) {
+        /* A page may move only once the work that used it has completed (cuMemUnmap does
+         * not wait for it). Frees since the last completion learnt are not known complete
+         * yet: if the complete idle pages are too few, wait once for the request's stream,
+         * on which a training loop frees its tensors. */
+        if (pass == 1) {
+            if (!h->plan_stream || !vg__stream_refresh(h->plan_stream, true))
+                break;
+            h->completion_gen++;
+            h->stats.page_move_waits++;
+        }
+        for (int cls = 0; cls < VG_CLASSES && c.got < c.need; cls++) {
+            if (into_arena && cls == VG_CLASS_ARENA) { /* its own: beyond the room only */
+                size_t all = c.need;
+                c.need = VG_MIN(all, got + over);
+                if (c.got < c.need)
+                    vg__tlsf_each_desc_class(&h->index, cls, steal_from, &c);
+                c.need = all;
+                continue;
+            }
+            vg__tlsf_each_desc_class(&h->index, cls, steal_from, &c);
+        }
+    }
+    return c.got;
 }
 
 vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr,
@@ -380,6 +469,8 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
     size_t got = 0;
     while (got < need && h->nspare > 0) /* 1. spares */
         hs[got++] = h->spare[--h->nspare];
+    if (VG_UNLIKELY(h->plan_moves) && got < need) /* (plan=on: idle pages, moved) */
+        got = plan_moves(h, seg, size, p0, p1, need, got, hs);
     size_t new_lo = got; /* hs[new_lo, new_hi): created here, counted in seg's pool */
     vg_status_t st = VG_OK;
     while (got < need) { /* 2. new physical memory, within the limit and the device */

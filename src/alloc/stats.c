@@ -66,6 +66,8 @@ void vg__stats_snapshot(vg_heap_t *h, vg_stats_t *out) {
         h->stats.step_since = r.since;
         h->stats.step_repeated = r.repeated;
         h->stats.steps_found = r.found;
+        h->stats.plan_placed = r.placed;
+        h->stats.plan_missed = r.missed;
     }
     h->stats.version = VG_STATS_VERSION;
     h->stats.size = sizeof(vg_stats_t);

@@ -19,7 +19,8 @@
  *
  * Blocks of the small-request range (A6) are a class of their own, with their own bins
  * and bitmaps: small requests search that class, every other search the general one, and
- * neither skips over the other's blocks.
+ * neither skips over the other's blocks. A plan's arena (plan=on, arena.c) is a third
+ * class that no search takes from: only the plan places there.
  */
 #include "heap.h"
 
@@ -40,7 +41,7 @@ static inline void mapping(uint64_t size, int *fl, int *sl) {
 }
 
 static inline vg_tlsf_class_t *class_of(vg_tlsf_t *t, const vg_block_t *b) {
-    return &t->cls[b->seg->small ? VG_CLASS_SMALL : VG_CLASS_GENERAL];
+    return &t->cls[b->seg->cls];
 }
 
 void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b) {

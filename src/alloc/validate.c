@@ -22,9 +22,15 @@ typedef struct index_check {
     vg_block_t *bad;  /* a block of another state, or in the other class's bins */
 } index_check_t;
 
+static const char *class_name(int cls) {
+    return cls == VG_CLASS_SMALL   ? "small-request"
+           : cls == VG_CLASS_ARENA ? "plan's arena"
+                                   : "general";
+}
+
 static bool check_index_block(vg_block_t *b, void *arg) {
     index_check_t *c = arg;
-    if (b->state != c->state || b->seg->small != (c->cls == VG_CLASS_SMALL)) {
+    if (b->state != c->state || b->seg->cls != c->cls) {
         c->bad = b;
         return false;
     }
@@ -181,8 +187,7 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
         FAIL("block %#llx in the free index has state %d and lies in the %s range, but was "
              "found among the %s blocks",
              h->device, (unsigned long long)ic.bad->addr, ic.bad->state,
-             ic.bad->seg->small ? "small-request" : "general",
-             ic.cls - 1 == VG_CLASS_SMALL ? "small-request" : "general");
+             class_name(ic.bad->seg->cls), class_name(ic.cls - 1));
     if (ic.n != nfree || ic.bytes != free_bytes || h->index.nblocks != nfree ||
         h->index.bytes != free_bytes)
         FAIL("free index holds %llu blocks / %llu bytes, segments %llu / %llu", h->device,

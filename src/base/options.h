@@ -52,10 +52,11 @@
       "requests up to this size are served from an address range of their own, as PyTorch's " \
       "small pool: small tensors that live long then never pin the holes large ones leave "  \
       "(0: one range for all)")                                                              \
-    X(plan, ENUM, "off", "off|learn",                                                        \
+    X(plan, ENUM, "off", "off|learn|on",                                                     \
       "learn: find the program's training step from the requests it makes, and work out "    \
       "what a plan placing two steps would reserve (vramguard replay and verbose=1 say); "   \
-      "placement is unchanged (docs/decisions.md A13)")                                      \
+      "on: also place the step's tensors where the plan puts them, moving idle pages to "    \
+      "them (fast mode; docs/decisions.md A13)")                                             \
     X(stack_depth, INT, "12", "0..64",                                                       \
       "host frames captured per allocation site (0 = no backtraces)")                        \
     X(python_frames, BOOL, "0", "",                                                         \
@@ -149,7 +150,7 @@
 typedef enum { VG_MODE_FAST = 0, VG_MODE_GUARD = 1, VG_MODE_MEMCHECK = 2 } vg_mode_t;
 typedef enum { VG_VMM_AUTO = 0, VG_VMM_ON = 1, VG_VMM_OFF = 2 } vg_vmm_t;
 typedef enum { VG_UNWIND_FP = 0, VG_UNWIND_FULL = 1 } vg_unwind_t;
-typedef enum { VG_PLAN_OFF = 0, VG_PLAN_LEARN = 1 } vg_plan_mode_t;
+typedef enum { VG_PLAN_OFF = 0, VG_PLAN_LEARN = 1, VG_PLAN_ON = 2 } vg_plan_mode_t;
 typedef enum { VG_LEAKS_AUTO = 0, VG_LEAKS_ON = 1, VG_LEAKS_OFF = 2 } vg_leaks_t;
 typedef enum { VG_DEFER_AUTO = 0, VG_DEFER_ON = 1, VG_DEFER_OFF = 2 } vg_guard_defer_t;
 typedef enum { VG_RACE_AUTO = 0, VG_RACE_ON = 1, VG_RACE_OFF = 2 } vg_host_race_t;

@@ -80,11 +80,24 @@ static void print_step(const vg_stats_t *s, uint64_t peak_alloc) {
                100.0 * (double)s->step_repeated / (double)s->step_since,
                (unsigned long long)s->step_since);
     uint64_t with = s->plan_bytes + s->long_lived_bytes;
+    bool on = strcmp(vg_option("plan"), "on") == 0;
     printf("\n  a plan of two:    %s for their tensors (peak live %s), beside %s live across "
-           "steps: %s, %.4f of peak allocated (pages not counted; placement unchanged)\n",
+           "steps: %s, %.4f of peak allocated (pages not counted%s)\n",
            vg__fmt_bytes(b1, s->plan_bytes), vg__fmt_bytes(b2, s->plan_peak_bytes),
            vg__fmt_bytes(b3, s->long_lived_bytes), vg__fmt_bytes(b4, with),
-           peak_alloc ? (double)with / (double)peak_alloc : 0.0);
+           peak_alloc ? (double)with / (double)peak_alloc : 0.0,
+           on ? "" : "; placement unchanged");
+    if (on)
+        printf("  placed by plan:   %llu requests, %llu missed (their place taken)\n",
+               (unsigned long long)s->plan_placed, (unsigned long long)s->plan_missed);
+}
+
+/* plan=on: the pages moved (idle ones, unmapped to be mapped where needed). */
+static void print_moves(const vg_stats_t *s, uint64_t moved_late) {
+    printf("  pages moved:      %llu, %llu of them in the last quarter of the last run; "
+           "waited for the streams %llu time%s\n",
+           (unsigned long long)s->pages_moved, (unsigned long long)moved_late,
+           (unsigned long long)s->page_move_waits, s->page_move_waits == 1 ? "" : "s");
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -100,6 +113,8 @@ typedef struct replay {
     char first_oom[4096];
     bool validate;
     char validate_error[1024];
+    bool plan;              /* plan=on */
+    uint64_t moved_at_3q;   /* pages moved before the last quarter of the latest run */
     uint64_t lag;      /* --lag: events the device runs behind the host (0: none) */
     uint64_t *gates;   /* per event: the host position its gate waits for */
     bool threaded;     /* --threads=log: each log thread's events on a thread of its own */
@@ -285,6 +300,12 @@ static bool run_once(replay_t *r, uint64_t *ticks) {
         return run_threaded(r, ticks);
     for (size_t i = 0; i < t->nops; i++) {
         CUstream s = r->streams[t->ops[i].stream];
+        if (r->plan && !ticks && i == t->nops * 3 / 4) { /* (the pages moved after it: a plan's
+                                                  steady state should move none) */
+            vg_stats_t st = {.size = sizeof st};
+            vg_get_stats(-1, &st);
+            r->moved_at_3q = st.pages_moved;
+        }
         run_op(r, i, ticks);
         if (r->lag) {
             uint64_t pos = atomic_fetch_add_explicit(&g_host_pos, 1, memory_order_release) + 1;
@@ -425,7 +446,8 @@ int cmd_replay(int argc, char **argv) {
         return CLI_USAGE;
     }
     replay_t r = {.t = &t, .validate = validate, .lag = lag_events,
-                  .threaded = threaded && t.nthreads > 1};
+                  .threaded = threaded && t.nthreads > 1,
+                  .plan = strcmp(vg_option("plan"), "on") == 0};
     pthread_mutex_init(&r.turn_lock, NULL);
     pthread_cond_init(&r.turn_cond, NULL);
     r.ptrs = calloc(t.nslots ? t.nslots : 1, sizeof *r.ptrs);
@@ -522,6 +544,14 @@ int cmd_replay(int argc, char **argv) {
                    (unsigned long long)s.steps_found,
                    (unsigned long long)s.long_lived_bytes, (unsigned long long)s.plan_bytes,
                    (unsigned long long)s.plan_peak_bytes);
+        if (s.step_requests || s.plan_placed)
+            printf(",\"plan_placed\":%llu,\"plan_missed\":%llu", (unsigned long long)s.plan_placed,
+                   (unsigned long long)s.plan_missed);
+        printf(",\"pages_moved\":%llu,\"page_move_waits\":%llu",
+               (unsigned long long)s.pages_moved, (unsigned long long)s.page_move_waits);
+        if (r.plan)
+            printf(",\"pages_moved_last_quarter\":%llu",
+                   (unsigned long long)(s.pages_moved - r.moved_at_3q));
         printf("}\n");
     } else {
         char b1[32], b2[32], b3[32];
@@ -569,9 +599,12 @@ int cmd_replay(int argc, char **argv) {
         printf("  reserved/allocated at peak: %.4f\n", ratio);
         if (s.step_requests)
             print_step(&s, peak_alloc);
-        else if (strcmp(vg_option("plan"), "learn") == 0)
-            printf("  training step:    none found (plan=learn looks for a period of the "
-                   "sizes asked for after which live memory comes back)\n");
+        else if (strcmp(vg_option("plan"), "off") != 0)
+            printf("  training step:    none found (plan=%s looks for a period of the "
+                   "sizes asked for after which live memory comes back)\n",
+                   vg_option("plan"));
+        if (r.plan)
+            print_moves(&s, s.pages_moved - r.moved_at_3q);
         if (pf.peak_reserved) {
             printf("  PyTorch's allocator: peak reserved %s", vg__fmt_bytes(b3, pf.peak_reserved));
             if (pf.peak_allocated)

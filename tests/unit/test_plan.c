@@ -51,7 +51,7 @@ static void params(loop_t *l) {
 }
 
 VG_TEST(a_step_is_found_and_a_layer_is_not) {
-    loop_t l = {vg__plan_new()};
+    loop_t l = {vg__plan_new(false)};
     CHECK(l.p != NULL);
     params(&l);
     uint64_t len = 0;
@@ -74,7 +74,7 @@ VG_TEST(a_step_is_found_and_a_layer_is_not) {
 }
 
 VG_TEST(a_period_that_stops_repeating_is_dropped_and_the_step_learnt_again) {
-    loop_t l = {vg__plan_new()};
+    loop_t l = {vg__plan_new(false)};
     params(&l);
     for (int s = 0; s < 14; s++) /* found after 4 or 5, then held for 8 or more */
         step(&l, 1);
@@ -100,7 +100,7 @@ VG_TEST(a_pattern_inside_the_step_that_breaks_soon_is_passed_over) {
     /* Each step ends with an optimizer's loop over 8 layers of the same shapes: 80
      * balanced requests a layer (temporaries made and freed), a period of its own that
      * breaks at the step's end. The step is found; the loop's period is not kept. */
-    vg_plan_t *p = vg__plan_new();
+    vg_plan_t *p = vg__plan_new(false);
     uint64_t req = 0, len = 0;
     for (int s = 0; s < 24; s++) {
         uint64_t first = req, acts[4];
@@ -126,7 +126,7 @@ VG_TEST(a_warm_up_that_repeats_one_size_does_not_hide_the_step) {
     /* 40,000 requests of one size, all kept (a cache filled): every period tried while it
      * lasts repeats and is rejected (live memory grows), so the search ends up above 200;
      * a step of 200 requests that follows is found as a multiple of itself, and cut back. */
-    vg_plan_t *p = vg__plan_new();
+    vg_plan_t *p = vg__plan_new(false);
     uint64_t req = 0;
     for (int i = 0; i < 40000; i++)
         vg__plan_alloc(p, req++, 4096);
@@ -143,7 +143,7 @@ VG_TEST(a_warm_up_that_repeats_one_size_does_not_hide_the_step) {
 }
 
 static uint64_t balanced_steps(uint64_t len, int steps) { /* distinct sizes, each freed */
-    vg_plan_t *p = vg__plan_new();
+    vg_plan_t *p = vg__plan_new(false);
     uint64_t req = 0;
     for (int s = 0; s < steps; s++)
         for (uint64_t i = 0; i < len; i++) {
@@ -164,7 +164,7 @@ VG_TEST(steps_up_to_the_longest_looked_for_are_found) {
 }
 
 VG_TEST(no_step_in_a_program_that_only_grows) {
-    loop_t l = {vg__plan_new()};
+    loop_t l = {vg__plan_new(false)};
     for (uint64_t i = 0; i < 20000; i++) { /* a cache grown by concatenation */
         uint64_t r = alloc(&l, 512 * (i + 1));
         if (i)
@@ -182,7 +182,7 @@ VG_TEST(no_step_in_a_program_that_only_grows) {
 }
 
 VG_TEST(requests_out_of_order_or_long_gone_change_nothing_unsafe) {
-    vg_plan_t *p = vg__plan_new();
+    vg_plan_t *p = vg__plan_new(false);
     vg__plan_alloc(p, 5, 4096); /* 0-4 skipped: counted as empty requests */
     vg__plan_alloc(p, 3, 512);  /* behind: not logged */
     vg__plan_release(p, 99, 512); /* never served */
