@@ -312,6 +312,29 @@ EOF2
     grep -q step_requests "$TMP/out" && fail "a step learnt with plan=off"
     run 2 "$VG" replay --repeat=1 --plan=follow "$TRACES/resnet50_train.csv"
     grep -q "plan" "$TMP/err" || fail "a bad plan= value is not named: $(cat "$TMP/err")" ;;
+replay_plan_on)
+    # plan=on (docs/decisions.md A13, src/alloc/arena.c): once the step is found its plan
+    # places the tensors. unet in its own order, every operation validated: every planned
+    # request placed, none missed, no page moved in the last quarter, and peak reserved
+    # within 3.1 % of peak allocated (plan=off: 1.055; bench/RESULTS.md, ninth session).
+    run 0 "$VG" replay --json --repeat=1 --validate --plan=on "$TRACES/unet_train.csv.gz"
+    [ "$(json_field plan_missed)" = 0 ] || fail "unet: $(json_field plan_missed) missed"
+    [ "$(json_field plan_placed)" -ge 14000 ] || fail "unet: $(json_field plan_placed) placed"
+    [ "$(json_field pages_moved_last_quarter)" = 0 ] ||
+        fail "unet: $(json_field pages_moved_last_quarter) pages moved in the last quarter"
+    res=$(json_field peak_reserved); alloc=$(json_field peak_allocated)
+    [ $((res * 1000)) -le $((alloc * 1031)) ] || fail "unet: $res reserved for $alloc allocated"
+    # ResNet-50 with frees delayed (a perturbed order): the late tensors' successors miss
+    # their places, the plan goes on, and the misses' pages are moved, not made.
+    run 0 "$VG" replay --json --repeat=1 --perturb=1 --plan=on "$TRACES/resnet50_train.csv"
+    [ "$(json_field plan_missed)" -gt 0 ] || fail "resnet50 perturbed: no miss"
+    [ "$(json_field steps_found)" = 1 ] || fail "resnet50 perturbed: the plan was dropped"
+    res=$(json_field peak_reserved); alloc=$(json_field peak_allocated)
+    [ $((res * 1000)) -le $((alloc * 1010)) ] || fail "resnet50: $res reserved for $alloc allocated"
+    run 0 "$VG" replay --repeat=1 --plan=on "$TRACES/cnn_train.csv.gz"
+    grep -qE "placed by plan:   [0-9]+ requests, 0 missed" "$TMP/out" || fail "text: $(cat "$TMP/out")"
+    grep -qE "pages moved:      [0-9]+, 0 of them in the last quarter" "$TMP/out" ||
+        fail "no moves line: $(cat "$TMP/out")" ;;
 replay_gzip)
     # A gzip-compressed trace (bench/traces keeps long ones so) replays exactly as the plain
     # one, with the NAME.json beside NAME.csv.gz; a truncated one is a clear error.
