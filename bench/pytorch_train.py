@@ -44,6 +44,8 @@ ap.add_argument("--trace", help="vramguard only: record the allocation trace (RM
 ap.add_argument("--memory-history", metavar="SNAPSHOT.pickle",
                 help="PyTorch's allocator only: record its history from the start and dump a "
                      "memory snapshot at the end (for python -m vramguard convert)")
+ap.add_argument("--vg-option", action="append", default=[], metavar="KEY=VALUE",
+                help="vramguard only: an option of vramguard.enable(), e.g. plan=on")
 ap.add_argument("--reserved-per-step", action="store_true",
                 help="also record reserved bytes after every step (where the peak is reached)")
 args = ap.parse_args()
@@ -60,6 +62,7 @@ if args.alloc in ("vramguard", "guard", "memcheck"):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
     import vramguard
     opts = {"trace": args.trace} if args.trace else {}
+    opts.update(o.split("=", 1) for o in args.vg_option)
     vramguard.enable(mode="fast" if args.alloc == "vramguard" else args.alloc, **opts)
 
 torch.manual_seed(0)

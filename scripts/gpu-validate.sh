@@ -59,7 +59,7 @@
 # the traces.
 set -u
 cd "$(dirname "$0")/.."
-PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next[-guard|-twins|-memcheck|-stream]|peak[-why]|convert|pinned [OUTDIR]}
+PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next[-guard|-twins|-memcheck|-stream]|peak[-why]|convert|pages|plan|pinned [OUTDIR]}
 O=${2:-/tmp/vg-gpu}
 mkdir -p "$O"
 B=${B:-build-gpu}
@@ -836,6 +836,21 @@ pages)
     build
     step "page_move_cost 256 300" 60 "$B/bench/page_move_cost" 256 300
     step "page_move_cost 1024 300 (again, more pages)" 60 "$B/bench/page_move_cost" 1024 300
+    ;;
+plan)
+    # Issue 37 (docs/decisions.md A13, point 19): plan=on beside plan=off on the training
+    # loops, same GPU, one run: step time (the learning moves and the handover land in the
+    # first steps; the median is the steady state), peak reserved, losses identical.
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    J=$O/plan.jsonl
+    for p in off on; do
+        train_run "$J" "gpt2 plan=$p" 300 --alloc vramguard --model gpt2 --steps 60 \
+            --reserved-per-step --vg-option plan=$p --vg-option verbose=1
+        train_run "$J" "resnet50 plan=$p" 300 --alloc vramguard --model resnet50 --steps 60 \
+            --reserved-per-step --vg-option plan=$p --vg-option verbose=1
+    done
+    peak_summary "$J"
     ;;
 pinned)
     # Issue 34 (docs/decisions.md G14): the driver's wait at a free with a copy queued,

@@ -118,19 +118,19 @@ static vg_status_t heap_create(CUcontext ctx, int device, bool managed, vg_heap_
     return VG_OK;
 }
 
-/* verbose=1 with plan=learn: the step found, and what a plan of two would reserve. */
+/* verbose=1 with plan=learn or on: the step found, what a plan of two would reserve, and
+ * with plan=on what it placed and the pages moved. */
 static void describe_plan(vg_heap_t *h) {
     vg_plan_report_t r;
     char a[32], b[32], c[32];
     vg__plan_get(h->plan, &r);
     if (!r.period) {
-        vg__log("device %d: no training step found in its %llu allocations (plan=learn: a "
+        vg__log("device %d: no training step found in its %llu allocations (plan=%s: a "
                 "step is a period of the sizes asked for, %d to %d requests long, after "
                 "which live memory comes back)",
                 h->device, (unsigned long long)h->stats.allocation[VG_POOL_ALL].allocated,
-                VG_PLAN_MIN_PERIOD, VG_PLAN_MAX_PERIOD);
-        return;
-    }
+                h->plan_moves ? "on" : "learn", VG_PLAN_MIN_PERIOD, VG_PLAN_MAX_PERIOD);
+    } else {
     vg__log("device %d: a training step of %llu requests, found at allocation %llu; %.1f%% "
             "of the %llu since repeated it. A plan of two steps needs %s for their tensors "
             "(peak live %s), beside %s that live across steps",
@@ -138,6 +138,13 @@ static void describe_plan(vg_heap_t *h) {
             r.since ? 100.0 * (double)r.repeated / (double)r.since : 100.0,
             (unsigned long long)r.since, vg__fmt_bytes(a, r.height),
             vg__fmt_bytes(b, r.planned_peak), vg__fmt_bytes(c, r.long_lived));
+    }
+    if (h->plan_moves)
+        vg__log("device %d: plan=on placed %llu requests where a plan put them, %llu missed "
+                "their place; %llu pages moved, after %llu waits for a stream",
+                h->device, (unsigned long long)r.placed, (unsigned long long)r.missed,
+                (unsigned long long)h->stats.pages_moved,
+                (unsigned long long)h->stats.page_move_waits);
 }
 
 void vg__heaps_describe_exit(void) {
