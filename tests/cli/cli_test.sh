@@ -316,7 +316,7 @@ replay_plan_on)
     # plan=on (docs/decisions.md A13, src/alloc/arena.c): once the step is found its plan
     # places the tensors. unet in its own order, every operation validated: every planned
     # request placed, none missed, no page moved in the last quarter, and peak reserved
-    # within 3.1 % of peak allocated (plan=off: 1.055; bench/RESULTS.md, ninth session).
+    # within 3.1 % of peak allocated (plan=off: 1.035; bench/RESULTS.md, ninth session).
     run 0 "$VG" replay --json --repeat=1 --validate --plan=on "$TRACES/unet_train.csv.gz"
     [ "$(json_field plan_missed)" = 0 ] || fail "unet: $(json_field plan_missed) missed"
     [ "$(json_field plan_placed)" -ge 14000 ] || fail "unet: $(json_field plan_placed) placed"
