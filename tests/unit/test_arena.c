@@ -65,6 +65,16 @@ static void loop_params(loop_t *l) {
     }
 }
 
+/* vramguard started with `opts`, then `steps` steps of the loop on a stream of its own. */
+static loop_t trained(const char *opts, int steps) {
+    vgt_init(opts);
+    loop_t l = {vgt_stream()};
+    loop_params(&l);
+    for (int step = 0; step < steps; step++)
+        loop_step(&l, false);
+    return l;
+}
+
 /* The plan is found, then followed: each request of a step gets the address the same
  * request had two steps before (the plan's cycle is two steps), no page moves once it is
  * followed, nothing missed, and peak reserved within 2 % of peak allocated. */
@@ -99,11 +109,7 @@ VG_TEST(a_step_is_placed_by_its_plan) {
 /* A tensor freed late holds its successor's planned place: a miss, served elsewhere,
  * and the plan goes on (one miss in a step of 73 is under its 5 %). */
 VG_TEST(a_late_free_is_a_miss_and_the_plan_goes_on) {
-    vgt_init("plan=on");
-    loop_t l = {vgt_stream()};
-    loop_params(&l);
-    for (int step = 0; step < 40; step++)
-        loop_step(&l, false);
+    loop_t l = trained("plan=on", 40);
     uint64_t placed = vgt_stats().plan_placed;
     CHECK(placed > 0);
     for (int step = 0; step < 6; step++) {
@@ -116,15 +122,13 @@ VG_TEST(a_late_free_is_a_miss_and_the_plan_goes_on) {
     CHECK(s.plan_placed > placed + 6 * (PER_STEP - 3));
 }
 
-/* The program changes (every size doubles): the plan is dropped, its arena becomes
- * general memory, and the new step is learnt and followed in an arena of its own. */
+/* The program changes (each step makes four more requests): the plan is dropped, its
+ * arena becomes general memory, and the new step is learnt and followed in an arena of its
+ * own. */
 VG_TEST(a_changed_program_drops_the_plan_and_learns_again) {
-    vgt_init("plan=on");
-    loop_t l = {vgt_stream()};
-    loop_params(&l);
-    for (int step = 0; step < 30; step++)
-        loop_step(&l, false);
+    loop_t l = trained("plan=on", 30);
     CHECK_EQ(vgt_stats().steps_found, 1);
+    uint64_t placed = vgt_stats().plan_placed;
     void *extra[4];
     for (int step = 0; step < 40; step++) {
         for (int i = 0; i < 4; i++) /* (the step now has four more requests) */
@@ -138,6 +142,8 @@ VG_TEST(a_changed_program_drops_the_plan_and_learns_again) {
     CHECK_EQ(s.steps_found, 2);
     CHECK_EQ(s.step_requests, PER_STEP + 4);
     CHECK(s.step_repeated == s.step_since);
+    CHECK(s.plan_placed > placed + 10 * PER_STEP); /* (the new plan followed) */
+    CHECK_VALID();
 }
 
 /* A planned place freed on another stream whose work has not completed may not serve the
@@ -182,11 +188,7 @@ VG_TEST(a_place_another_stream_still_uses_is_not_taken) {
 /* Guard mode learns the step but places nothing by it (its redzones and quarantine
  * change every block). */
 VG_TEST(guard_mode_learns_only) {
-    vgt_init("plan=on,mode=guard");
-    loop_t l = {vgt_stream()};
-    loop_params(&l);
-    for (int step = 0; step < 30; step++)
-        loop_step(&l, false);
+    trained("plan=on,mode=guard", 30);
     vg_stats_t s = vgt_stats();
     CHECK_EQ(s.plan_placed, 0);
     CHECK_EQ(s.pages_moved, 0);
