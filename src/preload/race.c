@@ -71,6 +71,7 @@ typedef struct rec {
     CUstream stream;
     uint32_t enqueue_site;
     _Atomic int faulted;       /* set by the signal handler (once) */
+    _Atomic uint32_t gen;      /* bumped each time the record is taken for a copy */
     _Atomic bool gone;         /* the buffer is being freed: its pages are no longer guarded */
     uintptr_t fault_addr;
     bool fault_write, waited_out;
@@ -198,22 +199,65 @@ static void say(const char *s) {
     (void)w;
 }
 
+/* The record of an active (or lifting) copy whose protected pages hold a, with the
+ * generation it was read at; NULL if none. */
+static rec_t *rec_holding(uintptr_t a, uint32_t *gen) {
+    for (int i = 0; i < RECS; i++) {
+        rec_t *r = &g_recs[i];
+        uint32_t g = atomic_load(&r->gen); /* (first: the fields below are that copy's) */
+        int st = atomic_load(&r->state);
+        /* (LIFTING: the copy completed and the page is about to become accessible) */
+        if ((st == R_ACTIVE || st == R_LIFTING) && !atomic_load(&r->gone) && a >= r->lo &&
+            a < r->hi) {
+            *gen = g;
+            return r;
+        }
+    }
+    return NULL;
+}
+
+/* Claim r's fault for the copy of generation gen. Between finding r and claiming it, the
+ * copy may complete and another thread's copy take the record: a claim that lands on that
+ * one is undone (the fault would be blamed on the wrong copy), and the caller looks
+ * again. */
+static bool claim(rec_t *r, uint32_t gen, bool *retry) {
+    *retry = false;
+    if (atomic_load(&r->state) != R_ACTIVE || atomic_exchange(&r->faulted, 1))
+        return false;
+    if (atomic_load(&r->gen) == gen)
+        return true;
+    atomic_store(&r->faulted, 0);
+    *retry = true;
+    return false;
+}
+
+static VG_TLS_FAST uintptr_t t_lifted_at; /* (on_segv: the last fault retried as lifted) */
+
 static void on_segv(int sig, siginfo_t *si, void *ucv) {
     uintptr_t a = (uintptr_t)si->si_addr;
-    rec_t *r = NULL;
-    for (int i = 0; i < RECS && !r; i++) {
-        int st = atomic_load(&g_recs[i].state);
-        /* (LIFTING: the copy completed and the page is about to become accessible) */
-        if ((st == R_ACTIVE || st == R_LIFTING) && !atomic_load(&g_recs[i].gone) &&
-            a >= g_recs[i].lo && a < g_recs[i].hi)
-            r = &g_recs[i];
-    }
+    uint32_t gen = 0;
+    bool retry = false, claimed = false;
+    rec_t *r;
+    do {
+        r = rec_holding(a, &gen);
+        claimed = r && claim(r, gen, &retry);
+    } while (r && retry);
     if (!r) {
-        chain(sig, si, ucv);
+        /* A copy's page that faulted while protected, whose copy completed before this
+         * handler looked: its protection is lifted, so the access, retried, goes through.
+         * The same address faulting again at once is not that (a buffer freed, then
+         * touched): it goes on, as anything else that is not ours. */
+        bool lifted = false;
+        for (int i = 0; i < RECS && !lifted && a != t_lifted_at; i++)
+            lifted = a >= g_recs[i].lo && a < g_recs[i].hi;
+        t_lifted_at = lifted ? a : 0;
+        if (!lifted)
+            chain(sig, si, ucv);
         return;
     }
+    t_lifted_at = 0;
     int saved_errno = errno;
-    if (atomic_load(&r->state) == R_ACTIVE && !atomic_exchange(&r->faulted, 1)) {
+    if (claimed) {
         ucontext_t *uc = ucv;
         r->fault_addr = a;
 #if defined(__x86_64__)
@@ -319,6 +363,7 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
     r->waited_out = false;
     atomic_store(&r->gone, false);
     atomic_store(&r->faulted, 0);
+    atomic_fetch_add(&r->gen, 1); /* (a fault on the copy before is not this one's) */
     atomic_store(&r->state, R_ACTIVE);
     if (guard)
         reprotect(lo, hi);

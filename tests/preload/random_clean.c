@@ -99,17 +99,25 @@ static void CUDA_CB lag(void *arg) {
     nanosleep(&ts, NULL);
 }
 
-/* Hold a stream until the host has set *flag, or for 1 s: the host_race plant's write
+/* The host_race plant and hold(): the host sets `written` after its write; hold() sets
+ * `let_go` as it returns, after which the copy behind it may run. */
+typedef struct held {
+    _Atomic int written, let_go;
+} held_t;
+
+/* Hold a stream until the host has written, or for 1 s: the host_race plant's write
  * then lands while the copy behind it waits, however slowly the host runs (a 1.5 ms lag
  * was too short under ASan on a loaded host; with 200 ms, two runs of the seventh session
  * on the 2-core machine, four threads, reported no race, which 80 runs since, loaded or
  * not, did not repeat). (Under vramguard the write itself waits for the copy, so the
  * flag comes after it: the bound ends the wait.) */
-static void CUDA_CB hold(void *flag) {
-    for (int i = 0; i < 1000 && !atomic_load((_Atomic int *)flag); i++) {
+static void CUDA_CB hold(void *arg) {
+    held_t *h = arg;
+    for (int i = 0; i < 1000 && !atomic_load(&h->written); i++) {
         struct timespec ts = {0, 1000000L};
         nanosleep(&ts, NULL);
     }
+    atomic_store(&h->let_go, 1);
 }
 
 /* A float whose bytes are all c, or whose two halves are both h: what a byte or 16-bit
@@ -442,13 +450,23 @@ static int plant(worker_t *w, buf_t *live, int *nlive) {
         pinned_idle(w);
         for (size_t i = 0; i < b->n; i++)
             w->pinned[i] = b->value;
-        static _Atomic int written; /* (thread 0 alone plants) */
-        atomic_store(&written, 0);
-        CK(cuLaunchHostFunc(w->streams[b->owner], hold, (void *)&written));
+        static held_t held; /* (thread 0 alone plants) */
+        atomic_store(&held.written, 0);
+        atomic_store(&held.let_go, 0);
+        CK(cuLaunchHostFunc(w->streams[b->owner], hold, &held));
         CK(cuMemcpyHtoDAsync(b->p, w->pinned, b->n * sizeof(float), w->streams[b->owner]));
         w->pinned_stream = b->owner;
+        /* Another thread's cuMemFree or synchronisation waits for this stream too, and
+         * under vramguard it holds the heap lock while it waits (docs/decisions.md A9),
+         * so the copy call may return only once hold() has given up: the copy may then
+         * be done, and the write would race nothing. Plant again at the next step. */
+        if (atomic_load(&held.let_go)) {
+            fprintf(stderr, "random_clean: host_race: the copy was let go before the host "
+                            "could write: planting it again\n");
+            return NOT_YET;
+        }
         ((volatile float *)w->pinned)[1024] = b->value;
-        atomic_store(&written, 1);
+        atomic_store(&held.written, 1);
         EXPECT("host_race", "host_race",
                "detail~byte 4096 of the source of cuMemcpyHtoDAsync (%zu bytes",
                b->n * sizeof(float));
