@@ -57,14 +57,16 @@ static uint64_t arena_taken(void *arg, uint64_t off, uint64_t size) {
     return free_at(c->h, c->h->arena, base + off, size, c->s, &past) ? 0 : past - base;
 }
 
-vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr) {
+vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr,
+                           bool *missed) {
     uint64_t height, gen;
     bool on = vg__plan_following(h->plan, &height, &gen);
     if (h->arena && (!on || gen != h->arena_gen)) { /* its plan was dropped */
         vg__segment_arena_retire(h, h->arena);
         h->arena = NULL;
     }
-    if (!on)
+    *missed = false;
+    if (!on || (!h->arena && h->arena_gen == gen)) /* (no address space for this plan's) */
         return NULL;
     uint64_t off = vg__plan_place(h->plan, h->next_id, size); /* (next_id: this request's) */
     if (off == VG_PLAN_NONE)
@@ -74,6 +76,7 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
         h->arena_gen = gen;
         if (!h->arena) { /* no address space for it: placed as before */
             vg__plan_missed(h->plan);
+            *missed = true;
             return NULL;
         }
     }
@@ -81,6 +84,7 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
     vg_block_t *b = free_at(h, h->arena, a, size, s, &past);
     if (!b) { /* a miss: where the plan leaves room while it lives, if anywhere */
         vg__plan_missed(h->plan);
+        *missed = true;
         room_ctx_t c = {h, s};
         uint64_t room = vg__plan_room(h->plan, h->next_id, size, arena_taken, &c);
         if (room == VG_PLAN_NONE)

@@ -7,6 +7,7 @@
 #include "heap.h"
 
 #include <stdatomic.h>
+#include <time.h>
 
 #include "base/common.h"
 
@@ -53,6 +54,17 @@ bool vg__stream_refresh(vg_stream_t *s, bool wait) {
         s->done = s->event_epoch;
         s->event_pending = false;
         progressed = true;
+    }
+    return progressed;
+}
+
+bool vg__stream_refresh_within(vg_stream_t *s, uint64_t max_ns) {
+    bool progressed = vg__stream_refresh(s, false);
+    struct timespec ts = {0, 20000};
+    for (uint64_t t = 0; s->last_free_epoch > s->done && s->event_pending && t < max_ns;
+         t += 20000) { /* (until every free so far is known complete) */
+        nanosleep(&ts, NULL);
+        progressed |= vg__stream_refresh(s, false);
     }
     return progressed;
 }

@@ -401,27 +401,32 @@ static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t re
 static vg_status_t carve_at(vg_heap_t *h, vg_block_t *b, uint64_t addr, uint64_t size,
                             uint64_t requested, uint64_t uoff, vg_stream_t *s,
                             vg_block_t **out) {
+    if (addr > b->addr) { /* its front stays free, with its own tag */
+        vg__tlsf_remove(&h->index, b);
+        vg_block_t *r = split(h, b, addr - b->addr);
+        b->pat_tail = 0;
+        vg__tlsf_insert(&h->index, b);
+        if (!r)
+            return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
+        b = r;
+    }
     /* The range may span free neighbours that wait on different epochs, all usable by s:
-     * joined, they wait on the latest of them (what is left at either end may then serve
-     * other streams later than it could, never earlier). */
-    while (b->addr + b->size < addr + size) {
+     * its pieces are joined (the ends left free keep their own tags). */
+    while (b->size < size) { /* (the last piece's rest split off first) */
         vg_block_t *n = b->next;
+        if (n->addr + n->size > addr + size) {
+            vg__tlsf_remove(&h->index, n);
+            vg_block_t *r = split(h, n, addr + size - n->addr);
+            vg__tlsf_insert(&h->index, n);
+            if (!r)
+                return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
+        }
         bool cb = vg__block_complete(b), cn = vg__block_complete(n);
         uint64_t e = VG_MAX(cb ? 0 : b->epoch, cn ? 0 : n->epoch);
         vg__tlsf_remove(&h->index, b);
         vg__tlsf_remove(&h->index, n);
         absorb(h, b, n, cb && cn ? NULL : s, e);
         vg__tlsf_insert(&h->index, b);
-    }
-    if (addr > b->addr) { /* its front stays free */
-        vg_tlsf_t *t = index_of(h, b);
-        vg__tlsf_remove(t, b);
-        vg_block_t *r = split(h, b, addr - b->addr);
-        b->pat_tail = 0; /* (what it knew of its end was r's) */
-        vg__tlsf_insert(t, b);
-        if (!r)
-            return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
-        b = r;
     }
     if (!b->mapped && !vg__segment_range_mapped(b->seg, addr, size)) {
         bool pushed = vg__heap_ctx_enter(h);
@@ -507,8 +512,8 @@ static vg_block_t *find_block(vg_heap_t *h, uint64_t size, vg_stream_t *s) {
 static vg_block_t *unmapped_rest(vg_heap_t *h, uint64_t size, vg_stream_t *s) {
     bool small = size <= h->small_max && h->small_seg; /* (the range find_block searched) */
     for (vg_segment_t *seg = h->segments; seg; seg = seg->next) {
-        if (!seg->vmm || seg->small != small)
-            continue;
+        if (!seg->vmm || seg->cls != (small ? VG_CLASS_SMALL : VG_CLASS_GENERAL))
+            continue; /* (another range, or a plan's arena: no search takes from it) */
         vg_block_t *b = seg->first;
         while (b->next)
             b = b->next;
@@ -692,10 +697,11 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
     }
     if (VG_UNLIKELY(h->plan_moves)) { /* plan=on: where the step's plan puts it */
         uint64_t at;
-        vg_block_t *b = vg__arena_find(h, rounded, s, &at);
+        bool missed;
+        vg_block_t *b = vg__arena_find(h, rounded, s, &at, &missed);
         if (b && carve_at(h, b, at, rounded, requested, uoff, s, out) == VG_OK)
             return VG_OK;
-        if (b)
+        if (b && !missed)
             vg__plan_missed(h->plan); /* (no memory there: general memory may have some) */
     }
     return alloc_general(h, rounded, requested, uoff, s, out);

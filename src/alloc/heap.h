@@ -263,7 +263,8 @@ struct vg_heap {
     vg_events_t events;         /* the last allocator events, for snapshots */
     struct vg_plan *plan;       /* option plan=learn or on: the step learnt (plan.h), or NULL */
     vg_segment_t *arena;        /* plan=on: where the plan followed places (arena.c), or NULL */
-    uint64_t arena_gen;         /* the plan it was made for (vg__plan_following) */
+    uint64_t arena_gen;         /* the plan it was made for (vg__plan_following); with no
+                                   arena, the plan none could be reserved for */
     bool plan_moves;            /* plan=on: pages move to where they are needed (segment.c) */
     vg_stream_t *plan_stream;   /* plan=on: the stream of the request being served */
     vg_gpool_t *gpools;         /* CUDA graph pools (graphpool.c) */
@@ -387,6 +388,9 @@ static inline uintptr_t vg__stream_key(CUstream s) {
  * stream's completes at once). With `wait`: wait for them. Returns whether some epoch
  * completed (the caller then bumps the heap's completion_gen). */
 bool vg__stream_refresh(vg_stream_t *s, bool wait);
+/* The same, waiting at most max_ns (its events queried) for every free so far to be known
+ * complete: the stream may be held by work that waits for the calling thread. */
+bool vg__stream_refresh_within(vg_stream_t *s, uint64_t max_ns);
 /* The stream of a synchronous allocation (the program's cuMemAlloc): the memory serves
  * every stream as soon as the call returns, so it comes from blocks that are complete,
  * never from one still waiting on the legacy stream. Allocated, the block belongs to the
@@ -475,8 +479,10 @@ vg_block_t *vg__heap_unpool(vg_heap_t *h, vg_block_t *b);
 /* arena.c — plan=on (docs/decisions.md A13) */
 /* Where the plan followed puts the next request (rounded `size`, on s): *addr, and the
  * first of the free blocks that hold it (heap.c carves them); NULL when it is not planned
- * or neither its place nor room the plan leaves is free for s (heap lock held). */
-vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr);
+ * or neither its place nor room the plan leaves is free for s (heap lock held). *missed:
+ * its planned place was not free (counted as a miss already). */
+vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr,
+                           bool *missed);
 
 /* tlsf.c */
 void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b);

@@ -428,10 +428,12 @@ static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, uint64_t size, size_t 
     for (int pass = 0; pass < 2 && c.got < c.need; pass++) {
         /* A page may move only once the work that used it has completed (cuMemUnmap does
          * not wait for it). Frees since the last completion learnt are not known complete
-         * yet: if the complete idle pages are too few, wait once for the request's stream,
-         * on which a training loop frees its tensors. */
+         * yet: if the complete idle pages are too few, wait for the request's stream, on
+         * which a training loop frees its tensors — for 50 ms at most: its work may wait
+         * for this thread (a host function), which holds the heap's lock; new pages are
+         * made then. */
         if (pass == 1) {
-            if (!h->plan_stream || !vg__stream_refresh(h->plan_stream, true))
+            if (!h->plan_stream || !vg__stream_refresh_within(h->plan_stream, 50000000))
                 break;
             h->completion_gen++;
             h->stats.page_move_waits++;

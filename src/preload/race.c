@@ -70,8 +70,9 @@ typedef struct rec {
     const char *api;           /* the copy's function, for the report */
     CUstream stream;
     uint32_t enqueue_site;
-    _Atomic int faulted;       /* set by the signal handler (once) */
-    _Atomic uint32_t gen;      /* bumped each time the record is taken for a copy */
+    _Atomic uint64_t fault;    /* gen << 2 | F_*: the copy's generation (bumped each time
+                                  the record is taken for a copy), and whether a fault was
+                                  claimed for it (by the signal handler, once) */
     _Atomic bool gone;         /* the buffer is being freed: its pages are no longer guarded */
     uintptr_t fault_addr;
     bool fault_write, waited_out;
@@ -80,7 +81,11 @@ typedef struct rec {
     pid_t tid;
 } rec_t;
 
+enum { F_NONE = 0, F_FAULTED = 1, F_REPORTED = 2 };
+static inline int fault_of(rec_t *r) { return (int)(atomic_load(&r->fault) & 3); }
+
 static rec_t g_recs[RECS];
+static _Atomic uint64_t g_lifts; /* protections lifted so far (on_segv) */
 static _Atomic int g_pending_reports;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* protections */
 
@@ -126,6 +131,7 @@ bool vgp_race_unpinned(const void *p, size_t n, vgp_copy_t *copy) {
         atomic_store(&r->gone, true);
         if (r->lo < r->hi)
             reprotect(r->lo, r->hi);
+        atomic_fetch_add(&g_lifts, 1);
     }
     pthread_mutex_unlock(&g_lock);
     return found;
@@ -201,10 +207,10 @@ static void say(const char *s) {
 
 /* The record of an active (or lifting) copy whose protected pages hold a, with the
  * generation it was read at; NULL if none. */
-static rec_t *rec_holding(uintptr_t a, uint32_t *gen) {
+static rec_t *rec_holding(uintptr_t a, uint64_t *gen) {
     for (int i = 0; i < RECS; i++) {
         rec_t *r = &g_recs[i];
-        uint32_t g = atomic_load(&r->gen); /* (first: the fields below are that copy's) */
+        uint64_t g = atomic_load(&r->fault) >> 2; /* (first: the fields below are its copy's) */
         int st = atomic_load(&r->state);
         /* (LIFTING: the copy completed and the page is about to become accessible) */
         if ((st == R_ACTIVE || st == R_LIFTING) && !atomic_load(&r->gone) && a >= r->lo &&
@@ -216,26 +222,26 @@ static rec_t *rec_holding(uintptr_t a, uint32_t *gen) {
     return NULL;
 }
 
-/* Claim r's fault for the copy of generation gen. Between finding r and claiming it, the
- * copy may complete and another thread's copy take the record: a claim that lands on that
- * one is undone (the fault would be blamed on the wrong copy), and the caller looks
- * again. */
-static bool claim(rec_t *r, uint32_t gen, bool *retry) {
+/* Claim r's fault for the copy of generation gen, in one step with the generation:
+ * between finding r and claiming it, the copy may complete and another thread's copy take
+ * the record (the fault would be blamed on the wrong copy): then the caller looks again. */
+static bool claim(rec_t *r, uint64_t gen, bool *retry) {
+    uint64_t want = gen << 2 | F_NONE;
     *retry = false;
-    if (atomic_load(&r->state) != R_ACTIVE || atomic_exchange(&r->faulted, 1))
-        return false;
-    if (atomic_load(&r->gen) == gen)
+    if (atomic_load(&r->state) == R_ACTIVE &&
+        atomic_compare_exchange_strong(&r->fault, &want, gen << 2 | F_FAULTED))
         return true;
-    atomic_store(&r->faulted, 0);
-    *retry = true;
+    *retry = (atomic_load(&r->fault) >> 2) != gen;
     return false;
 }
 
-static VG_TLS_FAST uintptr_t t_lifted_at; /* (on_segv: the last fault retried as lifted) */
+/* on_segv: the last fault retried as lifted, and g_lifts then */
+static VG_TLS_FAST uintptr_t t_lifted_at;
+static VG_TLS_FAST uint64_t t_lifted_lifts;
 
 static void on_segv(int sig, siginfo_t *si, void *ucv) {
     uintptr_t a = (uintptr_t)si->si_addr;
-    uint32_t gen = 0;
+    uint64_t gen = 0;
     bool retry = false, claimed = false;
     rec_t *r;
     do {
@@ -245,17 +251,19 @@ static void on_segv(int sig, siginfo_t *si, void *ucv) {
     if (!r) {
         /* A copy's page that faulted while protected, whose copy completed before this
          * handler looked: its protection is lifted, so the access, retried, goes through.
-         * The same address faulting again at once is not that (a buffer freed, then
-         * touched): it goes on, as anything else that is not ours. */
+         * The same address faulting again with no protection lifted since is not that (a
+         * buffer freed, then touched): it goes on, as anything else that is not ours. */
+        uint64_t lifts = atomic_load(&g_lifts);
         bool lifted = false;
-        for (int i = 0; i < RECS && !lifted && a != t_lifted_at; i++)
+        for (int i = 0; i < RECS && !lifted && (a != t_lifted_at || lifts != t_lifted_lifts);
+             i++)
             lifted = a >= g_recs[i].lo && a < g_recs[i].hi;
         t_lifted_at = lifted ? a : 0;
+        t_lifted_lifts = lifts;
         if (!lifted)
             chain(sig, si, ucv);
         return;
     }
-    t_lifted_at = 0;
     int saved_errno = errno;
     if (claimed) {
         ucontext_t *uc = ucv;
@@ -362,8 +370,8 @@ uintptr_t vgp_race_before(const void *h, size_t n, bool to_device, CUstream stre
     r->enqueue_site = site;
     r->waited_out = false;
     atomic_store(&r->gone, false);
-    atomic_store(&r->faulted, 0);
-    atomic_fetch_add(&r->gen, 1); /* (a fault on the copy before is not this one's) */
+    /* (a new generation: a fault on the copy before is not this one's) */
+    atomic_store(&r->fault, ((atomic_load(&r->fault) >> 2) + 1) << 2 | F_NONE);
     atomic_store(&r->state, R_ACTIVE);
     if (guard)
         reprotect(lo, hi);
@@ -378,7 +386,8 @@ static void complete(rec_t *r) {
     if (r->lo < r->hi) /* (an unguarded copy protected nothing) */
         reprotect(r->lo, r->hi);
     atomic_store(&r->state, R_DONE);
-    if (atomic_load(&r->faulted) != 1)
+    atomic_fetch_add(&g_lifts, 1);
+    if (fault_of(r) != F_FAULTED)
         atomic_store(&r->state, R_FREE); /* (a fault not yet reported: freed once it is) */
     pthread_mutex_unlock(&g_lock);
 }
@@ -447,9 +456,10 @@ void vgp_flush_deferred(void) {
     atomic_store(&g_pending_reports, 0);
     for (int i = 0; i < RECS; i++) {
         rec_t *r = &g_recs[i];
-        if (atomic_load(&r->faulted) != 1)
+        uint64_t f = atomic_load(&r->fault);
+        if ((f & 3) != F_FAULTED)
             continue;
-        atomic_store(&r->faulted, 2); /* reported */
+        atomic_store(&r->fault, (f & ~3ull) | F_REPORTED);
         report_race(r);
         pthread_mutex_lock(&g_lock);
         int done = R_DONE;

@@ -1,6 +1,8 @@
 /* test_arena.c — plan=on: a training loop's step learnt, then its tensors placed where the
  * plan puts them (src/alloc/arena.c, plan.c; docs/decisions.md A13), on vgsim. */
+#include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vgtest.h"
 
@@ -192,4 +194,139 @@ VG_TEST(guard_mode_learns_only) {
     vg_stats_t s = vgt_stats();
     CHECK_EQ(s.plan_placed, 0);
     CHECK_EQ(s.pages_moved, 0);
+}
+
+/* The training stream held by a host function that this thread opens later, and the cache
+ * emptied, so the next step's requests need pages: a page moves only once its last use is
+ * complete, and plan=on waits for the stream for 50 ms at most (it would never complete
+ * while this thread waits), then makes new pages. (A review found the allocation hung.) */
+static void alarm_exit(int sig) {
+    (void)sig;
+    static const char m[] = "FAIL: the allocation did not return within 10 s\n";
+    ssize_t w = write(2, m, sizeof m - 1);
+    (void)w;
+    _exit(3);
+}
+
+VG_TEST(a_held_stream_never_hangs_an_allocation) {
+    loop_t l = trained("plan=on", 40);
+    CHECK_CU(vg__cuStreamSynchronize(l.s));
+    CHECK_VG(vg_stream_synchronized(l.s));
+    CHECK_VG(vg_empty_cache());
+    vgt_gate_t gate;
+    vgt_gate_close(&gate, l.s);
+    signal(SIGALRM, alarm_exit);
+    alarm(10);
+    loop_step(&l, false);
+    alarm(0);
+    vgt_gate_open(&gate);
+    CHECK_CU(vg__cuStreamSynchronize(l.s));
+    CHECK_VALID();
+}
+
+/* Another stream's request, while the training stream's latest frees are not known
+ * complete and no general block serves it, is never carved from the arena's unmapped top
+ * (nothing but the plan places there); routed to a CUDA graph's pool, neither, and the
+ * pool keeps its block when the plan is dropped (the review saw the pool's index broken). */
+#define RN 80
+static uint64_t rsz(int k) { return ((uint64_t)(1 + k % 5) << 20) + ((uint64_t)k << 12); }
+static void simple_step(CUstream s) {
+    void *p[RN];
+    for (int k = 0; k < RN; k++)
+        CHECK_VG(vg_malloc(&p[k], rsz(k), s));
+    for (int k = RN - 1; k >= 0; k--)
+        CHECK_VG(vg_free(p[k], s));
+}
+
+static int only_stream(void *stream, void *arg) { return stream == arg; }
+
+static void other_stream_request(bool pooled) {
+    vgt_init("plan=on");
+    CUstream x = vgt_stream(), y = vgt_stream();
+    for (int step = 0; step < 40; step++)
+        simple_step(x);
+    vg_heap_t *h;
+    CHECK(vg__heap_current(&h) == VG_OK);
+    CHECK(h->arena != NULL);
+    CHECK_CU(vg__cuStreamSynchronize(x));
+    CHECK_VG(vg_stream_synchronized(x));
+    CHECK_VG(vg_empty_cache());
+    void *big, *planned;
+    CHECK_VG(vg_malloc(&big, 200 << 20, x));  /* (position 0: general memory) */
+    CHECK_VG(vg_malloc(&planned, rsz(1), x)); /* (position 1: its planned place) */
+    uint64_t lo = h->arena->base, hi = lo + h->arena->size;
+    CHECK((uint64_t)(uintptr_t)planned >= lo && (uint64_t)(uintptr_t)planned < hi);
+    vgt_gate_t gate;
+    vgt_gate_close(&gate, x);
+    CHECK_VG(vg_free(planned, x));
+    CHECK_VG(vg_free(big, x));
+    if (pooled)
+        CHECK_VG(vg_graph_pool_begin(-1, 5, only_stream, y));
+    void *q;
+    CHECK_VG(vg_malloc(&q, (4 << 20) + 1536, y)); /* (no plan has this size) */
+    if (pooled)
+        CHECK_VG(vg_graph_pool_end(-1, 5));
+    uint64_t a = (uint64_t)(uintptr_t)q;
+    CHECK_MSG(a < lo || a >= hi, "%#llx: a request no plan made, carved from the arena",
+              (unsigned long long)a);
+    CHECK_VALID();
+    vgt_gate_open(&gate);
+    CHECK_CU(vg__cuStreamSynchronize(x));
+    CHECK_VG(vg_free(q, y));
+    for (int step = 0; step < 8; step++) { /* another program: the plan is dropped */
+        void *p[70];
+        for (int k = 0; k < 70; k++)
+            CHECK_VG(vg_malloc(&p[k], (uint64_t)(k % 7 + 1) << 19, x));
+        for (int k = 0; k < 70; k++)
+            CHECK_VG(vg_free(p[k], x));
+    }
+    CHECK_VALID();
+    if (pooled) {
+        CHECK_VG(vg_graph_pool_release(-1, 5));
+        CHECK_VALID();
+    }
+}
+
+VG_TEST(another_streams_request_is_never_carved_from_the_arena) { other_stream_request(false); }
+VG_TEST(a_graph_pools_request_is_never_carved_from_the_arena) { other_stream_request(true); }
+
+/* Two streams known (free neighbours of different epochs stay apart) and the training
+ * stream synchronised after each free: a planned place spanning complete neighbours is
+ * joined, and what is left free at its ends keeps its own tag, so every invariant holds
+ * (free neighbours that may merge have merged) at every step. */
+static void synced_step(loop_t *l) {
+    void *act[LAYERS];
+    for (int i = 0; i < LAYERS; i++) {
+        void *tmp;
+        CHECK_VG(vg_malloc(&act[i], act_size(i), l->s));
+        CHECK_VG(vg_malloc(&tmp, 300 << 10 | (uint64_t)i << 9, l->s));
+        CHECK_VG(vg_free(tmp, l->s));
+        CHECK_CU(vg__cuStreamSynchronize(l->s));
+        CHECK_VG(vg_stream_synchronized(l->s));
+    }
+    for (int i = LAYERS - 1; i >= 0; i--) {
+        void *grad;
+        CHECK_VG(vg_malloc(&grad, act_size(i) / 2, l->s));
+        CHECK_VG(vg_free(grad, l->s));
+        CHECK_VG(vg_free(act[i], l->s));
+        CHECK_CU(vg__cuStreamSynchronize(l->s));
+        CHECK_VG(vg_stream_synchronized(l->s));
+    }
+    void *loss;
+    CHECK_VG(vg_malloc(&loss, 4096, l->s));
+    if (l->loss)
+        CHECK_VG(vg_free(l->loss, l->s));
+    l->loss = loss;
+}
+
+VG_TEST(a_placed_range_leaves_its_ends_tagged) {
+    vgt_init("plan=on");
+    loop_t l = {vgt_stream()};
+    vgt_stream_seen(vgt_stream());
+    loop_params(&l);
+    for (int step = 0; step < 60; step++) {
+        synced_step(&l);
+        CHECK_VALID();
+    }
+    CHECK(vgt_stats().plan_placed > 20 * PER_STEP);
 }
