@@ -92,12 +92,15 @@ static void print_step(const vg_stats_t *s, uint64_t peak_alloc) {
                (unsigned long long)s->plan_placed, (unsigned long long)s->plan_missed);
 }
 
-/* plan=on: the pages moved (idle ones, unmapped to be mapped where needed). */
+/* plan=on: the pages moved (idle ones, unmapped to be mapped where needed), and of them
+ * those in the last quarter of the trace (UINT64_MAX: not known, --threads=log). */
 static void print_moves(const vg_stats_t *s, uint64_t moved_late) {
-    printf("  pages moved:      %llu, %llu of them in the last quarter of the last run; "
-           "waited for the streams %llu time%s\n",
-           (unsigned long long)s->pages_moved, (unsigned long long)moved_late,
-           (unsigned long long)s->page_move_waits, s->page_move_waits == 1 ? "" : "s");
+    printf("  pages moved:      %llu", (unsigned long long)s->pages_moved);
+    if (moved_late != UINT64_MAX)
+        printf(", %llu of them in the last quarter of the last run",
+               (unsigned long long)moved_late);
+    printf("; waited for the streams %llu time%s\n", (unsigned long long)s->page_move_waits,
+           s->page_move_waits == 1 ? "" : "s");
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -549,7 +552,7 @@ int cmd_replay(int argc, char **argv) {
                    (unsigned long long)s.plan_missed);
         printf(",\"pages_moved\":%llu,\"page_move_waits\":%llu",
                (unsigned long long)s.pages_moved, (unsigned long long)s.page_move_waits);
-        if (r.plan)
+        if (r.plan && !r.threaded) /* (counted on the replay's one thread only) */
             printf(",\"pages_moved_last_quarter\":%llu",
                    (unsigned long long)(s.pages_moved - r.moved_at_3q));
         printf("}\n");
@@ -604,7 +607,7 @@ int cmd_replay(int argc, char **argv) {
                    "sizes asked for after which live memory comes back)\n",
                    vg_option("plan"));
         if (r.plan)
-            print_moves(&s, s.pages_moved - r.moved_at_3q);
+            print_moves(&s, r.threaded ? UINT64_MAX : s.pages_moved - r.moved_at_3q);
         if (pf.peak_reserved) {
             printf("  PyTorch's allocator: peak reserved %s", vg__fmt_bytes(b3, pf.peak_reserved));
             if (pf.peak_allocated)
