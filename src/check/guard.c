@@ -796,6 +796,8 @@ void vg__guard_heap_release(vg_heap_t *h) {
         vg__cuEventDestroy(g->event);
     if (g->check_buf.d)
         vg__cuMemFreeHost(g->check_buf.d);
+    for (int i = 0; i < g->check_buf.noutgrown; i++)
+        vg__cuMemFreeHost(g->check_buf.outgrown[i]);
     vg__cuMemFreeHost(g->log);
     vg__cuModuleUnload(g->module);
     vg__heap_ctx_leave(pushed);

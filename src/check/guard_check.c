@@ -38,7 +38,9 @@ static bool descs_reserve(desc_buf_t *b, size_t n) {
             vg__cuMemFreeHost(p);
         return false;
     }
-    if (b->d)
+    if (b->d && b->noutgrown < VG_DESC_OUTGROWN)
+        b->outgrown[b->noutgrown++] = b->d; /* (freed with the heap: see desc_buf_t) */
+    else if (b->d)
         vg__cuMemFreeHost(b->d);
     b->d = p;
     b->dev = dp;

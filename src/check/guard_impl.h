@@ -24,11 +24,16 @@ enum {
     UNORDERED = 64,
 };
 
-/* Descriptors in pinned memory the device reads. */
+/* Descriptors in pinned memory the device reads. The buffers it outgrew are kept until the
+ * heap goes: freeing pinned memory waits for the whole context (as cudaFreeHost does), and
+ * a check runs with the heap's lock held, while another stream may wait for this thread. */
+#define VG_DESC_OUTGROWN 40
 typedef struct desc_buf {
     vg_guard_desc_t *d;
     CUdeviceptr dev;
     size_t cap;
+    void *outgrown[VG_DESC_OUTGROWN]; /* (each half the next: less than cap in all) */
+    int noutgrown;
 } desc_buf_t;
 
 typedef struct vg_guard {
