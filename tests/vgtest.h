@@ -7,8 +7,11 @@
 #define VG_TESTS_VGTEST_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "alloc/heap.h"
 #include "driver/driver.h"
@@ -92,6 +95,24 @@ static inline void vgt_gate_open(vgt_gate_t *g) {
     g->open = 1;
     pthread_cond_broadcast(&g->c);
     pthread_mutex_unlock(&g->m);
+}
+
+/* Fail the test (exit status 3, naming `what`) if it still runs `seconds` from now: for a
+ * call that must not hang. vgt_deadline(0, NULL) lifts it. */
+static const char *vgt_deadline_what __attribute__((unused));
+static inline void vgt_deadline_hit(int sig) {
+    (void)sig;
+    const char *parts[] = {"FAIL: ", vgt_deadline_what, " did not return in time\n"};
+    for (int i = 0; i < 3; i++) {
+        ssize_t w = write(2, parts[i], strlen(parts[i]));
+        (void)w;
+    }
+    _exit(3);
+}
+static inline void vgt_deadline(unsigned seconds, const char *what) {
+    vgt_deadline_what = what;
+    signal(SIGALRM, vgt_deadline_hit);
+    alarm(seconds);
 }
 
 static inline CUstream vgt_stream(void) {

@@ -1,8 +1,6 @@
 /* test_arena.c — plan=on: a training loop's step learnt, then its tensors placed where the
  * plan puts them (src/alloc/arena.c, plan.c; docs/decisions.md A13), on vgsim. */
-#include <signal.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "vgtest.h"
 
@@ -200,14 +198,6 @@ VG_TEST(guard_mode_learns_only) {
  * emptied, so the next step's requests need pages: a page moves only once its last use is
  * complete, and plan=on waits for the stream for 50 ms at most (it would never complete
  * while this thread waits), then makes new pages. (A review found the allocation hung.) */
-static void alarm_exit(int sig) {
-    (void)sig;
-    static const char m[] = "FAIL: the allocation did not return within 10 s\n";
-    ssize_t w = write(2, m, sizeof m - 1);
-    (void)w;
-    _exit(3);
-}
-
 VG_TEST(a_held_stream_never_hangs_an_allocation) {
     loop_t l = trained("plan=on", 40);
     CHECK_CU(vg__cuStreamSynchronize(l.s));
@@ -215,10 +205,9 @@ VG_TEST(a_held_stream_never_hangs_an_allocation) {
     CHECK_VG(vg_empty_cache());
     vgt_gate_t gate;
     vgt_gate_close(&gate, l.s);
-    signal(SIGALRM, alarm_exit);
-    alarm(10);
+    vgt_deadline(10, "a step on the held stream");
     loop_step(&l, false);
-    alarm(0);
+    vgt_deadline(0, NULL);
     vgt_gate_open(&gate);
     CHECK_CU(vg__cuStreamSynchronize(l.s));
     CHECK_VALID();

@@ -5,7 +5,6 @@
  * Each test asserts the report's kind, the allocation's size and the damage's offset.
  */
 #include <pthread.h>
-#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -841,14 +840,6 @@ VG_TEST(no_false_reports_on_a_random_workload) {
  * not freed (freeing pinned memory waits for the whole context, as cudaFreeHost does, and
  * the check holds the heap's lock), so the synchronisation returns. (A helper found this
  * while chasing a flaky test; before the fix the check hung.) */
-static void check_hung(int sig) {
-    (void)sig;
-    static const char m[] = "FAIL: the check at a stream synchronisation hung\n";
-    ssize_t w = write(2, m, sizeof m - 1);
-    (void)w;
-    _exit(3);
-}
-
 VG_TEST(a_check_that_outgrows_its_buffer_waits_for_no_other_stream) {
     guard_init("");
     CUstream held = vgt_stream(), s = vgt_stream();
@@ -861,11 +852,10 @@ VG_TEST(a_check_that_outgrows_its_buffer_waits_for_no_other_stream) {
         CHECK_VG(vg_malloc(&p[i], 4096, s));
     vgt_gate_t gate;
     vgt_gate_close(&gate, held);
-    signal(SIGALRM, check_hung);
-    alarm(10);
+    vgt_deadline(10, "the check at a stream synchronisation");
     CHECK_CU(vg__cuStreamSynchronize(s));
     CHECK_VG(vg_stream_synchronized(s)); /* (a check of N allocations: the buffer grows) */
-    alarm(0);
+    vgt_deadline(0, NULL);
     vgt_gate_open(&gate);
     CHECK_CU(vg__cuStreamSynchronize(held));
     for (int i = 0; i < N; i++)
