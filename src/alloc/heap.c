@@ -47,7 +47,6 @@ static void explain_oom(vg_heap_t *h, uint64_t requested, uint64_t size,
  * Streams
  * ------------------------------------------------------------------------------------- */
 
-
 static VG_TLS_FAST vg_heap_t *t_stream_heap;
 static VG_TLS_FAST uintptr_t t_stream_key = ~(uintptr_t)0;
 static VG_TLS_FAST vg_stream_t *t_stream;
@@ -433,7 +432,7 @@ static vg_status_t carve_at(vg_heap_t *h, vg_block_t *b, uint64_t addr, uint64_t
         /* Which frees completed, so their idle pages may move here (no block changes:
          * b stays as it is). */
         refresh_streams(h, false);
-        vg_status_t st = vg__segment_map_range(h, b->seg, addr, size);
+        vg_status_t st = vg__segment_map_range(h, b->seg, addr, size, s);
         vg__heap_ctx_leave(pushed);
         if (st != VG_OK)
             return st;
@@ -560,7 +559,7 @@ static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64
     vg_block_t *p = down_neighbour(b, size, s);
     vg_block_t *start = p ? p : b;
     bool grows = !(p ? p->mapped && b->mapped : b->mapped);
-    if (grows && (st = vg__segment_map_range(h, b->seg, start->addr, size)) != VG_OK)
+    if (grows && (st = vg__segment_map_range(h, b->seg, start->addr, size, s)) != VG_OK)
         return st;
     st = p ? carve_down(h, p, b, size, requested, uoff, s)
            : carve(h, b, size, requested, uoff, s);
@@ -684,7 +683,6 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
     }
     if (!s)
         return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
-    h->plan_stream = s; /* (plan=on: pages may wait for it, segment.c) */
     if (h->limit && rounded > h->limit) { /* cannot succeed: say so without touching anything */
         h->stats.num_ooms++;
         explain_oom(h, requested, rounded, stream);

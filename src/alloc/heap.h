@@ -266,7 +266,6 @@ struct vg_heap {
     uint64_t arena_gen;         /* the plan it was made for (vg__plan_following); with no
                                    arena, the plan none could be reserved for */
     bool plan_moves;            /* plan=on: pages move to where they are needed (segment.c) */
-    vg_stream_t *plan_stream;   /* plan=on: the stream of the request being served */
     vg_gpool_t *gpools;         /* CUDA graph pools (graphpool.c) */
     vg_gpool_route_t routes[VG_GPOOL_ROUTES]; /* captures under way: where requests go */
     int nroutes;
@@ -524,10 +523,11 @@ vg_segment_t *vg__segment_small_range(vg_heap_t *h);
  * address space is left. And an arena given up: its blocks become general memory. */
 vg_segment_t *vg__segment_arena(vg_heap_t *h, uint64_t bytes);
 void vg__segment_arena_retire(vg_heap_t *h, vg_segment_t *seg);
-/* Make every page of [addr, addr+size) mapped: from spare pages, new ones, and idle pages
- * (under memory pressure; with plan=on, see segment.c). */
+/* Make every page of [addr, addr+size) mapped, for a request on s: from spare pages, new
+ * ones, and idle pages (under memory pressure; with plan=on, see segment.c, which may wait
+ * a while for s). */
 vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr,
-                                  uint64_t size);
+                                  uint64_t size, vg_stream_t *s);
 bool vg__segment_range_mapped(const vg_segment_t *seg, uint64_t addr, uint64_t size);
 uint64_t vg__segment_idle_bytes(vg_heap_t *h);
 vg_status_t vg__segment_trim(vg_heap_t *h);

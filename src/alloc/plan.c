@@ -147,6 +147,12 @@ typedef struct {
     uint32_t s, e, w;
 } life_t;
 
+/* Item it's lifetime on a cycle of `cycle` requests. */
+static inline life_t life_on(const vg_plan_item_t *it, uint32_t cycle) {
+    uint32_t e = it->end;
+    return (life_t){it->start, e < cycle ? e : cycle, e > cycle ? e - cycle : 0};
+}
+
 static inline bool overlap(life_t a, life_t b) { /* (two that wrap meet before the end) */
     return (a.s < b.e && b.s < a.e) || (a.w && b.s < a.w) || (b.w && a.s < b.w);
 }
@@ -200,10 +206,8 @@ uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
     uint64_t best = UINT64_MAX;
     if (!order || !off || !placed || !life)
         goto out;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t e = items[i].end;
-        life[i] = (life_t){items[i].start, e < cycle ? e : cycle, e > cycle ? e - cycle : 0};
-    }
+    for (uint32_t i = 0; i < n; i++)
+        life[i] = life_on(&items[i], cycle);
     for (int o = 0; o < 3; o++) { /* by size, by size x lifetime, by lifetime */
         for (uint32_t i = 0; i < n; i++) {
             uint64_t len = items[i].end - items[i].start;
@@ -233,11 +237,6 @@ out:
 
 /* ---- room for a miss ------------------------------------------------------------------- */
 
-static life_t life_of(const vg_plan_t *p, const vg_plan_item_t *it) {
-    uint32_t e = it->end, c = p->cycle;
-    return (life_t){it->start, e < c ? e : c, e > c ? e - c : 0};
-}
-
 typedef struct {
     uint64_t lo, hi;
 } span_t;
@@ -255,10 +254,10 @@ uint64_t vg__plan_room(vg_plan_t *p, uint64_t req, uint64_t size,
     span_t *busy = i >= 0 ? malloc(((size_t)p->nitems + 1) * sizeof *busy) : NULL;
     if (!busy)
         return VG_PLAN_NONE;
-    life_t mine = life_of(p, &p->items[i]);
+    life_t mine = life_on(&p->items[i], p->cycle);
     uint32_t n = 0;
     for (uint32_t j = 0; j < p->nitems; j++) /* the places planned for while it lives */
-        if (j != (uint32_t)i && overlap(mine, life_of(p, &p->items[j])))
+        if (j != (uint32_t)i && overlap(mine, life_on(&p->items[j], p->cycle)))
             busy[n++] = (span_t){p->off[j], p->off[j] + p->items[j].size};
     qsort(busy, n, sizeof *busy, by_lo);
     busy[n++] = (span_t){p->rep.height, p->rep.height};

@@ -64,7 +64,7 @@ void vg__block_put(vg_heap_t *h, vg_block_t *b) {
  * ------------------------------------------------------------------------------------- */
 
 static vg_segment_t *segment_add(vg_heap_t *h, uint64_t base, uint64_t size, bool vmm,
-                                 bool small) {
+                                 uint8_t cls) {
     vg_segment_t *seg = calloc(1, sizeof *seg);
     vg_block_t *b = vg__block_new(h);
     if (!seg || !b) {
@@ -76,8 +76,8 @@ static vg_segment_t *segment_add(vg_heap_t *h, uint64_t base, uint64_t size, boo
     seg->base = base;
     seg->size = size;
     seg->vmm = vmm;
-    seg->small = small;
-    seg->cls = small ? VG_CLASS_SMALL : VG_CLASS_GENERAL;
+    seg->small = cls == VG_CLASS_SMALL;
+    seg->cls = cls;
     if (vmm) {
         seg->npages = size / h->page;
         seg->pages = calloc(seg->npages, sizeof *seg->pages);
@@ -114,7 +114,8 @@ static vg_status_t reserve_range(vg_heap_t *h, uint64_t at_least, bool small,
         CUresult r = vg__cuMemAddressReserve(&va, want, h->page, 0, 0);
         vg__heap_ctx_leave(pushed);
         if (r == CUDA_SUCCESS) {
-            vg_segment_t *seg = segment_add(h, va, want, true, small);
+            vg_segment_t *seg =
+                segment_add(h, va, want, true, small ? VG_CLASS_SMALL : VG_CLASS_GENERAL);
             if (!seg) {
                 vg__cuMemAddressFree(va, want);
                 return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
@@ -231,31 +232,23 @@ vg_segment_t *vg__segment_arena(vg_heap_t *h, uint64_t bytes) {
     vg__heap_ctx_leave(pushed);
     if (r != CUDA_SUCCESS)
         return NULL;
-    vg_segment_t *seg = segment_add(h, va, want, true, false);
+    vg_segment_t *seg = segment_add(h, va, want, true, VG_CLASS_ARENA);
     if (!seg) {
         vg__cuMemAddressFree(va, want);
         return NULL;
     }
-    vg__tlsf_remove(&h->index, seg->first);
-    seg->cls = VG_CLASS_ARENA;
-    vg__tlsf_insert(&h->index, seg->first);
     vg__stat_pool(h->stats.segment, VG_POOL_LARGE, 1);
     return seg;
 }
 
-/* Move each free block of seg from its class to `cls` (heap lock held). */
-static void reclass(vg_heap_t *h, vg_segment_t *seg, uint8_t cls) {
-    for (vg_block_t *b = seg->first; b; b = b->next)
+void vg__segment_arena_retire(vg_heap_t *h, vg_segment_t *seg) {
+    for (vg_block_t *b = seg->first; b; b = b->next) /* (its free blocks change class) */
         if (b->state == VG_BLOCK_FREE)
             vg__tlsf_remove(&h->index, b);
-    seg->cls = cls;
+    seg->cls = VG_CLASS_GENERAL;
     for (vg_block_t *b = seg->first; b; b = b->next)
         if (b->state == VG_BLOCK_FREE)
             vg__tlsf_insert(&h->index, b);
-}
-
-void vg__segment_arena_retire(vg_heap_t *h, vg_segment_t *seg) {
-    reclass(h, seg, VG_CLASS_GENERAL);
 }
 
 static uint64_t plain_segment_size(uint64_t size) {
@@ -291,7 +284,7 @@ vg_status_t vg__segment_grow(vg_heap_t *h, uint64_t size, vg_block_t **out) {
         return vg__error(vg__cu_status(r), "%s(%llu bytes) failed: %s",
                          h->managed ? "cuMemAllocManaged" : "cuMemAlloc",
                          (unsigned long long)segsize, vg__cu_error_name(r));
-    vg_segment_t *seg = segment_add(h, p, segsize, false, false);
+    vg_segment_t *seg = segment_add(h, p, segsize, false, VG_CLASS_GENERAL);
     if (!seg) {
         vg__cuMemFree(p);
         return vg__error(VG_ERR_OUT_OF_MEMORY, "out of host memory for the heap");
@@ -411,8 +404,9 @@ static bool steal_from(vg_block_t *b, void *arg) {
  *    moves the first steps' layout sets the peak: GPT-2 1.128 in the model), and, into the
  *    arena, from its own idle places (a perturbed order's misses spread over it).
  * Returns the handles now in hs. */
-static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, uint64_t size, size_t p0, size_t p1,
-                         size_t need, size_t got, CUmemGenericAllocationHandle *hs) {
+static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, vg_stream_t *s, uint64_t size,
+                         size_t p0, size_t p1, size_t need, size_t got,
+                         CUmemGenericAllocationHandle *hs) {
     if (h->no_idle_gen == h->completion_gen + 1)
         return got; /* (a scan since the last completion found none) */
     uint64_t page = h->page;
@@ -433,7 +427,7 @@ static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, uint64_t size, size_t 
          * for this thread (a host function), which holds the heap's lock; new pages are
          * made then. */
         if (pass == 1) {
-            if (!h->plan_stream || !vg__stream_refresh_within(h->plan_stream, 50000000))
+            if (!s || !vg__stream_refresh_within(s, 50000000))
                 break;
             h->completion_gen++;
             h->stats.page_move_waits++;
@@ -454,7 +448,7 @@ static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, uint64_t size, size_t 
 }
 
 vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr,
-                                  uint64_t size) {
+                                  uint64_t size, vg_stream_t *s) {
     if (!seg->vmm)
         return VG_OK;
     uint64_t page = h->page;
@@ -472,7 +466,7 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
     while (got < need && h->nspare > 0) /* 1. spares */
         hs[got++] = h->spare[--h->nspare];
     if (VG_UNLIKELY(h->plan_moves) && got < need) /* (plan=on: idle pages, moved) */
-        got = plan_moves(h, seg, size, p0, p1, need, got, hs);
+        got = plan_moves(h, seg, s, size, p0, p1, need, got, hs);
     size_t new_lo = got; /* hs[new_lo, new_hi): created here, counted in seg's pool */
     vg_status_t st = VG_OK;
     while (got < need) { /* 2. new physical memory, within the limit and the device */
