@@ -18,6 +18,9 @@
  * the arena then becomes general memory, and a step found again gets an arena of its
  * own.
  */
+#include <stdlib.h>
+
+#include "base/common.h"
 #include "heap.h"
 #include "plan.h"
 
@@ -57,6 +60,98 @@ static uint64_t arena_taken(void *arg, uint64_t off, uint64_t size) {
     return free_at(c->h, c->h->arena, base + off, size, c->s, &past) ? 0 : past - base;
 }
 
+/* ---- holes ---------------------------------------------------------------------------- */
+
+/* The holes of the plan (plan.h) in the ranges outside arenas: the space on pages that
+ * blocks older than the plan's step keep mapped (their free or soon freed neighbours). */
+typedef struct holes {
+    vg_heap_t *h;
+    uint64_t before_id;         /* blocks of this id or lower, still allocated, stay */
+    vg_plan_hole_t *v;
+    uint32_t n, cap;
+} holes_t;
+
+static bool stays(const vg_block_t *b, uint64_t before_id) {
+    return b->state != VG_BLOCK_FREE && b->state != VG_BLOCK_DEFERRED && b->id <= before_id;
+}
+
+static void hole_add(holes_t *c, uint64_t lo, uint64_t hi) {
+    if (hi <= lo)
+        return;
+    if (c->n == c->cap) {
+        uint32_t cap = c->cap ? 2 * c->cap : 64;
+        vg_plan_hole_t *v = realloc(c->v, cap * sizeof *v);
+        if (!v)
+            return; /* (fewer holes) */
+        c->v = v, c->cap = cap;
+    }
+    c->v[c->n++] = (vg_plan_hole_t){lo, hi - lo};
+}
+
+/* The holes of a segment: its free blocks' parts on pages where a block that stays has a
+ * byte (mapped, and kept mapped while it lives). */
+static bool segment_holes(vg_segment_t *seg, void *arg) {
+    holes_t *c = arg;
+    uint64_t page = c->h->page;
+    if (seg->cls == VG_CLASS_ARENA || !seg->vmm)
+        return true;
+    size_t npages = (size_t)(seg->size / page);
+    uint8_t *kept = calloc(npages ? npages : 1, 1);
+    if (!kept)
+        return true; /* (fewer holes) */
+    for (vg_block_t *b = seg->first; b; b = b->next)
+        if (stays(b, c->before_id))
+            for (uint64_t i = (b->addr - seg->base) / page;
+                 i <= (b->addr + b->size - 1 - seg->base) / page; i++)
+                kept[i] = 1;
+    uint64_t lo = 0, hi = 0; /* the hole being extended */
+    for (vg_block_t *b = seg->first; b; b = b->next) {
+        if (b->state != VG_BLOCK_FREE)
+            continue;
+        for (uint64_t x = b->addr, e = b->addr + b->size; x < e;) {
+            uint64_t pe = VG_MIN(e, vg__align_down(x - seg->base, page) + page + seg->base);
+            if (kept[(x - seg->base) / page]) {
+                if (x != hi) {
+                    hole_add(c, lo, hi);
+                    lo = x;
+                }
+                hi = pe;
+            }
+            x = pe;
+        }
+    }
+    hole_add(c, lo, hi);
+    free(kept);
+    return true;
+}
+
+/* The plan's arena may give up its top pages for the holes (plan.h): returns its height. */
+static void fit_holes(vg_heap_t *h) {
+    holes_t c = {h, vg__plan_long_lived_before(h->plan), NULL, 0, 0};
+    vg__heap_each_segment(h, segment_holes, &c);
+    vg__plan_fit_holes(h->plan, c.v, c.n, h->page);
+    free(c.v);
+}
+
+typedef struct seg_find {
+    uint64_t a;
+    vg_segment_t *seg;
+} seg_find_t;
+
+static bool seg_holding(vg_segment_t *seg, void *arg) {
+    seg_find_t *f = arg;
+    if (f->a >= seg->base && f->a - seg->base < seg->size)
+        f->seg = seg;
+    return !f->seg;
+}
+
+/* A miss: the arena may take its own idle pages for a cycle (segment.c). */
+static void missed_here(vg_heap_t *h, bool *missed) {
+    vg__plan_missed(h->plan);
+    *missed = true;
+    h->arena_missed_until = h->next_id + vg__plan_cycle(h->plan);
+}
+
 vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr,
                            bool *missed) {
     uint64_t height, gen;
@@ -68,23 +163,40 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
     *missed = false;
     if (!on || (!h->arena && h->arena_gen == gen)) /* (no address space for this plan's) */
         return NULL;
-    uint64_t off = vg__plan_place(h->plan, h->next_id, size); /* (next_id: this request's) */
+    if (!h->arena && vg__plan_fit_due(h->plan, h->next_id)) {
+        fit_holes(h);
+        vg__plan_following(h->plan, &height, &gen);
+    }
+    bool in_hole;
+    uint64_t off = vg__plan_place(h->plan, h->next_id, size, &in_hole); /* (next_id: this
+                                                                           request's) */
     if (off == VG_PLAN_NONE)
         return NULL;
+    if (in_hole) { /* (a miss there goes to general memory) */
+        seg_find_t f = {off, NULL};
+        vg__heap_each_segment(h, seg_holding, &f);
+        uint64_t past;
+        vg_block_t *b = f.seg ? free_at(h, f.seg, off, size, s, &past) : NULL;
+        if (!b) {
+            missed_here(h, missed);
+        }
+        *addr = off;
+        return b;
+    }
     if (!h->arena) {
         h->arena = vg__segment_arena(h, height);
         h->arena_gen = gen;
+        /* (the handover: while the last layout's tensors go, the arena's idle pages move) */
+        h->arena_missed_until = h->next_id + vg__plan_cycle(h->plan);
         if (!h->arena) { /* no address space for it: placed as before */
-            vg__plan_missed(h->plan);
-            *missed = true;
+            missed_here(h, missed);
             return NULL;
         }
     }
     uint64_t a = h->arena->base + off, past;
     vg_block_t *b = free_at(h, h->arena, a, size, s, &past);
     if (!b) { /* a miss: where the plan leaves room while it lives, if anywhere */
-        vg__plan_missed(h->plan);
-        *missed = true;
+        missed_here(h, missed);
         room_ctx_t c = {h, s};
         uint64_t room = vg__plan_room(h->plan, h->next_id, size, arena_taken, &c);
         if (room == VG_PLAN_NONE)

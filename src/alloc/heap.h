@@ -265,6 +265,8 @@ struct vg_heap {
     vg_segment_t *arena;        /* plan=on: where the plan followed places (arena.c), or NULL */
     uint64_t arena_gen;         /* the plan it was made for (vg__plan_following); with no
                                    arena, the plan none could be reserved for */
+    uint64_t arena_missed_until; /* requests before this one follow a miss by less than a
+                                    cycle: the arena may then take its own idle pages */
     bool plan_moves;            /* plan=on: pages move to where they are needed (segment.c) */
     vg_gpool_t *gpools;         /* CUDA graph pools (graphpool.c) */
     vg_gpool_route_t routes[VG_GPOOL_ROUTES]; /* captures under way: where requests go */

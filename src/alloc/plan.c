@@ -27,10 +27,12 @@ struct vg_plan {
     uint64_t confirmed;         /* the period confirmed for it, before smallest_step */
     bool follow;                /* plan=on: the heap places by the plan (packed at once) */
     uint64_t *off;              /* follow: each item's offset, once packed */
+    uint64_t *hole;             /* follow: the address of an item placed in a hole, or 0 */
     int32_t *at_pos;            /* follow: the item starting at each position, or -1 */
     uint64_t base;              /* the request at position 0 of the cycle */
     uint32_t low;               /* the position it is followed from */
     bool started;               /* that position was reached */
+    bool fitted;                /* vg__plan_fit_holes was called for this plan */
     uint64_t placed, missed;    /* follow: requests placed by the plans; places taken */
     uint64_t size[VG_PLAN_WINDOW];
     uint64_t freed_at[VG_PLAN_WINDOW];
@@ -54,8 +56,10 @@ static void plan_clear(vg_plan_t *p) {
     free(p->items);
     free(p->off);
     free(p->at_pos);
-    p->items = NULL, p->off = NULL, p->at_pos = NULL;
+    free(p->hole);
+    p->items = NULL, p->off = NULL, p->at_pos = NULL, p->hole = NULL;
     p->started = false;
+    p->fitted = false;
 }
 
 void vg__plan_free(vg_plan_t *p) {
@@ -95,7 +99,7 @@ void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out) {
     out->missed = p->missed;
 }
 
-uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size) {
+uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole) {
     if (!p->at_pos || req < p->base)
         return VG_PLAN_NONE;
     uint32_t pos = (uint32_t)((req - p->base) % p->cycle);
@@ -108,8 +112,16 @@ uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size) {
     if (i < 0 || p->items[i].size != size)
         return VG_PLAN_NONE; /* (a size unlike the plan's counts in learn) */
     p->placed++;
-    return p->off[i];
+    *in_hole = p->hole && p->hole[i];
+    return *in_hole ? p->hole[i] : p->off[i];
 }
+
+bool vg__plan_fit_due(const vg_plan_t *p, uint64_t req) {
+    return p->at_pos && !p->fitted && req >= p->base &&
+           (p->started || (uint32_t)((req - p->base) % p->cycle) == p->low);
+}
+
+uint64_t vg__plan_long_lived_before(const vg_plan_t *p) { return p->base; }
 
 void vg__plan_missed(vg_plan_t *p) {
     p->placed--;
@@ -122,6 +134,8 @@ bool vg__plan_following(const vg_plan_t *p, uint64_t *height, uint64_t *generati
     *generation = p->found;
     return p->at_pos != NULL;
 }
+
+uint64_t vg__plan_cycle(const vg_plan_t *p) { return p->at_pos ? p->cycle : 0; }
 
 /* ---- packing --------------------------------------------------------------------------- */
 
@@ -157,18 +171,87 @@ static inline bool overlap(life_t a, life_t b) { /* (two that wrap meet before t
     return (a.s < b.e && b.s < a.e) || (a.w && b.s < a.w) || (b.w && a.s < b.w);
 }
 
+typedef struct {
+    uint64_t lo, hi;
+} span_t;
+
+/* A packing's state. Holes (vg__plan_fit_holes): an item that would reach above `top` in
+ * the arena goes to the tightest hole with room for it while it lives, if any. */
+typedef struct packer {
+    const vg_plan_item_t *items;
+    const life_t *life;
+    uint32_t n;
+    uint64_t *off;              /* each item's offset in the arena */
+    uint32_t *placed;           /* the items in the arena so far, by offset */
+    uint64_t top;               /* UINT64_MAX: no holes */
+    bool holes_first;           /* each item tries the holes before the arena */
+    const vg_plan_hole_t *holes;
+    uint32_t nholes;
+    uint64_t *hole;             /* an item's address in a hole, or 0 */
+    uint32_t *holed;            /* the items in holes so far */
+    span_t *busy;               /* scratch: the holes' items living at the same time */
+} packer_t;
+
+static int by_lo(const void *x, const void *y) {
+    uint64_t a = ((const span_t *)x)->lo, b = ((const span_t *)y)->lo;
+    return a < b ? -1 : a > b;
+}
+
+/* The lowest x in [lo, hi) where [x, x + size) misses every span of busy (sorted by lo),
+ * or UINT64_MAX. */
+static uint64_t lowest_fit(const span_t *busy, uint32_t n, uint64_t lo, uint64_t hi,
+                           uint64_t size) {
+    uint64_t x = lo;
+    for (uint32_t k = 0; k < n && busy[k].lo < x + size; k++)
+        if (busy[k].hi > x)
+            x = busy[k].hi;
+    return x + size <= hi ? x : UINT64_MAX;
+}
+
+/* Item i in the tightest hole with room while it lives: its address, or UINT64_MAX. */
+static uint64_t in_a_hole(packer_t *pk, uint32_t i, uint32_t nholed) {
+    uint64_t size = pk->items[i].size, best = UINT64_MAX, best_size = UINT64_MAX;
+    uint32_t nb = 0;
+    for (uint32_t q = 0; q < nholed; q++) {
+        uint32_t j = pk->holed[q];
+        if (overlap(pk->life[i], pk->life[j]))
+            pk->busy[nb++] = (span_t){pk->hole[j], pk->hole[j] + pk->items[j].size};
+    }
+    qsort(pk->busy, nb, sizeof *pk->busy, by_lo);
+    for (uint32_t k = 0; k < pk->nholes; k++) {
+        const vg_plan_hole_t *hl = &pk->holes[k];
+        if (hl->size < size || hl->size >= best_size)
+            continue;
+        uint64_t x = lowest_fit(pk->busy, nb, hl->addr, hl->addr + hl->size, size);
+        if (x != UINT64_MAX)
+            best = x, best_size = hl->size;
+    }
+    return best;
+}
+
 /* One greedy packing: items in `order`, each at the lowest offset free of the items placed
  * before it that overlap it on the cycle, or in the tightest such gap. `placed` keeps the
- * items placed so far by offset, so the gaps are read in one pass: O(n) an item. */
-static uint64_t pack_once(const vg_plan_item_t *items, const life_t *life, uint32_t n,
-                          const order_key_t *order, bool tightest, uint64_t *off,
-                          uint32_t *placed) {
-    uint64_t height = 0;
-    for (uint32_t k = 0; k < n; k++) {
+ * items placed so far by offset, so the gaps are read in one pass: O(n) an item. Returns
+ * the height, or UINT64_MAX if an item fits neither under top nor in a hole. */
+static uint64_t pack_once(packer_t *pk, const order_key_t *order, bool tightest) {
+    const vg_plan_item_t *items = pk->items;
+    uint64_t *off = pk->off, height = 0;
+    uint32_t *placed = pk->placed, np = 0, nholed = 0;
+    for (uint32_t k = 0; k < pk->n; k++) {
         uint32_t i = order[k].idx;
+        if (pk->hole)
+            pk->hole[i] = 0;
+        if (pk->holes_first) {
+            uint64_t a = in_a_hole(pk, i, nholed);
+            if (a != UINT64_MAX) {
+                pk->hole[i] = a;
+                pk->holed[nholed++] = i;
+                continue;
+            }
+        }
         uint64_t x = 0, best = UINT64_MAX, best_gap = UINT64_MAX;
-        for (uint32_t j = 0; j < k; j++) {
-            if (!overlap(life[i], life[placed[j]]))
+        for (uint32_t j = 0; j < np; j++) {
+            if (!overlap(pk->life[i], pk->life[placed[j]]))
                 continue;
             uint64_t lo = off[placed[j]], hi = lo + items[placed[j]].size;
             if (lo >= x && lo - x >= items[i].size && lo - x < best_gap) {
@@ -181,7 +264,15 @@ static uint64_t pack_once(const vg_plan_item_t *items, const life_t *life, uint3
                 x = hi;
         }
         off[i] = best != UINT64_MAX ? best : x;
-        uint32_t lo = 0, hi = k; /* insert by offset */
+        if (off[i] + items[i].size > pk->top) {
+            uint64_t a = in_a_hole(pk, i, nholed);
+            if (a == UINT64_MAX)
+                return UINT64_MAX;
+            pk->hole[i] = a;
+            pk->holed[nholed++] = i;
+            continue;
+        }
+        uint32_t lo = 0, hi = np; /* insert by offset */
         while (lo < hi) {
             uint32_t mid = (lo + hi) / 2;
             if (off[placed[mid]] <= off[i])
@@ -189,22 +280,31 @@ static uint64_t pack_once(const vg_plan_item_t *items, const life_t *life, uint3
             else
                 hi = mid;
         }
-        memmove(placed + lo + 1, placed + lo, (k - lo) * sizeof *placed);
+        memmove(placed + lo + 1, placed + lo, (np - lo) * sizeof *placed);
         placed[lo] = i;
+        np++;
         if (off[i] + items[i].size > height)
             height = off[i] + items[i].size;
     }
     return height;
 }
 
-uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
-                       uint64_t *offsets) {
+/* The lowest height of the greedy packings tried (three orders, each at the lowest offsets
+ * and in the tightest gaps), its offsets (and holes) in offsets (hole_out); UINT64_MAX if
+ * every one failed or out of memory. */
+static uint64_t pack_best(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
+                          uint64_t top, bool holes_first, const vg_plan_hole_t *holes,
+                          uint32_t nholes, uint64_t *offsets, uint64_t *hole_out) {
     order_key_t *order = malloc((size_t)n * sizeof *order + 1);
-    uint64_t *off = malloc((size_t)n * sizeof *off + 1);
-    uint32_t *placed = malloc((size_t)n * sizeof *placed + 1);
     life_t *life = malloc((size_t)n * sizeof *life + 1);
+    packer_t pk = {items, life, n, malloc((size_t)n * sizeof *pk.off + 1),
+                   malloc((size_t)n * sizeof *pk.placed + 1), top, holes_first, holes, nholes,
+                   hole_out ? malloc((size_t)n * sizeof *pk.hole + 1) : NULL,
+                   hole_out ? malloc((size_t)n * sizeof *pk.holed + 1) : NULL,
+                   hole_out ? malloc((size_t)n * sizeof *pk.busy + 1) : NULL};
     uint64_t best = UINT64_MAX;
-    if (!order || !off || !placed || !life)
+    if (!order || !life || !pk.off || !pk.placed ||
+        (hole_out && (!pk.hole || !pk.holed || !pk.busy)))
         goto out;
     for (uint32_t i = 0; i < n; i++)
         life[i] = life_on(&items[i], cycle);
@@ -218,10 +318,12 @@ uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
         }
         qsort(order, n, sizeof *order, by_key);
         for (int tightest = 0; tightest < 2; tightest++) {
-            uint64_t h = pack_once(items, life, n, order, tightest, off, placed);
+            uint64_t h = pack_once(&pk, order, tightest);
             if (h < best) {
                 best = h;
-                memcpy(offsets, off, (size_t)n * sizeof *off);
+                memcpy(offsets, pk.off, (size_t)n * sizeof *pk.off);
+                if (hole_out)
+                    memcpy(hole_out, pk.hole, (size_t)n * sizeof *pk.hole);
             }
         }
     }
@@ -229,22 +331,18 @@ uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
         best = 0;
 out:
     free(order);
-    free(off);
-    free(placed);
     free(life);
+    free(pk.off), free(pk.placed), free(pk.hole), free(pk.holed), free(pk.busy);
     return best;
+}
+
+uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
+                       uint64_t *offsets) {
+    return pack_best(items, n, cycle, UINT64_MAX, false, NULL, 0, offsets, NULL);
 }
 
 /* ---- room for a miss ------------------------------------------------------------------- */
 
-typedef struct {
-    uint64_t lo, hi;
-} span_t;
-
-static int by_lo(const void *x, const void *y) {
-    uint64_t a = ((const span_t *)x)->lo, b = ((const span_t *)y)->lo;
-    return a < b ? -1 : a > b;
-}
 
 uint64_t vg__plan_room(vg_plan_t *p, uint64_t req, uint64_t size,
                        uint64_t (*taken)(void *arg, uint64_t off, uint64_t size), void *arg) {
@@ -257,7 +355,8 @@ uint64_t vg__plan_room(vg_plan_t *p, uint64_t req, uint64_t size,
     life_t mine = life_on(&p->items[i], p->cycle);
     uint32_t n = 0;
     for (uint32_t j = 0; j < p->nitems; j++) /* the places planned for while it lives */
-        if (j != (uint32_t)i && overlap(mine, life_on(&p->items[j], p->cycle)))
+        if (j != (uint32_t)i && !(p->hole && p->hole[j]) &&
+            overlap(mine, life_on(&p->items[j], p->cycle)))
             busy[n++] = (span_t){p->off[j], p->off[j] + p->items[j].size};
     qsort(busy, n, sizeof *busy, by_lo);
     busy[n++] = (span_t){p->rep.height, p->rep.height};
@@ -276,6 +375,49 @@ uint64_t vg__plan_room(vg_plan_t *p, uint64_t req, uint64_t size,
     }
     free(busy);
     return found;
+}
+
+/* ---- holes: the plan's top pages given up --------------------------------------------- */
+
+#define VG_FIT_MAX_PAGES 64 /* pages given up at most (a packing each) */
+
+uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t nholes,
+                            uint64_t page) {
+    if (!p->off || p->fitted)
+        return p->rep.height;
+    p->fitted = true;
+    uint32_t n = p->nitems;
+    uint64_t height = p->rep.height;
+    uint64_t *off = malloc((size_t)n * sizeof *off + 1);
+    uint64_t *hole = malloc((size_t)n * sizeof *hole + 1);
+    p->hole = calloc((size_t)n + 1, sizeof *p->hole);
+    bool fitted = false;
+    if (nholes && page && off && hole && p->hole) {
+        /* Every item tries the holes before the arena (largest first, as packed); then the
+         * arena a page lower at a time, what would reach above it going to the holes. */
+        uint64_t top = UINT64_MAX, h = pack_best(p->items, n, p->cycle, top, true, holes,
+                                                 nholes, off, hole);
+        for (int k = 0; k <= VG_FIT_MAX_PAGES; k++) {
+            if (h < height) {
+                fitted = true;
+                height = h;
+                memcpy(p->off, off, (size_t)n * sizeof *off);
+                memcpy(p->hole, hole, (size_t)n * sizeof *hole);
+            }
+            top = (height + page - 1) / page * page - page;
+            if (top == 0 || (h = pack_best(p->items, n, p->cycle, top, false, holes, nholes,
+                                            off, hole)) == UINT64_MAX)
+                break;
+        }
+    }
+    if (!fitted) {
+        free(p->hole);
+        p->hole = NULL;
+    }
+    free(off);
+    free(hole);
+    p->rep.height = height;
+    return height;
 }
 
 /* ---- learning the step ----------------------------------------------------------------- */

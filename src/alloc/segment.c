@@ -415,6 +415,9 @@ static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, vg_stream_t *s, uint64
     uint64_t room = VG_MAX(live, 2 * page);
     uint64_t after = (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current + (need - got) * page;
     size_t over = after > room ? (size_t)((after - room + page - 1) / page) : 0;
+    /* (the arena's own pages move only after a miss: a cycle followed without one uses
+     * them all at their planned places, and moving them would repeat every cycle) */
+    size_t own_over = h->next_id < h->arena_missed_until ? over : 0;
     size_t always = h->arena ? need - got : 0;
     bool into_arena = seg->cls == VG_CLASS_ARENA;
     steal_ctx_t c = {h, seg, p0, p1, got + VG_MIN(need - got, VG_MAX(always, over)), got, hs,
@@ -435,7 +438,7 @@ static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, vg_stream_t *s, uint64
         for (int cls = 0; cls < VG_CLASSES && c.got < c.need; cls++) {
             if (into_arena && cls == VG_CLASS_ARENA) { /* its own: beyond the room only */
                 size_t all = c.need;
-                c.need = VG_MIN(all, got + over);
+                c.need = VG_MIN(all, got + own_over);
                 if (c.got < c.need)
                     vg__tlsf_each_desc_class(&h->index, cls, steal_from, &c);
                 c.need = all;

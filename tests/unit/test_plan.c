@@ -241,3 +241,125 @@ VG_TEST(the_packing_kept_is_the_lowest_of_the_orders_tried) {
     uint64_t off[5];
     CHECK_EQ(vg__plan_pack(items, 5, 10, off), 6144);
 }
+
+/* ---- holes: the arena's top pages given up (vg__plan_fit_holes) ------------------------ */
+
+#define HOLE_AT (1ull << 40) /* (far above any arena offset: one space for the checks) */
+#define HOLE_PAGE 4096ull
+
+typedef struct {
+    vg_plan_t *p;
+    uint64_t req;
+    uint64_t at[4096], size[4096]; /* each live request's place (UINT64_MAX: not placed) */
+    uint64_t placed, in_holes, height, before;
+    const vg_plan_hole_t *holes;
+    int nholes;
+} placer_t;
+
+/* Request req placed by the plan: it must not meet any place still live, and a place in a
+ * hole must lie inside one. */
+static void place(placer_t *c, uint64_t size) {
+    bool hole = false;
+    uint64_t r = c->req, gen;
+    if (vg__plan_fit_due(c->p, r)) { /* (before its first place, as arena.c does) */
+        CHECK_EQ(c->before, 0); /* (one plan) */
+        vg__plan_following(c->p, &c->before, &gen);
+        c->height = vg__plan_fit_holes(c->p, c->holes, (uint32_t)c->nholes, HOLE_PAGE);
+        CHECK(!vg__plan_fit_due(c->p, r));
+    }
+    uint64_t a = vg__plan_place(c->p, r, size, &hole);
+    c->at[r % 4096] = UINT64_MAX;
+    if (a != VG_PLAN_NONE) {
+        if (hole) {
+            bool inside = false;
+            for (int k = 0; k < c->nholes; k++)
+                inside |= a >= c->holes[k].addr && a + size <= c->holes[k].addr + c->holes[k].size;
+            CHECK_MSG(inside, "request %llu at %#llx: in no hole", (unsigned long long)r,
+                      (unsigned long long)a);
+            c->in_holes++;
+        } else {
+            CHECK_MSG(a + size <= c->height, "request %llu above the height",
+                      (unsigned long long)r);
+        }
+        for (uint64_t q = r > 4000 ? r - 4000 : 0; q < r; q++) {
+            uint64_t b = c->at[q % 4096];
+            if (b != UINT64_MAX)
+                CHECK_MSG(a + size <= b || b + c->size[q % 4096] <= a,
+                          "request %llu meets request %llu", (unsigned long long)r,
+                          (unsigned long long)q);
+        }
+        c->at[r % 4096] = a, c->size[r % 4096] = size;
+        c->placed++;
+    }
+    vg__plan_alloc(c->p, r, size);
+    c->req++;
+}
+
+static void unplace(placer_t *c, uint64_t r, uint64_t size) {
+    c->at[r % 4096] = UINT64_MAX;
+    vg__plan_release(c->p, r, size);
+}
+
+/* The loop of the tests above (12 activations kept, temporaries, a loss, gradients). */
+static void placed_step(placer_t *c) {
+    uint64_t act[LAYERS];
+    for (int i = 0; i < LAYERS; i++) {
+        act[i] = c->req;
+        place(c, 4096);
+        for (int t = 0; t < TEMPS; t++) {
+            uint64_t r = c->req, sz = 512 * (uint64_t)(t % 7 + 1);
+            place(c, sz);
+            unplace(c, r, sz);
+        }
+    }
+    uint64_t loss = c->req;
+    place(c, 1024);
+    for (int i = LAYERS - 1; i >= 0; i--) {
+        uint64_t g = c->req;
+        place(c, 8192);
+        unplace(c, act[i], 4096);
+        unplace(c, g, 8192);
+    }
+    unplace(c, loss, 1024);
+}
+
+/* The loop followed with these holes (each placement checked by place()). */
+static void follow_with_holes(placer_t *c, const vg_plan_hole_t *holes, int nholes) {
+    memset(c, 0, sizeof *c);
+    c->p = vg__plan_new(true);
+    c->holes = holes, c->nholes = nholes;
+    for (int k = 0; k < 4096; k++)
+        c->at[k] = UINT64_MAX;
+    for (int i = 0; i < PARAMS; i++)
+        vg__plan_alloc(c->p, c->req++, 65536);
+    for (int s = 0; s < 14; s++) {
+        uint64_t first = c->req, placed = c->placed;
+        placed_step(c);
+        if (s >= 10) /* (followed: every request placed) */
+            CHECK_EQ(c->placed - placed, c->req - first);
+    }
+    CHECK(c->before > 0);
+    vg__plan_free(c->p);
+}
+
+VG_TEST(a_plan_gives_up_its_top_pages_to_holes_and_no_two_live_places_meet) {
+    static placer_t c;
+    vg_plan_hole_t holes[2] = {{HOLE_AT, 3 * 4096}, {HOLE_AT + 65536, 4096 + 512}};
+    follow_with_holes(&c, holes, 2);
+    uint64_t before = c.before;
+    /* The step's peak is 12 activations of 4096, the loss and a gradient: 58,368 bytes;
+     * the holes hold 16,896 at once, so the arena can go down to 41,472, and a page lower
+     * at a time it gives up at least three of its fifteen. */
+    CHECK_EQ(before, LAYERS * 4096 + 1024 + 8192);
+    CHECK_MSG(c.height <= before - 3 * HOLE_PAGE && c.height >= before - 16896,
+              "height %llu", (unsigned long long)c.height);
+    CHECK(c.in_holes > 0);
+}
+
+VG_TEST(holes_too_small_for_any_request_change_nothing) {
+    static placer_t c;
+    vg_plan_hole_t holes[1] = {{HOLE_AT, 256}};
+    follow_with_holes(&c, holes, 1);
+    CHECK_EQ(c.height, c.before);
+    CHECK_EQ(c.in_holes, 0);
+}
