@@ -17,6 +17,12 @@
  * missed or unlike the plan drops the plan (plan.c);
  * the arena then becomes general memory, and a step found again gets an arena of its
  * own.
+ *
+ * Holes: the long-lived tensors (blocks older than the step the plan was made from) keep
+ * their pages mapped, with free space beside them. Before the plan is first followed, the
+ * free blocks' parts on those pages are offered to it (plan.h, vg__plan_fit_holes); a
+ * tensor planned there is carved at its address as in the arena, and a hole taken by
+ * something else is a miss.
  */
 #include <stdlib.h>
 

@@ -97,6 +97,10 @@ void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out) {
     out->found = p->found;
     out->placed = p->placed;
     out->missed = p->missed;
+    out->items = p->at_pos ? p->nitems : 0;
+    out->in_holes = 0;
+    for (uint32_t i = 0; p->hole && i < p->nitems; i++)
+        out->in_holes += p->hole[i] != 0;
 }
 
 uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole) {

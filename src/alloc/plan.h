@@ -13,7 +13,8 @@
  * after its own successor is made gets two places, used by turns): greedy, in three
  * orders and two gap rules, the lowest height kept. With plan=learn the heap only says
  * what the plan would reserve; with plan=on the plan is packed as soon as it is found and
- * the heap places by it (arena.c; issue 37).
+ * the heap places by it (arena.c; issue 37), after giving up what it can of its height
+ * to the holes beside the long-lived tensors (vg__plan_fit_holes).
  *
  * Not thread-safe: called under the heap's lock.
  */
@@ -45,6 +46,8 @@ typedef struct vg_plan_report {
     uint64_t placed, missed;  /* plan=on, all plans so far: requests placed by a plan;
                                  planned ones whose place was taken (by a tensor freed
                                  late, or another stream's work) */
+    uint64_t items, in_holes; /* plan=on: the tensors of the plan (two steps); of them,
+                                 placed in holes (vg__plan_fit_holes) */
 } vg_plan_report_t;
 
 typedef struct vg_plan vg_plan_t;

@@ -88,8 +88,11 @@ static void print_step(const vg_stats_t *s, uint64_t peak_alloc) {
            peak_alloc ? (double)with / (double)peak_alloc : 0.0,
            on ? "" : "; placement unchanged");
     if (on)
-        printf("  placed by plan:   %llu requests, %llu missed (their place taken)\n",
-               (unsigned long long)s->plan_placed, (unsigned long long)s->plan_missed);
+        printf("  placed by plan:   %llu requests, %llu missed (their place taken); %llu of "
+               "the plan's %llu tensors on the pages of those live across steps\n",
+               (unsigned long long)s->plan_placed, (unsigned long long)s->plan_missed,
+               (unsigned long long)s->plan_beside_long_lived,
+               (unsigned long long)s->plan_tensors);
 }
 
 /* plan=on: the pages moved (idle ones, unmapped to be mapped where needed), and of them
@@ -548,8 +551,11 @@ int cmd_replay(int argc, char **argv) {
                    (unsigned long long)s.long_lived_bytes, (unsigned long long)s.plan_bytes,
                    (unsigned long long)s.plan_peak_bytes);
         if (s.step_requests || s.plan_placed)
-            printf(",\"plan_placed\":%llu,\"plan_missed\":%llu", (unsigned long long)s.plan_placed,
-                   (unsigned long long)s.plan_missed);
+            printf(",\"plan_placed\":%llu,\"plan_missed\":%llu,\"plan_tensors\":%llu,"
+                   "\"plan_beside_long_lived\":%llu",
+                   (unsigned long long)s.plan_placed, (unsigned long long)s.plan_missed,
+                   (unsigned long long)s.plan_tensors,
+                   (unsigned long long)s.plan_beside_long_lived);
         printf(",\"pages_moved\":%llu,\"page_move_waits\":%llu",
                (unsigned long long)s.pages_moved, (unsigned long long)s.page_move_waits);
         if (r.plan && !r.threaded) /* (counted on the replay's one thread only) */
