@@ -140,9 +140,11 @@ static void describe_plan(vg_heap_t *h) {
             vg__fmt_bytes(b, r.planned_peak), vg__fmt_bytes(c, r.long_lived));
     }
     if (h->plan_moves)
-        vg__log("device %d: plan=on placed %llu requests where a plan put them, %llu missed "
+        vg__log("device %d: plan=on placed %llu requests where a plan put them (%llu of its "
+                "%llu tensors on the pages of those that live across steps), %llu missed "
                 "their place; %llu pages moved, after %llu waits for a stream",
-                h->device, (unsigned long long)r.placed, (unsigned long long)r.missed,
+                h->device, (unsigned long long)r.placed, (unsigned long long)r.in_holes,
+                (unsigned long long)r.items, (unsigned long long)r.missed,
                 (unsigned long long)h->stats.pages_moved,
                 (unsigned long long)h->stats.page_move_waits);
 }
