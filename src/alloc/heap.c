@@ -974,7 +974,7 @@ uint64_t vg__heap_largest_free_block(vg_heap_t *h) {
 
 uint64_t vg__heap_largest_servable(vg_heap_t *h) {
     largest_ctx_t c = {0}; /* (requests above small_max take only the general range) */
-    vg__tlsf_each_desc_class(&h->index, VG_CLASS_GENERAL, largest_complete, &c);
+    vg__tlsf_each_desc_from(&h->index, VG_CLASS_GENERAL, 0, largest_complete, &c);
     uint64_t grow = growable(h);
     if (h->vmm) {
         uint64_t phys = vg__segment_idle_bytes(h) + vg__align_down(grow, h->page);

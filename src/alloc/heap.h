@@ -176,6 +176,7 @@ struct vg_segment {
                                    NULL until the first */
     CUmemGenericAllocationHandle *pages; /* VMM: handle mapped at each page, or 0 */
     size_t npages, nmapped;
+    size_t mapped_end;          /* VMM: no page at this index or above was ever mapped */
     vg_block_t *first;          /* the lowest block */
     vg_segment_t *next;
     void *nvtx_heap;            /* its heap for compute-sanitizer (nvtx.c), or NULL */
@@ -495,9 +496,10 @@ vg_block_t *vg__tlsf_find_small(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream
 /* Visit free blocks, each class from its largest bin down (the general class first); stop
  * when fn returns false. */
 void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void *arg);
-/* The same over one class. */
-void vg__tlsf_each_desc_class(vg_tlsf_t *t, int cls, bool (*fn)(vg_block_t *b, void *arg),
-                              void *arg);
+/* The same over one class (cls >= 0) or all, skipping the bins of blocks smaller than
+ * min_size (the walk's cost is then that of the larger blocks); false if fn stopped it. */
+bool vg__tlsf_each_desc_from(vg_tlsf_t *t, int cls, uint64_t min_size,
+                             bool (*fn)(vg_block_t *b, void *arg), void *arg);
 
 /* ptrmap.c */
 bool vg__ptrmap_put(vg_ptrmap_t *m, uint64_t key, vg_block_t *val);

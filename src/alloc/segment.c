@@ -368,7 +368,8 @@ static bool steal_from(vg_block_t *b, void *arg) {
         return true;
     uint64_t page = c->h->page;
     uint64_t lo = vg__align_up(b->addr - seg->base, page);
-    uint64_t hi = vg__align_down(b->addr + b->size - seg->base, page);
+    uint64_t hi = VG_MIN(vg__align_down(b->addr + b->size - seg->base, page),
+                         seg->mapped_end * page); /* (a reservation's unmapped tail: skipped) */
     for (uint64_t off = lo; off < hi && c->got < c->need; off += page) {
         size_t i = off / page;
         if (!seg->pages[i] || (seg == c->target && i >= c->p0 && i <= c->p1))
@@ -440,11 +441,11 @@ static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, vg_stream_t *s, uint64
                 size_t all = c.need;
                 c.need = VG_MIN(all, got + own_over);
                 if (c.got < c.need)
-                    vg__tlsf_each_desc_class(&h->index, cls, steal_from, &c);
+                    vg__tlsf_each_desc_from(&h->index, cls, h->page, steal_from, &c);
                 c.need = all;
                 continue;
             }
-            vg__tlsf_each_desc_class(&h->index, cls, steal_from, &c);
+            vg__tlsf_each_desc_from(&h->index, cls, h->page, steal_from, &c);
         }
     }
     return c.got;
@@ -496,7 +497,7 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
         h->memory_short = true; /* (guard mode shrinks its quarantine: heap.c) */
     if (st == VG_ERR_OUT_OF_MEMORY && h->no_idle_gen != h->completion_gen + 1) {
         steal_ctx_t c = {h, seg, p0, p1, need, got, hs, false};
-        vg__tlsf_each_desc(&h->index, steal_from, &c);
+        vg__tlsf_each_desc_from(&h->index, -1, h->page, steal_from, &c);
         if (c.got < need) /* every idle page is taken: none until the next completion */
             h->no_idle_gen = h->completion_gen + 1;
         got = c.got;
@@ -531,6 +532,8 @@ vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr
             break;
         }
         seg->pages[i] = hs[k];
+        if (i >= seg->mapped_end)
+            seg->mapped_end = i + 1;
         if (k < new_lo || k >= new_hi) /* a spare or an idle page: counted as unmapped */
             page_moved(h, seg, true);
         idx[k++] = i;
@@ -614,7 +617,7 @@ uint64_t vg__segment_idle_bytes(vg_heap_t *h) {
 vg_status_t vg__segment_trim(vg_heap_t *h) {
     if (h->vmm) {
         steal_ctx_t c = {h, NULL, 0, 0, SIZE_MAX, 0, NULL, true};
-        vg__tlsf_each_desc(&h->index, steal_from, &c);
+        vg__tlsf_each_desc_from(&h->index, -1, h->page, steal_from, &c);
         while (h->nspare > 0)
             page_release(h, h->spare[--h->nspare]);
     }

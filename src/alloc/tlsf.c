@@ -151,11 +151,17 @@ vg_block_t *vg__tlsf_find_small(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream
 }
 
 /* Visit one class's blocks from its largest bin down; false once fn said stop. */
-static bool walk(vg_tlsf_class_t *c, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
-    for (int fl = VG_TLSF_FL - 1; fl >= 0; fl--) {
+/* The blocks of c's bins from the largest down to the bin of min_size (blocks below it are
+ * all smaller than min_size), while fn returns true. */
+static bool walk_from(vg_tlsf_class_t *c, uint64_t min_size,
+                      bool (*fn)(vg_block_t *b, void *arg), void *arg) {
+    int fl_min = 0, sl_min = 0;
+    if (min_size >= VG_ALIGN)
+        mapping(min_size, &fl_min, &sl_min);
+    for (int fl = VG_TLSF_FL - 1; fl >= fl_min; fl--) {
         if (!(c->fl_bitmap & (1ull << fl)))
             continue;
-        for (int sl = VG_TLSF_SL - 1; sl >= 0; sl--) {
+        for (int sl = VG_TLSF_SL - 1; sl >= (fl == fl_min ? sl_min : 0); sl--) {
             vg_block_t *b = c->bins[fl][sl];
             while (b) {
                 vg_block_t *next = b->fnext; /* fn may remove b */
@@ -168,12 +174,21 @@ static bool walk(vg_tlsf_class_t *c, bool (*fn)(vg_block_t *b, void *arg), void 
     return true;
 }
 
-void vg__tlsf_each_desc_class(vg_tlsf_t *t, int cls, bool (*fn)(vg_block_t *b, void *arg),
-                              void *arg) {
-    walk(&t->cls[cls], fn, arg);
+static bool walk(vg_tlsf_class_t *c, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
+    return walk_from(c, 0, fn, arg);
 }
 
 void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
     for (int cls = 0; cls < VG_CLASSES && walk(&t->cls[cls], fn, arg); cls++)
         ;
+}
+
+bool vg__tlsf_each_desc_from(vg_tlsf_t *t, int cls, uint64_t min_size,
+                             bool (*fn)(vg_block_t *b, void *arg), void *arg) {
+    if (cls >= 0)
+        return walk_from(&t->cls[cls], min_size, fn, arg);
+    for (cls = 0; cls < VG_CLASSES; cls++)
+        if (!walk_from(&t->cls[cls], min_size, fn, arg))
+            return false;
+    return true;
 }

@@ -53,7 +53,7 @@ static vg_status_t check_pools(vg_heap_t *h) {
                 }
         index_check_t ic = {.state = VG_BLOCK_POOLED};
         for (ic.cls = 0; ic.cls < VG_CLASSES && !ic.bad; ic.cls++)
-            vg__tlsf_each_desc_class(p->index, ic.cls, check_index_block, &ic);
+            vg__tlsf_each_desc_from(p->index, ic.cls, 0, check_index_block, &ic);
         if (ic.bad || ic.n != n || ic.bytes != bytes || p->index->bytes != bytes)
             FAIL("graph pool %llu/%llu: its index holds %llu blocks / %llu bytes, its pooled "
                  "blocks are %llu / %llu",
@@ -182,7 +182,7 @@ vg_status_t vg__heap_validate(vg_heap_t *h) {
     }
     index_check_t ic = {.state = VG_BLOCK_FREE};
     for (ic.cls = 0; ic.cls < VG_CLASSES && !ic.bad; ic.cls++)
-        vg__tlsf_each_desc_class(&h->index, ic.cls, check_index_block, &ic);
+        vg__tlsf_each_desc_from(&h->index, ic.cls, 0, check_index_block, &ic);
     if (ic.bad)
         FAIL("block %#llx in the free index has state %d and lies in the %s range, but was "
              "found among the %s blocks",
