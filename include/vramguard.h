@@ -264,8 +264,9 @@ typedef struct vg_stats {
      * pressure, or with plan=on as the plan needs them). */
     uint64_t pages_moved;
     uint64_t page_move_waits;      /* times a stream was waited for so that pages could move */
-    /* plan=on: of a plan's tensors (two steps), those placed beside the long-lived tensors,
-     * on pages those keep mapped, rather than in the plan's own range (its plan_bytes). */
+    /* plan=on, the plan followed last: its tensors (two steps), and of them those it puts
+     * beside the long-lived tensors, on pages those keep mapped, rather than in its own
+     * range (plan_bytes). */
     uint64_t plan_tensors;
     uint64_t plan_beside_long_lived;
 } vg_stats_t;

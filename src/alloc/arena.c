@@ -77,8 +77,9 @@ typedef struct holes {
     uint32_t n, cap;
 } holes_t;
 
-static bool stays(const vg_block_t *b, uint64_t before_id) {
-    return b->state != VG_BLOCK_FREE && b->state != VG_BLOCK_DEFERRED && b->id <= before_id;
+static bool stays(const vg_block_t *b, uint64_t before_id) { /* (a graph's pool may go) */
+    return (b->state == VG_BLOCK_ALLOCATED || b->state == VG_BLOCK_QUARANTINED) &&
+           b->id <= before_id;
 }
 
 static void hole_add(holes_t *c, uint64_t lo, uint64_t hi) {
@@ -95,7 +96,10 @@ static void hole_add(holes_t *c, uint64_t lo, uint64_t hi) {
 }
 
 /* The holes of a segment: its free blocks' parts on pages where a block that stays has a
- * byte (mapped, and kept mapped while it lives). */
+ * byte (mapped, and kept mapped while it lives). A hole never crosses a slot's boundary
+ * (A5: a block starting a slot never merges with the one below). In the small-request
+ * range it may take a tensor above small_max: A6 keeps searches apart, and no search
+ * takes a hole's space from the plan (cnn_train: a page less). */
 static bool segment_holes(vg_segment_t *seg, void *arg) {
     holes_t *c = arg;
     uint64_t page = c->h->page;
@@ -117,7 +121,7 @@ static bool segment_holes(vg_segment_t *seg, void *arg) {
         for (uint64_t x = b->addr, e = b->addr + b->size; x < e;) {
             uint64_t pe = VG_MIN(e, vg__align_down(x - seg->base, page) + page + seg->base);
             if (kept[(x - seg->base) / page]) {
-                if (x != hi) {
+                if (x != hi || (x == b->addr && (b->slot & VG_SLOT_START))) {
                     hole_add(c, lo, hi);
                     lo = x;
                 }
@@ -131,7 +135,7 @@ static bool segment_holes(vg_segment_t *seg, void *arg) {
     return true;
 }
 
-/* The plan's arena may give up its top pages for the holes (plan.h): returns its height. */
+/* The plan's arena may give up its top pages for the holes (plan.h). */
 static void fit_holes(vg_heap_t *h) {
     holes_t c = {h, vg__plan_long_lived_before(h->plan), NULL, 0, 0};
     vg__heap_each_segment(h, segment_holes, &c);
@@ -151,11 +155,43 @@ static bool seg_holding(vg_segment_t *seg, void *arg) {
     return !f->seg;
 }
 
+/* The block the tensor being placed was last carved as — or, if a free neighbour below
+ * has absorbed it since, that neighbour (an absorbed struct, back in the pool, still
+ * points to it) — if it is free now, holds [a, a + size) of seg and may serve s: then it
+ * is the free block free_at would find, without the address index. (Block structs are
+ * recycled, never freed while the heap lives, and a recycled one is poisoned or
+ * describes its new block: the check holds either way.) seg NULL: any segment. */
+static vg_block_t *hinted(vg_heap_t *h, const vg_segment_t *seg, uint64_t a, uint64_t size,
+                          vg_stream_t *s) {
+    vg_block_t *b = h->arena_item < h->arena_hints ? h->arena_hint[h->arena_item] : NULL;
+    for (int k = 0; k < 8 && b && b->state == VG_BLOCK_PUT; k++)
+        b = b->prev;
+    if (b && b->state == VG_BLOCK_FREE && (!seg || b->seg == seg) && b->addr <= a &&
+        a + size <= b->addr + b->size && vg__block_usable(b, s))
+        return b;
+    return NULL;
+}
+
+void vg__arena_placed(vg_heap_t *h, vg_block_t *b) {
+    if (h->arena_item < h->arena_hints)
+        h->arena_hint[h->arena_item] = b;
+}
+
+static void hints_reset(vg_heap_t *h, uint32_t n) {
+    free(h->arena_hint);
+    h->arena_hint = n ? calloc(n, sizeof *h->arena_hint) : NULL;
+    h->arena_hints = h->arena_hint ? n : 0;
+}
+
 /* A miss: the arena may take its own idle pages for a cycle (segment.c). */
-static void missed_here(vg_heap_t *h, bool *missed) {
+void vg__arena_missed(vg_heap_t *h) {
     vg__plan_missed(h->plan);
-    *missed = true;
     h->arena_missed_until = h->next_id + vg__plan_cycle(h->plan);
+}
+
+static void missed_here(vg_heap_t *h, bool *missed) {
+    vg__arena_missed(h);
+    *missed = true;
 }
 
 vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr,
@@ -165,6 +201,7 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
     if (h->arena && (!on || gen != h->arena_gen)) { /* its plan was dropped */
         vg__segment_arena_retire(h, h->arena);
         h->arena = NULL;
+        hints_reset(h, 0);
     }
     *missed = false;
     if (!on || (!h->arena && h->arena_gen == gen)) /* (no address space for this plan's) */
@@ -172,19 +209,23 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
     if (!h->arena && vg__plan_fit_due(h->plan, h->next_id)) {
         fit_holes(h);
         vg__plan_following(h->plan, &height, &gen);
+        hints_reset(h, vg__plan_items(h->plan));
     }
     bool in_hole;
-    uint64_t off = vg__plan_place(h->plan, h->next_id, size, &in_hole); /* (next_id: this
-                                                                           request's) */
-    if (off == VG_PLAN_NONE)
+    uint64_t off = vg__plan_place(h->plan, h->next_id, size, &in_hole, &h->arena_item);
+    if (off == VG_PLAN_NONE) /* (next_id: this request's) */
         return NULL;
     if (in_hole) { /* (a miss there goes to general memory) */
-        seg_find_t f = {off, NULL};
-        vg__heap_each_segment(h, seg_holding, &f);
-        uint64_t past;
-        vg_block_t *b = f.seg ? free_at(h, f.seg, off, size, s, &past) : NULL;
+        vg_block_t *b = hinted(h, NULL, off, size, s); /* (a free block holding it: its own) */
         if (!b) {
-            missed_here(h, missed);
+            seg_find_t f = {off, NULL};
+            vg__heap_each_segment(h, seg_holding, &f);
+            uint64_t past;
+            b = f.seg ? free_at(h, f.seg, off, size, s, &past) : NULL;
+        }
+        if (!b) { /* (general memory serves it: the arena's pages need not move) */
+            vg__plan_missed(h->plan);
+            *missed = true;
         }
         *addr = off;
         return b;
@@ -200,7 +241,9 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
         }
     }
     uint64_t a = h->arena->base + off, past;
-    vg_block_t *b = free_at(h, h->arena, a, size, s, &past);
+    vg_block_t *b = hinted(h, h->arena, a, size, s);
+    if (!b)
+        b = free_at(h, h->arena, a, size, s, &past);
     if (!b) { /* a miss: where the plan leaves room while it lives, if anywhere */
         missed_here(h, missed);
         room_ctx_t c = {h, s};

@@ -697,10 +697,13 @@ vg_status_t vg__heap_alloc(vg_heap_t *h, uint64_t size, uint64_t requested,
         uint64_t at;
         bool missed;
         vg_block_t *b = vg__arena_find(h, rounded, s, &at, &missed);
-        if (b && carve_at(h, b, at, rounded, requested, uoff, s, out) == VG_OK)
+        if (b && carve_at(h, b, at, rounded, requested, uoff, s, out) == VG_OK) {
+            if (!missed)
+                vg__arena_placed(h, *out);
             return VG_OK;
+        }
         if (b && !missed)
-            vg__plan_missed(h->plan); /* (no memory there: general memory may have some) */
+            vg__arena_missed(h); /* (no memory there: general memory may have some) */
     }
     return alloc_general(h, rounded, requested, uoff, s, out);
 }

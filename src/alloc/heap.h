@@ -53,6 +53,7 @@ enum {
     VG_BLOCK_DEFERRED = 2,    /* freed; waiting for recorded streams */
     VG_BLOCK_QUARANTINED = 3, /* guard mode: freed, poisoned, not reusable yet */
     VG_BLOCK_POOLED = 4,      /* freed, kept by its CUDA graph pool (graphpool.c, A7) */
+    VG_BLOCK_PUT = 0xff,      /* not a block: its struct is back in the pool (segment.c) */
 };
 
 struct vg_block {
@@ -268,6 +269,9 @@ struct vg_heap {
                                    arena, the plan none could be reserved for */
     uint64_t arena_missed_until; /* requests before this one follow a miss by less than a
                                     cycle: the arena may then take its own idle pages */
+    vg_block_t **arena_hint;    /* per tensor of the plan: the block it was last carved as
+                                   (checked before use: a hint, never trusted) */
+    uint32_t arena_hints, arena_item; /* its length; the item being placed (arena.c) */
     bool plan_moves;            /* plan=on: pages move to where they are needed (segment.c) */
     vg_gpool_t *gpools;         /* CUDA graph pools (graphpool.c) */
     vg_gpool_route_t routes[VG_GPOOL_ROUTES]; /* captures under way: where requests go */
@@ -483,6 +487,10 @@ vg_block_t *vg__heap_unpool(vg_heap_t *h, vg_block_t *b);
  * first of the free blocks that hold it (heap.c carves them); NULL when it is not planned
  * or neither its place nor room the plan leaves is free for s (heap lock held). *missed:
  * its planned place was not free (counted as a miss already). */
+/* The block just carved where vg__arena_find placed the request (not a miss). */
+void vg__arena_placed(vg_heap_t *h, vg_block_t *b);
+/* The place vg__arena_find gave could not be carved after all: a miss. */
+void vg__arena_missed(vg_heap_t *h);
 vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr,
                            bool *missed);
 

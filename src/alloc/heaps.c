@@ -140,8 +140,8 @@ static void describe_plan(vg_heap_t *h) {
             vg__fmt_bytes(b, r.planned_peak), vg__fmt_bytes(c, r.long_lived));
     }
     if (h->plan_moves)
-        vg__log("device %d: plan=on placed %llu requests where a plan put them (%llu of its "
-                "%llu tensors on the pages of those that live across steps), %llu missed "
+        vg__log("device %d: plan=on placed %llu requests where a plan put them (the last puts "
+                "%llu of its %llu tensors on the pages of those that live across steps), %llu missed "
                 "their place; %llu pages moved, after %llu waits for a stream",
                 h->device, (unsigned long long)r.placed, (unsigned long long)r.in_holes,
                 (unsigned long long)r.items, (unsigned long long)r.missed,
@@ -308,6 +308,9 @@ void vg__heap_retire(vg_heap_t *h) {
     vg__plan_free(h->plan);
     h->plan = NULL;
     h->arena = NULL; /* (released with the segments) */
+    free(h->arena_hint);
+    h->arena_hint = NULL;
+    h->arena_hints = 0;
     h->plan_moves = false;
     h->nhistory = 0;
 #define VG_X(f, key, row, bytes)                                                            \

@@ -33,6 +33,8 @@ struct vg_plan {
     uint32_t low;               /* the position it is followed from */
     bool started;               /* that position was reached */
     bool fitted;                /* vg__plan_fit_holes was called for this plan */
+    uint64_t last_req;          /* the request vg__plan_place was last asked for ... */
+    uint32_t last_pos;          /* ... and its position on the cycle */
     uint64_t placed, missed;    /* follow: requests placed by the plans; places taken */
     uint64_t size[VG_PLAN_WINDOW];
     uint64_t freed_at[VG_PLAN_WINDOW];
@@ -47,6 +49,7 @@ vg_plan_t *vg__plan_new(bool follow) {
     if (p) {
         p->min_p = VG_PLAN_MIN_PERIOD;
         p->follow = follow;
+        p->last_req = UINT64_MAX;
     }
     return p;
 }
@@ -60,6 +63,7 @@ static void plan_clear(vg_plan_t *p) {
     p->items = NULL, p->off = NULL, p->at_pos = NULL, p->hole = NULL;
     p->started = false;
     p->fitted = false;
+    p->last_req = UINT64_MAX;
 }
 
 void vg__plan_free(vg_plan_t *p) {
@@ -103,10 +107,14 @@ void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out) {
         out->in_holes += p->hole[i] != 0;
 }
 
-uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole) {
+uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole,
+                        uint32_t *item) {
     if (!p->at_pos || req < p->base)
         return VG_PLAN_NONE;
-    uint32_t pos = (uint32_t)((req - p->base) % p->cycle);
+    uint32_t pos = req == p->last_req + 1 /* (the next one; UINT64_MAX + 1: none yet) */
+                       ? (p->last_pos + 1 == p->cycle ? 0 : p->last_pos + 1)
+                       : (uint32_t)((req - p->base) % p->cycle);
+    p->last_req = req, p->last_pos = pos;
     if (!p->started) { /* (from its low point: the fewest planned tensors live elsewhere) */
         if (pos != p->low)
             return VG_PLAN_NONE;
@@ -117,6 +125,7 @@ uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole
         return VG_PLAN_NONE; /* (a size unlike the plan's counts in learn) */
     p->placed++;
     *in_hole = p->hole && p->hole[i];
+    *item = (uint32_t)i;
     return *in_hole ? p->hole[i] : p->off[i];
 }
 
@@ -140,6 +149,8 @@ bool vg__plan_following(const vg_plan_t *p, uint64_t *height, uint64_t *generati
 }
 
 uint64_t vg__plan_cycle(const vg_plan_t *p) { return p->at_pos ? p->cycle : 0; }
+
+uint32_t vg__plan_items(const vg_plan_t *p) { return p->at_pos ? p->nitems : 0; }
 
 /* ---- packing --------------------------------------------------------------------------- */
 
@@ -250,6 +261,7 @@ static uint64_t pack_once(packer_t *pk, const order_key_t *order, bool tightest)
             if (a != UINT64_MAX) {
                 pk->hole[i] = a;
                 pk->holed[nholed++] = i;
+                off[i] = 0; /* (not in the arena) */
                 continue;
             }
         }
@@ -274,6 +286,7 @@ static uint64_t pack_once(packer_t *pk, const order_key_t *order, bool tightest)
                 return UINT64_MAX;
             pk->hole[i] = a;
             pk->holed[nholed++] = i;
+            off[i] = 0; /* (not in the arena) */
             continue;
         }
         uint32_t lo = 0, hi = np; /* insert by offset */
@@ -408,8 +421,10 @@ uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t 
                 memcpy(p->off, off, (size_t)n * sizeof *off);
                 memcpy(p->hole, hole, (size_t)n * sizeof *hole);
             }
+            if (height <= page) /* (nothing left to give up) */
+                break;
             top = (height + page - 1) / page * page - page;
-            if (top == 0 || (h = pack_best(p->items, n, p->cycle, top, false, holes, nholes,
+            if ((h = pack_best(p->items, n, p->cycle, top, false, holes, nholes,
                                             off, hole)) == UINT64_MAX)
                 break;
         }

@@ -74,7 +74,8 @@ void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out);
  * offset from the plan's base, or VG_PLAN_NONE (no plan followed, not the planned size,
  * or nothing planned at its position). A plan is followed from the position of its cycle
  * where the fewest planned bytes are live. */
-uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole);
+uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole,
+                        uint32_t *item);
 /* Is vg__plan_fit_holes due before request `req` is placed (the plan is reaching the
  * point it is followed from, and has not been fitted)? */
 bool vg__plan_fit_due(const vg_plan_t *p, uint64_t req);
@@ -86,9 +87,11 @@ uint64_t vg__plan_long_lived_before(const vg_plan_t *p);
 typedef struct vg_plan_hole {
     uint64_t addr, size;
 } vg_plan_hole_t;
-/* Before the plan is first followed: lower its height by whole pages while the items above
- * it fit lower in the arena or in the holes (sorted by address, apart) for as long as they
- * live; vg__plan_place then gives those in holes by address. Returns the height. */
+/* Before the plan is first followed, once: each tensor tries the holes (apart from each
+ * other and from the arena) before the arena; then the arena is lowered a page at a time
+ * while what would reach above it fits in a hole for as long as it lives. Kept only if
+ * the arena comes out lower; vg__plan_place then gives those in holes by address. Returns
+ * the height. O(tensors^2) a packing: 20-90 ms on the traces of bench/traces. */
 uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t nholes,
                             uint64_t page);
 /* The place vg__plan_place gave was not free: a miss. More than 5 % of a period's
@@ -101,8 +104,10 @@ uint64_t vg__plan_room(vg_plan_t *p, uint64_t req, uint64_t size,
                        uint64_t (*taken)(void *arg, uint64_t off, uint64_t size), void *arg);
 /* Is a plan being followed? Its height, and a number that changes with each plan found. */
 bool vg__plan_following(const vg_plan_t *p, uint64_t *height, uint64_t *generation);
-/* Requests in the plan's cycle (two steps), 0 when none is followed. */
+/* Requests in the plan's cycle (two steps), and the tensors it places (item numbers of
+ * vg__plan_place: 0 to this - 1); 0 when none is followed. */
 uint64_t vg__plan_cycle(const vg_plan_t *p);
+uint32_t vg__plan_items(const vg_plan_t *p);
 
 uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
                        uint64_t *offsets);

@@ -54,7 +54,7 @@ vg_block_t *vg__block_new(vg_heap_t *h) {
 }
 
 void vg__block_put(vg_heap_t *h, vg_block_t *b) {
-    b->state = 0xff; /* poison: a stale pointer to it is caught by the validator */
+    b->state = VG_BLOCK_PUT; /* poison: a stale pointer to it is caught by the validator */
     b->fnext = h->block_pool;
     h->block_pool = b;
 }

@@ -88,8 +88,8 @@ static void print_step(const vg_stats_t *s, uint64_t peak_alloc) {
            peak_alloc ? (double)with / (double)peak_alloc : 0.0,
            on ? "" : "; placement unchanged");
     if (on)
-        printf("  placed by plan:   %llu requests, %llu missed (their place taken); %llu of "
-               "the plan's %llu tensors on the pages of those live across steps\n",
+        printf("  placed by plan:   %llu requests, %llu missed (their place taken); the last "
+               "plan puts %llu of its %llu tensors on the pages of those live across steps\n",
                (unsigned long long)s->plan_placed, (unsigned long long)s->plan_missed,
                (unsigned long long)s->plan_beside_long_lived,
                (unsigned long long)s->plan_tensors);

@@ -377,3 +377,70 @@ VG_TEST(long_lived_tensors_pages_hold_planned_tensors) {
     CHECK_EQ(st.plan_missed, missed);
     CHECK_EQ(st.pages_moved, moved);
 }
+
+/* The long-lived tensors beside a hole freed and the cache emptied, so the hole's page is
+ * unmapped: a tensor planned there is mapped again when placed, and every invariant holds.
+ * (From a review of the holes.) */
+VG_TEST(a_hole_whose_page_was_unmapped_is_mapped_again) {
+    vgt_init("plan=on");
+    CUstream s = vgt_stream();
+    void *ptrs[HL_ACTS + 2], *state[4];
+    holed_step(s, ptrs);
+    for (int k = 0; k < 4; k++)
+        CHECK_VG(vg_malloc(&state[k], 300 << 10, s));
+    for (int step = 1; step < 30; step++)
+        holed_step(s, ptrs);
+    CHECK(vgt_stats().plan_beside_long_lived > 0);
+    for (int k = 0; k < 4; k++)
+        CHECK_VG(vg_free(state[k], s));
+    CHECK_CU(vg__cuStreamSynchronize(s));
+    CHECK_VG(vg_stream_synchronized(s));
+    CHECK_VG(vg_empty_cache());
+    CHECK_VALID();
+    for (int step = 30; step < 50; step++) {
+        holed_step(s, ptrs);
+        CHECK_VALID();
+    }
+}
+
+/* A step of 70 requests: X of 1.25 MiB living 10 requests, and 69 temporaries freed at
+ * once. */
+static void *slot_step(CUstream s) {
+    void *x = NULL, *ret = NULL;
+    for (int k = 0; k < 70; k++) {
+        if (k == 10) {
+            CHECK_VG(vg_malloc(&x, (1 << 20) + (256 << 10), s));
+            ret = x;
+            continue;
+        }
+        void *t;
+        CHECK_VG(vg_malloc(&t, (128 << 10) + ((uint64_t)k << 12), s));
+        CHECK_VG(vg_free(t, s));
+        if (k == 20)
+            CHECK_VG(vg_free(x, s));
+    }
+    return ret;
+}
+
+/* A5: a slot's end is a boundary free blocks never merge across. A hole is free space on
+ * a long-lived tensor's page; one that ran across the slot's end would place X across it,
+ * and the boundary would be lost (a review found `vg_validate` failing). */
+VG_TEST(a_hole_never_crosses_a_slots_boundary) {
+    vgt_init("plan=on,small_max=0,slot_min=3M");
+    CUstream s = vgt_stream();
+    void *a, *b, *l;
+    CHECK_VG(vg_malloc(&a, 3 << 20, s));   /* grows: a slot [0, 3M) */
+    CHECK_VG(vg_malloc(&b, 512 << 10, s)); /* [3M, 3.5M): starts at the boundary */
+    CHECK_VG(vg_malloc(&l, 512 << 10, s)); /* [3.5M, 4M): long-lived, keeps page 1 */
+    uint64_t end = (uint64_t)(uintptr_t)a + (3 << 20);
+    CHECK_EQ((uint64_t)(uintptr_t)b, end);
+    CHECK_VG(vg_free(b, s));
+    CHECK_VG(vg_free(a, s)); /* (free [2M, 3.5M) on l's page: across the boundary) */
+    for (int step = 0; step < 40; step++) {
+        uint64_t x = (uint64_t)(uintptr_t)slot_step(s);
+        CHECK_MSG(!(x < end && x + (1 << 20) + (256 << 10) > end),
+                  "step %d: X across the slot's end", step);
+        CHECK_VALID();
+    }
+    CHECK(vgt_stats().plan_placed > 0);
+}

@@ -267,7 +267,8 @@ static void place(placer_t *c, uint64_t size) {
         c->height = vg__plan_fit_holes(c->p, c->holes, (uint32_t)c->nholes, HOLE_PAGE);
         CHECK(!vg__plan_fit_due(c->p, r));
     }
-    uint64_t a = vg__plan_place(c->p, r, size, &hole);
+    uint32_t item;
+    uint64_t a = vg__plan_place(c->p, r, size, &hole, &item);
     c->at[r % 4096] = UINT64_MAX;
     if (a != VG_PLAN_NONE) {
         if (hole) {
@@ -362,4 +363,12 @@ VG_TEST(holes_too_small_for_any_request_change_nothing) {
     follow_with_holes(&c, holes, 1);
     CHECK_EQ(c.height, c.before);
     CHECK_EQ(c.in_holes, 0);
+}
+
+VG_TEST(a_plan_that_fits_wholly_in_the_holes_needs_no_arena) {
+    static placer_t c;
+    vg_plan_hole_t holes[1] = {{HOLE_AT, 1ull << 30}};
+    follow_with_holes(&c, holes, 1);
+    CHECK_EQ(c.height, 0);
+    CHECK_EQ(c.in_holes, c.placed);
 }
