@@ -503,6 +503,11 @@ int cmd_replay(int argc, char **argv) {
     /* One more repeat with a cycle-counter reading around every operation. */
     run_once(&r, ticks);
     free_live(&r);
+    /* The last quarter's median first: the steady state of a training loop, once a plan
+     * (plan=on) has taken over. */
+    size_t q4 = t.nops - t.nops * 3 / 4;
+    qsort(ticks + t.nops * 3 / 4, q4, sizeof *ticks, cmp_u64);
+    double p50_q4 = q4 ? (double)ticks[t.nops * 3 / 4 + q4 / 2] * tick_ns : 0;
     qsort(ticks, t.nops, sizeof *ticks, cmp_u64);
     double p50 = t.nops ? (double)ticks[t.nops / 2] * tick_ns : 0;
     double p99 = t.nops ? (double)ticks[(size_t)((double)t.nops * 0.99)] * tick_ns : 0;
@@ -528,12 +533,13 @@ int cmd_replay(int argc, char **argv) {
         printf("{\"trace\":\"%s\",\"events\":%zu,\"repeats\":%ld,\"mode\":\"%s\","
                "\"device_memory\":%llu,\"lag\":%llu,\"perturb\":%llu,\"ns_per_op\":%.1f,\"cpu_ns_per_op\":%.1f,"
                "\"ns_per_op_cold\":%.1f,\"cpu_ns_per_op_each\":[%s],"
-               "\"p50_ns\":%.1f,\"p99_ns\":%.1f,\"peak_allocated\":%llu,"
+               "\"p50_ns\":%.1f,\"p99_ns\":%.1f,\"p50_ns_last_quarter\":%.1f,"
+               "\"peak_allocated\":%llu,"
                "\"peak_requested\":%llu,\"peak_reserved\":%llu,"
                "\"reserved_over_allocated\":%.4f,\"ooms\":%llu,\"num_device_alloc\":%llu,"
                "\"num_device_free\":%llu,\"num_alloc_retries\":%llu,\"lag_host_waits\":%llu",
                path, t.nops, repeats, mode, (unsigned long long)device_memory, lag_events, seed, nsop,
-               cpuop, cold, each, p50, p99, (unsigned long long)peak_alloc, (unsigned long long)peak_req,
+               cpuop, cold, each, p50, p99, p50_q4, (unsigned long long)peak_alloc, (unsigned long long)peak_req,
                (unsigned long long)peak_res, ratio, (unsigned long long)ooms_timed,
                (unsigned long long)s.num_device_alloc, (unsigned long long)s.num_device_free,
                (unsigned long long)s.num_alloc_retries, (unsigned long long)g_stalls);
@@ -600,7 +606,8 @@ int cmd_replay(int argc, char **argv) {
             printf("  host CPU time:    %.0f ns per operation (the allocating thread's own "
                    "work)\n",
                    cpuop);
-        printf("  latency:          p50 %.0f ns, p99 %.0f ns per operation\n", p50, p99);
+        printf("  latency:          p50 %.0f ns, p99 %.0f ns per operation (p50 of the last "
+               "quarter: %.0f ns)\n", p50, p99, p50_q4);
         printf("  peak allocated:   %s (%llu bytes)\n", vg__fmt_bytes(b1, peak_alloc),
                (unsigned long long)peak_alloc);
         printf("  peak requested:   %s\n", vg__fmt_bytes(b2, peak_req));
