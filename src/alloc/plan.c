@@ -398,38 +398,6 @@ uint64_t vg__plan_room(vg_plan_t *p, uint64_t req, uint64_t size,
 
 #define VG_FIT_MAX_PAGES 64 /* pages given up at most (a packing each) */
 
-/* The tensors in holes that fit in the arena below `limit` while they live go back to it,
- * largest first: a hole is found through the address index, and general memory may take
- * it; the arena is the plan's own. Returns the arena's height. */
-static uint64_t back_to_arena(vg_plan_t *p, uint64_t limit) {
-    uint32_t n = p->nitems, m = 0;
-    order_key_t *order = malloc((size_t)n * sizeof *order + 1);
-    span_t *busy = malloc((size_t)n * sizeof *busy + 1);
-    for (uint32_t i = 0; order && busy && i < n; i++)
-        if (p->hole[i])
-            order[m++] = (order_key_t){p->items[i].size, 0, p->items[i].start, i};
-    if (order && busy)
-        qsort(order, m, sizeof *order, by_key);
-    for (uint32_t k = 0; order && busy && k < m; k++) {
-        uint32_t i = order[k].idx, nb = 0;
-        life_t li = life_on(&p->items[i], p->cycle);
-        for (uint32_t j = 0; j < n; j++)
-            if (!p->hole[j] && overlap(li, life_on(&p->items[j], p->cycle)))
-                busy[nb++] = (span_t){p->off[j], p->off[j] + p->items[j].size};
-        qsort(busy, nb, sizeof *busy, by_lo);
-        uint64_t x = lowest_fit(busy, nb, 0, limit, p->items[i].size);
-        if (x != UINT64_MAX)
-            p->off[i] = x, p->hole[i] = 0;
-    }
-    free(order);
-    free(busy);
-    uint64_t height = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (!p->hole[i] && p->off[i] + p->items[i].size > height)
-            height = p->off[i] + p->items[i].size;
-    return height;
-}
-
 uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t nholes,
                             uint64_t page) {
     if (!p->off || p->fitted)
@@ -461,8 +429,6 @@ uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t 
                 break;
         }
     }
-    if (fitted) /* (its top page is mapped whatever fills it) */
-        height = back_to_arena(p, (height + page - 1) / page * page);
     if (!fitted) {
         free(p->hole);
         p->hole = NULL;
