@@ -155,17 +155,14 @@ static bool seg_holding(vg_segment_t *seg, void *arg) {
     return !f->seg;
 }
 
-/* The block the tensor being placed was last carved as — or, if a free neighbour below
- * has absorbed it since, that neighbour (an absorbed struct, back in the pool, still
- * points to it) — if it is free now, holds [a, a + size) of seg and may serve s: then it
- * is the free block free_at would find, without the address index. (Block structs are
- * recycled, never freed while the heap lives, and a recycled one is poisoned or
- * describes its new block: the check holds either way.) seg NULL: any segment. */
+/* The block the tensor being placed was last carved as, if it is free now, holds
+ * [a, a + size) of seg (NULL: any segment) and may serve s: then it is the free block
+ * free_at would find, without the address index. (Block structs are recycled, never freed
+ * while the heap lives, and a recycled one is poisoned or describes its new block: the
+ * check holds either way.) */
 static vg_block_t *hinted(vg_heap_t *h, const vg_segment_t *seg, uint64_t a, uint64_t size,
                           vg_stream_t *s) {
     vg_block_t *b = h->arena_item < h->arena_hints ? h->arena_hint[h->arena_item] : NULL;
-    for (int k = 0; k < 8 && b && b->state == VG_BLOCK_PUT; k++)
-        b = b->prev;
     if (b && b->state == VG_BLOCK_FREE && (!seg || b->seg == seg) && b->addr <= a &&
         a + size <= b->addr + b->size && vg__block_usable(b, s))
         return b;

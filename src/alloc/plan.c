@@ -102,9 +102,6 @@ void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out) {
     out->placed = p->placed;
     out->missed = p->missed;
     out->items = p->at_pos ? p->nitems : 0;
-    out->in_holes = 0;
-    for (uint32_t i = 0; p->hole && i < p->nitems; i++)
-        out->in_holes += p->hole[i] != 0;
 }
 
 uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole,
@@ -433,6 +430,8 @@ uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t 
         free(p->hole);
         p->hole = NULL;
     }
+    for (uint32_t i = 0; p->hole && i < n; i++)
+        p->rep.in_holes += p->hole[i] != 0;
     free(off);
     free(hole);
     p->rep.height = height;

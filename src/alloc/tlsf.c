@@ -150,9 +150,8 @@ vg_block_t *vg__tlsf_find_small(vg_tlsf_t *t, uint64_t size, vg_stream_t *stream
     return search(&t->cls[VG_CLASS_SMALL], size, stream, TAKE_ANY);
 }
 
-/* Visit one class's blocks from its largest bin down; false once fn said stop. */
-/* The blocks of c's bins from the largest down to the bin of min_size (blocks below it are
- * all smaller than min_size), while fn returns true. */
+/* Visit one class's blocks from its largest bin down to the bin of min_size (the bins
+ * below hold only smaller blocks); false once fn said stop. */
 static bool walk_from(vg_tlsf_class_t *c, uint64_t min_size,
                       bool (*fn)(vg_block_t *b, void *arg), void *arg) {
     int fl_min = 0, sl_min = 0;
@@ -174,13 +173,8 @@ static bool walk_from(vg_tlsf_class_t *c, uint64_t min_size,
     return true;
 }
 
-static bool walk(vg_tlsf_class_t *c, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
-    return walk_from(c, 0, fn, arg);
-}
-
 void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
-    for (int cls = 0; cls < VG_CLASSES && walk(&t->cls[cls], fn, arg); cls++)
-        ;
+    vg__tlsf_each_desc_from(t, -1, 0, fn, arg);
 }
 
 bool vg__tlsf_each_desc_from(vg_tlsf_t *t, int cls, uint64_t min_size,
