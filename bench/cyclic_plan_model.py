@@ -14,9 +14,10 @@ model lacked, each found where one of its peaks was reached and each with a swit
 - **The pages the plan does not use go back** (RELEASE=0: kept). Once the plan is
   followed, a page of the best-fit ranges left with no live byte is unmapped; the arena
   takes the best-fit ranges' idle pages (the layout learnt, emptying) before new ones.
-- **The plan packed three ways** (ORDERS): by size, by size x lifetime, by lifetime
-  (TFLite's and XLA's orders), each at lowest offsets or in the tightest gaps; the lowest
-  height is kept.
+- **The plan packed five ways** (ORDERS): by size, by size x lifetime, by lifetime, by
+  breadth then size, by breadth then lifetime (TFLite's and XLA's orders; an item's
+  breadth is the most bytes live at once during its lifetime), each at lowest offsets or
+  in the tightest gaps; the lowest height is kept.
 - **A tensor whose planned place is still taken** (its predecessor freed late) goes to a
   place the plan leaves free for its planned lifetime (ROOM=0: none), else to the
   best-fit ranges, where it may borrow the arena's idle pages (LEND=0: none; 1: only
@@ -60,7 +61,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nomove_model import TOP  # noqa: E402
 from page_model import PAGE, each_order  # noqa: E402
-from plan_model import BestFit, low_point, page_bytes, period_of  # noqa: E402
+from plan_model import BestFit, live_bytes, low_point, page_bytes, period_of, spans  # noqa: E402
 from pytorch_alloc_model import round_size  # noqa: E402
 
 
@@ -71,8 +72,8 @@ def pack(items, p, key, tightest):
     def spans(s, e):
         return [(s, e)] if e <= p else [(s, p), (0, e - p)]
 
-    placed, off = [], [0] * len(items)
-    for i in sorted(range(len(items)), key=lambda i: key(items[i])):
+    placed, off, br = [], [0] * len(items), breadths(items, p)
+    for i in sorted(range(len(items)), key=lambda i: key(items[i], br[i])):
         sz, s, e = items[i]
         mine = spans(s, e)
         busy = sorted((o, o + z) for o, z, sp in placed
@@ -89,11 +90,20 @@ def pack(items, p, key, tightest):
     return off
 
 
-ORDERS = {  # TFLite's and XLA's heuristics for planning buffers, and their variants
-    "size": lambda it: (-it[0], it[1]),
-    "size x lifetime": lambda it: (-it[0] * (it[2] - it[1]), it[1]),
-    "lifetime": lambda it: (-(it[2] - it[1]), -it[0], it[1]),
+ORDERS = {  # TFLite's and XLA's heuristics for planning buffers, and their variants; b:
+    # the item's breadth, the most bytes live at once during its lifetime (breadths)
+    "size": lambda it, b: (-it[0], it[1]),
+    "size x lifetime": lambda it, b: (-it[0] * (it[2] - it[1]), it[1]),
+    "lifetime": lambda it, b: (-(it[2] - it[1]), -it[0], it[1]),
+    "breadth": lambda it, b: (-b, -it[0], it[1]),
+    "breadth then lifetime": lambda it, b: (-b, -(it[2] - it[1]), it[1]),
 }
+
+
+def breadths(items, p):
+    """Each item's breadth: the most bytes live at once at a point of its lifetime."""
+    live = live_bytes(items, p)
+    return [max(max(live[a:b], default=0) for a, b in spans(s, e, p)) for _, s, e in items]
 
 
 def plan_offsets(items, p, orders):

@@ -109,19 +109,27 @@ def pack(items, p):
     return off
 
 
-def low_point(items, p):
-    """The position of the cycle where the fewest planned bytes are live."""
+def spans(s, e, p):
+    """A lifetime [s, e) on a cycle of length p as one or two spans (e > p wraps)."""
+    return [(s, e)] if e <= p else [(s, p), (0, e - p)]
+
+
+def live_bytes(items, p):
+    """The planned bytes live at each position of the cycle."""
     ev = [0] * (p + 1)
     for sz, s, e in items:
-        for a, b in ([(s, e)] if e <= p else [(s, p), (0, e - p)]):
+        for a, b in spans(s, e, p):
             ev[a] += sz
             ev[b] -= sz
-    cur, best, at = 0, None, 0
-    for i in range(p):
-        cur += ev[i]
-        if best is None or cur < best:
-            best, at = cur, i
-    return at
+    for i in range(1, p):
+        ev[i] += ev[i - 1]
+    return ev[:p]
+
+
+def low_point(items, p):
+    """The position of the cycle where the fewest planned bytes are live."""
+    live = live_bytes(items, p)
+    return min(range(p), key=lambda i: (live[i], i)) if p else 0
 
 
 def run(ops, check_every=64):

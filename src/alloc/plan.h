@@ -10,8 +10,10 @@
  * but live memory grows across it); a period that is a multiple of a shorter one that
  * passes too is cut to that one. The requests of one step freed within the next are
  * packed, when the report is first asked for, as a cycle of two steps (a tensor freed
- * after its own successor is made gets two places, used by turns): greedy, in three
- * orders and two gap rules, the lowest height kept. With plan=learn the heap only says
+ * after its own successor is made gets two places, used by turns): greedy, in five
+ * orders (by size, size x lifetime, lifetime, and by breadth, the most bytes live at once
+ * while the item lives: the busiest moment's items first) and two gap rules, the lowest
+ * height kept. With plan=learn the heap only says
  * what the plan would reserve; with plan=on the plan is packed as soon as it is found and
  * the heap places by it (arena.c; issue 37), after giving up what it can of its height
  * to the holes beside the long-lived tensors (vg__plan_fit_holes).
@@ -67,9 +69,6 @@ void vg__plan_release(vg_plan_t *p, uint64_t req, uint64_t size);
  * in its lifetimes: about 20 ms for GPT-2's 2,516, a second for the longest steps). */
 void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out);
 
-/* Offsets for n items on a cycle of `cycle` requests, packed greedily (tried in three
- * orders, each at the lowest offsets and in the tightest gaps; the lowest height kept).
- * Returns the height (bytes), or UINT64_MAX when out of memory. */
 /* plan=on. Where the plan puts request `req` (the next to be served) of `size` bytes: its
  * offset from the plan's base, or VG_PLAN_NONE (no plan followed, not the planned size,
  * or nothing planned at its position). A plan is followed from the position of its cycle
@@ -109,6 +108,9 @@ bool vg__plan_following(const vg_plan_t *p, uint64_t *height, uint64_t *generati
 uint64_t vg__plan_cycle(const vg_plan_t *p);
 uint32_t vg__plan_items(const vg_plan_t *p);
 
+/* Offsets for n items on a cycle of `cycle` requests, packed greedily (tried in five
+ * orders, each at the lowest offsets and in the tightest gaps; the lowest height kept).
+ * Returns the height (bytes), or UINT64_MAX when out of memory. */
 uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
                        uint64_t *offsets);
 
