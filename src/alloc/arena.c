@@ -191,6 +191,37 @@ static void missed_here(vg_heap_t *h, bool *missed) {
     *missed = true;
 }
 
+/* A miss goes to general memory, but not to a place the plan put in a hole (it would make
+ * that hole's tensor a miss too, and so on: unet_train --perturb=2 dropped its plan so):
+ * the tightest mapped free block of the request's range with room clear of them, by a
+ * walk of the free index (misses are rare), else NULL (general memory as usual). */
+typedef struct clear_ctx {
+    vg_heap_t *h;
+    vg_stream_t *s;
+    uint64_t size, at;
+    vg_block_t *best;
+} clear_ctx_t;
+
+static bool clear_fit(vg_block_t *b, void *arg) {
+    clear_ctx_t *c = arg;
+    if (b->size < c->size || !b->mapped || (c->best && b->size >= c->best->size) ||
+        !vg__block_usable(b, c->s))
+        return true;
+    uint64_t x = vg__plan_clear_of_holes(c->h->plan, b->addr, b->addr + b->size, c->size);
+    if (x != VG_PLAN_NONE)
+        c->best = b, c->at = x;
+    return !c->best || c->best->size != c->size; /* (an exact fit: no tighter one) */
+}
+
+static vg_block_t *clear_of_holes(vg_heap_t *h, uint64_t size, vg_stream_t *s,
+                                  uint64_t *addr) {
+    clear_ctx_t c = {h, s, size, 0, NULL};
+    int cls = size <= h->small_max && h->small_seg ? VG_CLASS_SMALL : VG_CLASS_GENERAL;
+    vg__tlsf_each_desc_from(&h->index, cls, size, clear_fit, &c);
+    *addr = c.at;
+    return c.best;
+}
+
 vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr,
                            bool *missed) {
     uint64_t height, gen;
@@ -223,6 +254,7 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
         if (!b) { /* (general memory serves it: the arena's pages need not move) */
             vg__plan_missed(h->plan);
             *missed = true;
+            return clear_of_holes(h, size, s, addr);
         }
         *addr = off;
         return b;
@@ -246,7 +278,7 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
         room_ctx_t c = {h, s};
         uint64_t room = vg__plan_room(h->plan, h->next_id, size, arena_taken, &c);
         if (room == VG_PLAN_NONE)
-            return NULL;
+            return clear_of_holes(h, size, s, addr);
         a = h->arena->base + room;
         b = free_at(h, h->arena, a, size, s, &past);
     }

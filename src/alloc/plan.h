@@ -28,6 +28,8 @@
 
 #define VG_PLAN_MIN_PERIOD 64
 #define VG_PLAN_MAX_PERIOD 8192   /* requests in a step, at most */
+#define VG_PLAN_COOL 8            /* requests: a hole's place freed this recently is not the
+                                     next tensor's first choice (vg__plan_fit_holes) */
 
 typedef struct vg_plan_item {
     uint64_t size;            /* bytes */
@@ -111,6 +113,10 @@ uint32_t vg__plan_items(const vg_plan_t *p);
 /* Offsets for n items on a cycle of `cycle` requests, packed greedily (tried in five
  * orders, each at the lowest offsets and in the tightest gaps; the lowest height kept).
  * Returns the height (bytes), or UINT64_MAX when out of memory. */
+/* The lowest x in [lo, hi) such that [x, x + size) meets none of the places the plan put
+ * in holes (vg__plan_fit_holes), or VG_PLAN_NONE: where a request the plan does not place
+ * may go in general memory without taking a planned tensor's place. */
+uint64_t vg__plan_clear_of_holes(const vg_plan_t *p, uint64_t lo, uint64_t hi, uint64_t size);
 uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
                        uint64_t *offsets);
 
