@@ -170,8 +170,18 @@ static vg_block_t *hinted(vg_heap_t *h, const vg_segment_t *seg, uint64_t a, uin
 }
 
 void vg__arena_placed(vg_heap_t *h, vg_block_t *b) {
-    if (h->arena_item < h->arena_hints)
+    if (h->arena_item < h->arena_hints) {
         h->arena_hint[h->arena_item] = b;
+        b->plan_item = h->arena_item + 1;
+    }
+}
+
+/* The free block that took in a planned tensor's place is where the tensor planned next
+ * there will be carved: its hint (most places are taken over within a few requests). */
+void vg__arena_freed(vg_heap_t *h, uint32_t item, vg_block_t *f) {
+    const uint32_t *succ = vg__plan_successors(h->plan);
+    if (succ && item < h->arena_hints) /* (an item of a plan since dropped: out of range) */
+        h->arena_hint[succ[item]] = f;
 }
 
 static void hints_reset(vg_heap_t *h, uint32_t n) {

@@ -77,6 +77,8 @@ struct vg_block {
         uint64_t alloc_launch;  /* guard, ALLOCATED: the launch number when it was made */
         uint64_t free_ns;       /* guard, freed: when (eager guard work only) */
     };
+    uint32_t plan_item;         /* plan=on, ALLOCATED: 1 + the tensor of the plan it was
+                                   placed as (arena.c), or 0 */
     uint32_t free_site;         /* guard: where it was freed */
     uint32_t fill_at;           /* guard: where its deferred fill was queued (guard.c) */
     uint64_t clean_seq;         /* guard: launch number at its last clean check */
@@ -489,6 +491,9 @@ vg_block_t *vg__heap_unpool(vg_heap_t *h, vg_block_t *b);
  * its planned place was not free (counted as a miss already). */
 /* The block just carved where vg__arena_find placed the request (not a miss). */
 void vg__arena_placed(vg_heap_t *h, vg_block_t *b);
+/* A block placed by the plan as tensor `item` was freed and is now part of free block f:
+ * where the tensor planned next at its place will look first. */
+void vg__arena_freed(vg_heap_t *h, uint32_t item, vg_block_t *f);
 /* The place vg__arena_find gave could not be carved after all: a miss. */
 void vg__arena_missed(vg_heap_t *h);
 vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr,

@@ -30,6 +30,7 @@ struct vg_plan {
     uint64_t *hole;             /* follow: the address of an item placed in a hole, or 0 */
     struct span *taken;         /* follow: the places planned in holes, merged, by address */
     uint32_t ntaken;
+    uint32_t *succ;             /* follow: the item planned next at each one's address */
     int32_t *at_pos;            /* follow: the item starting at each position, or -1 */
     uint64_t base;              /* the request at position 0 of the cycle */
     uint32_t low;               /* the position it is followed from */
@@ -63,7 +64,9 @@ static void plan_clear(vg_plan_t *p) {
     free(p->at_pos);
     free(p->hole);
     free(p->taken);
+    free(p->succ);
     p->items = NULL, p->off = NULL, p->at_pos = NULL, p->hole = NULL, p->taken = NULL;
+    p->succ = NULL;
     p->ntaken = 0;
     p->started = false;
     p->fitted = false;
@@ -480,6 +483,42 @@ uint64_t vg__plan_room(vg_plan_t *p, uint64_t req, uint64_t size,
 
 /* ---- holes: the plan's top pages given up --------------------------------------------- */
 
+/* For each item, the one planned next at its address (itself if none): items at one
+ * address never live at once, so in the order they start, each is followed by the next
+ * (the first after the last, a cycle later). By address, then start: O(n log n). */
+typedef struct {
+    uint64_t addr;
+    uint32_t start, idx;
+} at_addr_t;
+
+static int by_addr_start(const void *x, const void *y) {
+    const at_addr_t *a = x, *b = y;
+    if (a->addr != b->addr)
+        return a->addr < b->addr ? -1 : 1;
+    return a->start < b->start ? -1 : a->start > b->start;
+}
+
+static void successors(vg_plan_t *p) {
+    uint32_t n = p->nitems;
+    at_addr_t *v = malloc((size_t)n * sizeof *v + 1);
+    p->succ = malloc((size_t)n * sizeof *p->succ + 1);
+    if (!v || !p->succ) { /* (no hints but each tensor's own) */
+        free(v), free(p->succ);
+        p->succ = NULL;
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) /* (a hole's address is far above any arena offset) */
+        v[i] = (at_addr_t){p->hole && p->hole[i] ? p->hole[i] : p->off[i], p->items[i].start, i};
+    qsort(v, n, sizeof *v, by_addr_start);
+    for (uint32_t k = 0, first = 0; k < n; k++) {
+        if (k > 0 && v[k].addr != v[k - 1].addr)
+            first = k;
+        bool last = k + 1 == n || v[k + 1].addr != v[k].addr;
+        p->succ[v[k].idx] = v[last ? first : k + 1].idx;
+    }
+    free(v);
+}
+
 #define VG_FIT_MAX_PAGES 64 /* pages given up at most (a packing each) */
 
 uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t nholes,
@@ -536,8 +575,11 @@ uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t 
     free(off);
     free(hole);
     p->rep.height = height;
+    successors(p);
     return height;
 }
+
+const uint32_t *vg__plan_successors(const vg_plan_t *p) { return p->at_pos ? p->succ : NULL; }
 
 uint64_t vg__plan_clear_of_holes(const vg_plan_t *p, uint64_t lo, uint64_t hi, uint64_t size) {
     uint32_t a = 0, b = p->ntaken; /* the first place planned in a hole ending above lo */

@@ -109,6 +109,9 @@ bool vg__plan_following(const vg_plan_t *p, uint64_t *height, uint64_t *generati
  * vg__plan_place: 0 to this - 1); 0 when none is followed. */
 uint64_t vg__plan_cycle(const vg_plan_t *p);
 uint32_t vg__plan_items(const vg_plan_t *p);
+/* Once fitted (vg__plan_fit_holes): for each item, the item planned next at its address,
+ * or NULL (none followed, or out of memory). */
+const uint32_t *vg__plan_successors(const vg_plan_t *p);
 
 /* Offsets for n items on a cycle of `cycle` requests, packed greedily (tried in five
  * orders, each at the lowest offsets and in the tightest gaps; the lowest height kept).

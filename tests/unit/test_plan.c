@@ -275,6 +275,7 @@ typedef struct {
     struct { uint64_t at, size, freed; } gone[64]; /* the last places in holes freed ... */
     uint64_t ngone, hot; /* ... and tensors put where one left less than 8 requests before */
     uint64_t lo, hi;     /* the lowest and highest byte of any place in a hole */
+    uint64_t item_at[4096]; /* each item's place (+1; 0: not placed yet) */
 } placer_t;
 
 /* Request req placed by the plan: it must not meet any place still live, and a place in a
@@ -317,6 +318,8 @@ static void place(placer_t *c, uint64_t size) {
         }
         c->at[r % 4096] = a, c->size[r % 4096] = size;
         c->placed++;
+        if (item < 4096)
+            c->item_at[item] = a + 1;
     }
     vg__plan_alloc(c->p, r, size);
     c->req++;
@@ -371,6 +374,15 @@ static void follow_with_holes(placer_t *c, const vg_plan_hole_t *holes, int nhol
             CHECK_EQ(c->placed - placed, c->req - first);
     }
     CHECK(c->before > 0);
+    /* Each tensor's successor (the hint of arena.c) is planned at its address. */
+    const uint32_t *succ = vg__plan_successors(c->p);
+    uint32_t n = vg__plan_items(c->p);
+    CHECK(succ != NULL && n > 0 && n <= 4096);
+    for (uint32_t i = 0; succ && i < n && i < 4096; i++)
+        CHECK_MSG(succ[i] < n && c->item_at[succ[i]] == c->item_at[i] && c->item_at[i],
+                  "item %u at %#llx, its successor %u at %#llx", i,
+                  (unsigned long long)c->item_at[i] - 1, succ[i],
+                  (unsigned long long)c->item_at[succ[i]] - 1);
 }
 
 VG_TEST(a_plan_gives_up_its_top_pages_to_holes_and_no_two_live_places_meet) {
