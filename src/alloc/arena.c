@@ -203,8 +203,9 @@ static void missed_here(vg_heap_t *h, bool *missed) {
 
 /* A miss goes to general memory, but not to a place the plan put in a hole (it would make
  * that hole's tensor a miss too, and so on: unet_train --perturb=2 dropped its plan so):
- * the tightest mapped free block of the request's range with room clear of them, by a
- * walk of the free index (misses are rare), else NULL (general memory as usual). */
+ * the tightest mapped free block of the request's range with room clear of them, outside
+ * slots as a search would be (A5), by a walk of the free index (misses are rare), else
+ * NULL (general memory as usual). */
 typedef struct clear_ctx {
     vg_heap_t *h;
     vg_stream_t *s;
@@ -215,8 +216,8 @@ typedef struct clear_ctx {
 static bool clear_fit(vg_block_t *b, void *arg) {
     clear_ctx_t *c = arg;
     if (b->size < c->size || !b->mapped || (c->best && b->size >= c->best->size) ||
-        !vg__block_usable(b, c->s))
-        return true;
+        ((b->slot & VG_SLOT_IN) && c->size < c->h->slot_min) || !vg__block_usable(b, c->s))
+        return true; /* (a slot is kept whole for a request of its size: A5) */
     uint64_t x = vg__plan_clear_of_holes(c->h->plan, b->addr, b->addr + b->size, c->size);
     if (x != VG_PLAN_NONE)
         c->best = b, c->at = x;
