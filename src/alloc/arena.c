@@ -227,6 +227,8 @@ static bool clear_fit(vg_block_t *b, void *arg) {
 static vg_block_t *clear_of_holes(vg_heap_t *h, uint64_t size, vg_stream_t *s,
                                   uint64_t *addr) {
     clear_ctx_t c = {h, s, size, 0, NULL};
+    if (!vg__plan_in_holes(h->plan))
+        return NULL; /* (nothing to keep clear of: the search of general memory) */
     int cls = size <= h->small_max && h->small_seg ? VG_CLASS_SMALL : VG_CLASS_GENERAL;
     vg__tlsf_each_desc_from(&h->index, cls, size, clear_fit, &c);
     *addr = c.at;

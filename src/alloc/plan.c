@@ -488,14 +488,20 @@ uint64_t vg__plan_room(vg_plan_t *p, uint64_t req, uint64_t size,
  * (the first after the last, a cycle later). By address, then start: O(n log n). */
 typedef struct {
     uint64_t addr;
-    uint32_t start, idx;
+    uint32_t in_hole, start, idx;
 } at_addr_t;
 
 static int by_addr_start(const void *x, const void *y) {
     const at_addr_t *a = x, *b = y;
+    if (a->in_hole != b->in_hole) /* (an arena offset and a hole's address: two spaces) */
+        return a->in_hole < b->in_hole ? -1 : 1;
     if (a->addr != b->addr)
         return a->addr < b->addr ? -1 : 1;
     return a->start < b->start ? -1 : a->start > b->start;
+}
+
+static bool same_place(const at_addr_t *a, const at_addr_t *b) {
+    return a->in_hole == b->in_hole && a->addr == b->addr;
 }
 
 static void successors(vg_plan_t *p) {
@@ -507,13 +513,15 @@ static void successors(vg_plan_t *p) {
         p->succ = NULL;
         return;
     }
-    for (uint32_t i = 0; i < n; i++) /* (a hole's address is far above any arena offset) */
-        v[i] = (at_addr_t){p->hole && p->hole[i] ? p->hole[i] : p->off[i], p->items[i].start, i};
+    for (uint32_t i = 0; i < n; i++) {
+        bool hole = p->hole && p->hole[i];
+        v[i] = (at_addr_t){hole ? p->hole[i] : p->off[i], hole, p->items[i].start, i};
+    }
     qsort(v, n, sizeof *v, by_addr_start);
     for (uint32_t k = 0, first = 0; k < n; k++) {
-        if (k > 0 && v[k].addr != v[k - 1].addr)
+        if (k > 0 && !same_place(&v[k], &v[k - 1]))
             first = k;
-        bool last = k + 1 == n || v[k + 1].addr != v[k].addr;
+        bool last = k + 1 == n || !same_place(&v[k + 1], &v[k]);
         p->succ[v[k].idx] = v[last ? first : k + 1].idx;
     }
     free(v);
@@ -580,6 +588,8 @@ uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t 
 }
 
 const uint32_t *vg__plan_successors(const vg_plan_t *p) { return p->at_pos ? p->succ : NULL; }
+
+bool vg__plan_in_holes(const vg_plan_t *p) { return p->at_pos && p->ntaken; }
 
 uint64_t vg__plan_clear_of_holes(const vg_plan_t *p, uint64_t lo, uint64_t hi, uint64_t size) {
     uint32_t a = 0, b = p->ntaken; /* the first place planned in a hole ending above lo */

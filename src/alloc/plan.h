@@ -113,13 +113,16 @@ uint32_t vg__plan_items(const vg_plan_t *p);
  * or NULL (none followed, or out of memory). */
 const uint32_t *vg__plan_successors(const vg_plan_t *p);
 
+/* The lowest x in [lo, hi) such that [x, x + size) meets none of the places the plan put
+ * in holes (vg__plan_fit_holes), or VG_PLAN_NONE: where a request the plan does not place
+ * may go in general memory without taking a planned tensor's place. And whether the plan
+ * followed put any tensor in a hole. */
+uint64_t vg__plan_clear_of_holes(const vg_plan_t *p, uint64_t lo, uint64_t hi, uint64_t size);
+bool vg__plan_in_holes(const vg_plan_t *p);
+
 /* Offsets for n items on a cycle of `cycle` requests, packed greedily (tried in five
  * orders, each at the lowest offsets and in the tightest gaps; the lowest height kept).
  * Returns the height (bytes), or UINT64_MAX when out of memory. */
-/* The lowest x in [lo, hi) such that [x, x + size) meets none of the places the plan put
- * in holes (vg__plan_fit_holes), or VG_PLAN_NONE: where a request the plan does not place
- * may go in general memory without taking a planned tensor's place. */
-uint64_t vg__plan_clear_of_holes(const vg_plan_t *p, uint64_t lo, uint64_t hi, uint64_t size);
 uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
                        uint64_t *offsets);
 

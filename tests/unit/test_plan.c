@@ -275,7 +275,8 @@ typedef struct {
     struct { uint64_t at, size, freed; } gone[64]; /* the last places in holes freed ... */
     uint64_t ngone, hot; /* ... and tensors put where one left less than 8 requests before */
     uint64_t lo, hi;     /* the lowest and highest byte of any place in a hole */
-    uint64_t item_at[4096]; /* each item's place (+1; 0: not placed yet) */
+    uint64_t item_at[4096]; /* each item's place (+1; 0: not placed yet) ... */
+    uint64_t item_first[4096], item_size[4096]; /* ... the request first placed there, size */
 } placer_t;
 
 /* Request req placed by the plan: it must not meet any place still live, and a place in a
@@ -318,8 +319,8 @@ static void place(placer_t *c, uint64_t size) {
         }
         c->at[r % 4096] = a, c->size[r % 4096] = size;
         c->placed++;
-        if (item < 4096)
-            c->item_at[item] = a + 1;
+        if (item < 4096 && !c->item_at[item])
+            c->item_at[item] = a + 1, c->item_first[item] = r, c->item_size[item] = size;
     }
     vg__plan_alloc(c->p, r, size);
     c->req++;
@@ -374,15 +375,27 @@ static void follow_with_holes(placer_t *c, const vg_plan_hole_t *holes, int nhol
             CHECK_EQ(c->placed - placed, c->req - first);
     }
     CHECK(c->before > 0);
-    /* Each tensor's successor (the hint of arena.c) is planned at its address. */
+    /* Each tensor's successor (the hint of arena.c) is the one placed next at its address
+     * (first placed in cycle order, all within one cycle), or the first one there after
+     * the last; itself only where it is alone. */
     const uint32_t *succ = vg__plan_successors(c->p);
     uint32_t n = vg__plan_items(c->p);
     CHECK(succ != NULL && n > 0 && n <= 4096);
-    for (uint32_t i = 0; succ && i < n && i < 4096; i++)
-        CHECK_MSG(succ[i] < n && c->item_at[succ[i]] == c->item_at[i] && c->item_at[i],
-                  "item %u at %#llx, its successor %u at %#llx", i,
-                  (unsigned long long)c->item_at[i] - 1, succ[i],
-                  (unsigned long long)c->item_at[succ[i]] - 1);
+    for (uint32_t i = 0; succ && i < n && i < 4096; i++) {
+        uint32_t next = i, lowest = i;
+        for (uint32_t j = 0; j < n; j++) {
+            if (c->item_at[j] != c->item_at[i])
+                continue;
+            if (c->item_first[j] < c->item_first[lowest])
+                lowest = j;
+            if (c->item_first[j] > c->item_first[i] &&
+                (next == i || c->item_first[j] < c->item_first[next]))
+                next = j;
+        }
+        uint32_t want = next != i ? next : lowest;
+        CHECK_MSG(c->item_at[i] && succ[i] == want, "item %u at %#llx: successor %u, not %u",
+                  i, (unsigned long long)c->item_at[i] - 1, succ[i], want);
+    }
 }
 
 VG_TEST(a_plan_gives_up_its_top_pages_to_holes_and_no_two_live_places_meet) {
@@ -444,5 +457,22 @@ VG_TEST(room_clear_of_the_places_planned_in_holes_is_found_past_them) {
     CHECK_EQ(vg__plan_clear_of_holes(c->p, c->lo, c->hi, 512), VG_PLAN_NONE); /* (all taken) */
     CHECK_EQ(vg__plan_clear_of_holes(c->p, c->hi + 512, c->hi + 1024, 512), c->hi + 512);
     CHECK_EQ(vg__plan_clear_of_holes(c->p, c->hi, c->hi + 256, 512), VG_PLAN_NONE); /* small */
+    /* From anywhere in and around the places, against every place planned in a hole. */
+    for (uint64_t lo = c->lo - 1024; lo < c->hi + 1024; lo += 512)
+        for (uint64_t size = 512; size <= 4096; size *= 2) {
+            uint64_t want = lo;
+            for (bool moved = true; moved;) {
+                moved = false;
+                for (uint32_t i = 0; i < 4096; i++) {
+                    uint64_t a = c->item_at[i] - 1;
+                    if (c->item_at[i] && a >= HOLE_AT && a < want + size &&
+                        want < a + c->item_size[i])
+                        want = a + c->item_size[i], moved = true;
+                }
+            }
+            CHECK_MSG(vg__plan_clear_of_holes(c->p, lo, c->hi + 8192, size) == want,
+                      "from %#llx, %llu bytes", (unsigned long long)lo,
+                      (unsigned long long)size);
+        }
     vg__plan_free(c->p);
 }
