@@ -213,12 +213,17 @@ vg_at_t vg__heap_block_at(vg_heap_t *h, uint64_t p, vg_block_t **block) {
     return VG_AT_GAP;
 }
 
-vg_block_t *vg__heap_block_below(vg_heap_t *h, uint64_t p) {
-    if (VG_UNLIKELY(!h->index_on))
-        index_start(h);
+vg_segment_t *vg__heap_segment_at(vg_heap_t *h, uint64_t p) {
     vg_segment_t *seg = h->segments;
     while (seg && !(p >= seg->base && p - seg->base < seg->size))
         seg = seg->next;
+    return seg;
+}
+
+vg_block_t *vg__heap_block_below(vg_heap_t *h, uint64_t p) {
+    if (VG_UNLIKELY(!h->index_on))
+        index_start(h);
+    vg_segment_t *seg = vg__heap_segment_at(h, p);
     uint64_t below, above;
     if (!seg || vg__addrindex_near(seg, p, &below, &above) < 0 || !below)
         return NULL;

@@ -143,18 +143,6 @@ static void fit_holes(vg_heap_t *h) {
     free(c.v);
 }
 
-typedef struct seg_find {
-    uint64_t a;
-    vg_segment_t *seg;
-} seg_find_t;
-
-static bool seg_holding(vg_segment_t *seg, void *arg) {
-    seg_find_t *f = arg;
-    if (f->a >= seg->base && f->a - seg->base < seg->size)
-        f->seg = seg;
-    return !f->seg;
-}
-
 /* The block the tensor being placed was last carved as, if it is free now, holds
  * [a, a + size) of seg (NULL: any segment) and may serve s: then it is the free block
  * free_at would find, without the address index. (Block structs are recycled, never freed
@@ -259,10 +247,9 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
     if (in_hole) { /* (a miss there goes to general memory) */
         vg_block_t *b = hinted(h, NULL, off, size, s); /* (a free block holding it: its own) */
         if (!b) {
-            seg_find_t f = {off, NULL};
-            vg__heap_each_segment(h, seg_holding, &f);
+            vg_segment_t *seg = vg__heap_segment_at(h, off);
             uint64_t past;
-            b = f.seg ? free_at(h, f.seg, off, size, s, &past) : NULL;
+            b = seg ? free_at(h, seg, off, size, s, &past) : NULL;
         }
         if (!b) { /* (general memory serves it: the arena's pages need not move) */
             vg__plan_missed(h->plan);

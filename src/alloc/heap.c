@@ -310,7 +310,6 @@ static vg_status_t make_allocated(vg_heap_t *h, vg_block_t *b, uint64_t requeste
     b->nuses = 0;
     b->flags = 0;
     b->id = ++h->next_id;
-    b->plan_item = 0;
     if (!vg__ptrmap_put(&h->live, b->user, b)) {
         b->state = b->gpool ? VG_BLOCK_POOLED : VG_BLOCK_FREE;
         b->stream = NULL;
@@ -750,6 +749,7 @@ static vg_block_t *release_free(vg_heap_t *h, vg_block_t *b, uint64_t head, uint
     b->pat_head = head;
     b->pat_tail = tail;
     uint32_t item = b->plan_item; /* (b may merge into the block below) */
+    b->plan_item = 0;             /* (so a block is carved with none: arena.c sets it) */
     vg_block_t *f = vg__block_coalesce(h, b);
     vg__tlsf_insert(index_of(h, f), f);
     if (VG_UNLIKELY(item))

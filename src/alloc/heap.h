@@ -78,7 +78,7 @@ struct vg_block {
         uint64_t free_ns;       /* guard, freed: when (eager guard work only) */
     };
     uint32_t plan_item;         /* plan=on, ALLOCATED: 1 + the tensor of the plan it was
-                                   placed as (arena.c), or 0 */
+                                   placed as (arena.c), or 0 (0 in every free block) */
     uint32_t free_site;         /* guard: where it was freed */
     uint32_t fill_at;           /* guard: where its deferred fill was queued (guard.c) */
     uint64_t clean_seq;         /* guard: launch number at its last clean check */
@@ -306,6 +306,8 @@ typedef enum {
 vg_at_t vg__heap_block_at(vg_heap_t *h, uint64_t p, vg_block_t **block);
 /* The live-map block of h with the largest user address <= p, or NULL (lock held). */
 vg_block_t *vg__heap_block_below(vg_heap_t *h, uint64_t p);
+/* The segment whose range holds address p, or NULL (heap lock held). */
+vg_segment_t *vg__heap_segment_at(vg_heap_t *h, uint64_t p);
 /* Could [p, p + n) touch any heap's segments? A lock-free filter over the lowest and
  * highest address any segment ever had (false: certainly not vramguard's). */
 bool vg__addrindex_maybe_ours(uint64_t p, uint64_t n);
@@ -489,6 +491,8 @@ vg_block_t *vg__heap_unpool(vg_heap_t *h, vg_block_t *b);
  * first of the free blocks that hold it (heap.c carves them); NULL when it is not planned
  * or neither its place nor room the plan leaves is free for s (heap lock held). *missed:
  * its planned place was not free (counted as a miss already). */
+vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr,
+                           bool *missed);
 /* The block just carved where vg__arena_find placed the request (not a miss). */
 void vg__arena_placed(vg_heap_t *h, vg_block_t *b);
 /* A block placed by the plan as tensor `item` was freed and is now part of free block f:
@@ -496,8 +500,6 @@ void vg__arena_placed(vg_heap_t *h, vg_block_t *b);
 void vg__arena_freed(vg_heap_t *h, uint32_t item, vg_block_t *f);
 /* The place vg__arena_find gave could not be carved after all: a miss. */
 void vg__arena_missed(vg_heap_t *h);
-vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr,
-                           bool *missed);
 
 /* tlsf.c */
 void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b);

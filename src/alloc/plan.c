@@ -273,6 +273,13 @@ static uint64_t in_a_hole(packer_t *pk, uint32_t i, uint32_t nholed) {
     return a != UINT64_MAX ? a : in_a_hole_from(pk, i, nholed, 0);
 }
 
+/* Item i goes to a hole, at a. */
+static void to_hole(packer_t *pk, uint32_t i, uint64_t a, uint32_t *nholed) {
+    pk->hole[i] = a;
+    pk->holed[(*nholed)++] = i;
+    pk->off[i] = 0; /* (not in the arena) */
+}
+
 /* One greedy packing: items in `order`, each at the lowest offset free of the items placed
  * before it that overlap it on the cycle, or in the tightest such gap. `placed` keeps the
  * items placed so far by offset, so the gaps are read in one pass: O(n) an item. Returns
@@ -288,9 +295,7 @@ static uint64_t pack_once(packer_t *pk, const order_key_t *order, bool tightest)
         if (pk->holes_first) {
             uint64_t a = in_a_hole(pk, i, nholed);
             if (a != UINT64_MAX) {
-                pk->hole[i] = a;
-                pk->holed[nholed++] = i;
-                off[i] = 0; /* (not in the arena) */
+                to_hole(pk, i, a, &nholed);
                 continue;
             }
         }
@@ -313,9 +318,7 @@ static uint64_t pack_once(packer_t *pk, const order_key_t *order, bool tightest)
             uint64_t a = in_a_hole(pk, i, nholed);
             if (a == UINT64_MAX)
                 return UINT64_MAX;
-            pk->hole[i] = a;
-            pk->holed[nholed++] = i;
-            off[i] = 0; /* (not in the arena) */
+            to_hole(pk, i, a, &nholed);
             continue;
         }
         uint32_t lo = 0, hi = np; /* insert by offset */
@@ -600,11 +603,7 @@ uint64_t vg__plan_clear_of_holes(const vg_plan_t *p, uint64_t lo, uint64_t hi, u
         else
             b = mid;
     }
-    uint64_t x = lo;
-    for (uint32_t k = a; k < p->ntaken && p->taken[k].lo < x + size; k++)
-        if (p->taken[k].hi > x)
-            x = p->taken[k].hi;
-    return x + size <= hi ? x : VG_PLAN_NONE;
+    return lowest_fit(p->taken + a, p->ntaken - a, lo, hi, size); /* (VG_PLAN_NONE: none) */
 }
 
 /* ---- learning the step ----------------------------------------------------------------- */

@@ -211,6 +211,22 @@ VG_TEST(packing_shares_space_between_lifetimes_that_do_not_meet) {
     CHECK_EQ(vg__plan_pack(all, 3, 10, off), 600);
 }
 
+/* Checks that no two items (none wrapping) that live at once overlap in memory; returns
+ * the top of the highest. */
+static uint64_t packed_apart(const vg_plan_item_t *items, int n, const uint64_t *off) {
+    uint64_t top = 0;
+    for (int i = 0; i < n; i++) {
+        if (off[i] + items[i].size > top)
+            top = off[i] + items[i].size;
+        for (int j = 0; j < i; j++) {
+            bool meet = items[i].start < items[j].end && items[j].start < items[i].end;
+            bool apart = off[i] + items[i].size <= off[j] || off[j] + items[j].size <= off[i];
+            CHECK_MSG(!meet || apart, "items %d and %d meet in time and in memory", i, j);
+        }
+    }
+    return top;
+}
+
 VG_TEST(a_packing_keeps_lifetimes_that_meet_apart_and_stays_near_their_peak) {
     /* Whatever order and gap rule win, no two items that live at once overlap in memory,
      * the height is the top of the highest, and it is at the peak of bytes live at once
@@ -219,17 +235,7 @@ VG_TEST(a_packing_keeps_lifetimes_that_meet_apart_and_stays_near_their_peak) {
                                {1500, 0, 1}};
     uint64_t off[5];
     uint64_t h = vg__plan_pack(items, 5, 10, off);
-    uint64_t top = 0;
-    for (int i = 0; i < 5; i++) {
-        if (off[i] + items[i].size > top)
-            top = off[i] + items[i].size;
-        for (int j = 0; j < i; j++) {
-            bool meet = items[i].start < items[j].end && items[j].start < items[i].end;
-            bool apart = off[i] + items[i].size <= off[j] || off[j] + items[j].size <= off[i];
-            CHECK(!meet || apart);
-        }
-    }
-    CHECK_EQ(h, top);
+    CHECK_EQ(h, packed_apart(items, 5, off));
     CHECK(h >= 6500 && h <= 8000); /* the peak (4000 + 1000 + 1500) and at most one gap more */
 }
 
@@ -252,12 +258,7 @@ VG_TEST(packing_by_breadth_reaches_the_peak_where_the_other_orders_leave_a_gap) 
                                {2048, 7, 10}, {1536, 3, 5}, {512, 4, 7}};
     uint64_t off[7];
     CHECK_EQ(vg__plan_pack(items, 7, 12, off), 7168);
-    for (int i = 0; i < 7; i++)
-        for (int j = 0; j < i; j++) {
-            bool meet = items[i].start < items[j].end && items[j].start < items[i].end;
-            bool apart = off[i] + items[i].size <= off[j] || off[j] + items[j].size <= off[i];
-            CHECK(!meet || apart);
-        }
+    CHECK_EQ(packed_apart(items, 7, off), 7168);
 }
 
 /* ---- holes: the arena's top pages given up (vg__plan_fit_holes) ------------------------ */
