@@ -261,6 +261,22 @@ VG_TEST(packing_by_breadth_reaches_the_peak_where_the_other_orders_leave_a_gap) 
     CHECK_EQ(packed_apart(items, 7, off), 7168);
 }
 
+VG_TEST(under_a_top_the_tensor_that_did_not_fit_goes_first) {
+    /* 4096 bytes live at once at most (at 4 and 5). Every greedy order of vg__plan_pack
+     * leaves a gap that takes these to 5632. Under a top of 4096 (the fit lowering the
+     * arena a page at a time), the packing that got furthest is tried again with the
+     * tensor that did not fit placed first, and fits: the squeeze of vg__plan_fit_holes
+     * (bench/RESULTS.md: cnn_train's arena a page lower). */
+    vg_plan_item_t items[5] = {{1536, 2, 8}, {1536, 0, 4}, {512, 5, 8}, {2048, 4, 7},
+                               {2560, 0, 2}};
+    uint64_t off[5];
+    CHECK_EQ(vg__plan_pack(items, 5, 10, off), 5632);
+    CHECK_EQ(vg__plan_pack_under(items, 5, 10, 4096, off), 4096);
+    CHECK_EQ(packed_apart(items, 5, off), 4096);
+    CHECK_EQ(vg__plan_pack_under(items, 5, 10, 4095, off), UINT64_MAX); /* (below the peak) */
+    CHECK_EQ(vg__plan_pack_under(items, 5, 10, 1ull << 20, off), 5632); /* (the first fits) */
+}
+
 /* ---- holes: the arena's top pages given up (vg__plan_fit_holes) ------------------------ */
 
 #define HOLE_AT (1ull << 40) /* (far above any arena offset: one space for the checks) */
