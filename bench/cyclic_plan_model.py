@@ -2,8 +2,9 @@
 way (docs/decisions.md A13, issue 37). The second cut of bench/plan_model.py; what that
 model lacked, each found where one of its peaks was reached and each with a switch:
 
-- **A step is where live memory comes back.** A period P of the sizes asked for is taken
-  only if the live bytes after its last request equal those P and 2P requests earlier,
+- **A step is where live memory comes back.** A period P of the sizes asked for (seen
+  twice, then holding for P/2 more requests) is taken only if the live bytes after its
+  last request equal those P and 2P requests earlier,
   within BALANCE (1 %) of the bytes served meanwhile (BALANCE=inf: not checked). A
   transformer layer's pattern repeats inside the forward pass, but live memory grows
   there by what the layer keeps, a large share of what it serves: plan_model made plans
@@ -379,7 +380,7 @@ class Model:
         if self.sizes[idx] != self.sizes[idx - p]:
             self.min_p, self.cand = p + 1, 0
             return
-        if idx + 1 - self.cand_at < p:
+        if idx + 1 - self.cand_at < p // 2:  # confirmed over half a period (plan.c)
             return
         now = self.live_at[idx]  # back within 1 % of what the periods served (src/alloc/plan.c)
         if any(abs(self.live_at[idx - k * p] - now) >
@@ -387,7 +388,7 @@ class Model:
             self.min_p, self.cand = p + 1, 0  # live memory did not come back: no step
             return
         n = idx + 1
-        base = n - 3 * p  # the model step: [base, base + p), its frees known
+        base = n - 2 * p - p // 2  # the model step: [base, base + p), its frees known
         items, where = [], []
         for j in range(base, base + p):
             f = self.freed_at[j]

@@ -22,7 +22,7 @@
  * their pages mapped, with free space beside them. Before the plan is first followed, the
  * free blocks' parts on those pages are offered to it (plan.h, vg__plan_fit_holes); a
  * tensor planned there is carved at its address as in the arena, and a hole taken by
- * something else is a miss.
+ * something else is a miss, which goes to the arena's room as the arena's own do.
  */
 #include <stdlib.h>
 
@@ -223,6 +223,25 @@ static vg_block_t *clear_of_holes(vg_heap_t *h, uint64_t size, vg_stream_t *s,
     return c.best;
 }
 
+/* A miss's place: where the plan leaves the arena free for as long as the request is
+ * planned to live, if anywhere; else clear of the places planned in holes. A miss in a hole
+ * goes to the arena's room too: in general memory it mapped a page, taken from the arena's
+ * idle ones, which the arena's next tensor needed (cnn_train --perturb=2: a page more). */
+static vg_block_t *miss_room(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr) {
+    if (h->arena) {
+        room_ctx_t c = {h, s};
+        uint64_t room = vg__plan_room(h->plan, h->next_id, size, arena_taken, &c), past;
+        vg_block_t *b = room == VG_PLAN_NONE
+                            ? NULL
+                            : free_at(h, h->arena, h->arena->base + room, size, s, &past);
+        if (b) {
+            *addr = h->arena->base + room;
+            return b;
+        }
+    }
+    return clear_of_holes(h, size, s, addr);
+}
+
 vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t *addr,
                            bool *missed) {
     uint64_t height, gen;
@@ -251,10 +270,10 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
             uint64_t past;
             b = seg ? free_at(h, seg, off, size, s, &past) : NULL;
         }
-        if (!b) { /* (general memory serves it: the arena's pages need not move) */
+        if (!b) { /* (the arena's own pages need not move for it) */
             vg__plan_missed(h->plan);
             *missed = true;
-            return clear_of_holes(h, size, s, addr);
+            return miss_room(h, size, s, addr);
         }
         *addr = off;
         return b;
@@ -273,14 +292,9 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
     vg_block_t *b = hinted(h, h->arena, a, size, s);
     if (!b)
         b = free_at(h, h->arena, a, size, s, &past);
-    if (!b) { /* a miss: where the plan leaves room while it lives, if anywhere */
+    if (!b) { /* a miss */
         missed_here(h, missed);
-        room_ctx_t c = {h, s};
-        uint64_t room = vg__plan_room(h->plan, h->next_id, size, arena_taken, &c);
-        if (room == VG_PLAN_NONE)
-            return clear_of_holes(h, size, s, addr);
-        a = h->arena->base + room;
-        b = free_at(h, h->arena, a, size, s, &past);
+        return miss_room(h, size, s, addr);
     }
     *addr = a;
     return b;

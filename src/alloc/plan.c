@@ -659,6 +659,12 @@ uint64_t vg__plan_clear_of_holes(const vg_plan_t *p, uint64_t lo, uint64_t hi, u
 
 /* ---- learning the step ----------------------------------------------------------------- */
 
+/* The requests a period seen twice must hold for before a plan is made of it: half a
+ * period. (A whole one, before the twelfth session: the plan then came a step later, and
+ * a training loop's learning layout, the one before the plan, set cnn_train's peak with
+ * --perturb=1. A pattern inside a step that breaks later is dropped by learn().) */
+static inline uint64_t confirm(uint64_t per) { return per / 2; }
+
 /* Do the `count` sizes up to request `last` each equal the one `per` requests earlier? */
 static bool repeats(const vg_plan_t *p, uint64_t last, uint64_t per, uint64_t count) {
     for (uint64_t k = 0; k < count; k++)
@@ -694,18 +700,21 @@ static bool balanced(const vg_plan_t *p, uint64_t idx, uint64_t per) {
 /* A period per confirmed at idx may be a multiple of the step: the smaller periods tried
  * before were rejected while the program did something else (a warm-up allocating the
  * same size while live memory grew), and min_p only grows. The smallest divisor of per
- * (64 at least) over which the last 3 x per sizes repeat and live memory comes back. */
+ * (64 at least) over which the sizes since the first of per's repetitions repeat and live
+ * memory comes back. */
 static uint64_t smallest_step(const vg_plan_t *p, uint64_t idx, uint64_t per) {
     for (uint64_t q = VG_PLAN_MIN_PERIOD; q < per; q++)
-        if (per % q == 0 && repeats(p, idx, q, 3 * per - q) && balanced(p, idx, q))
+        if (per % q == 0 && repeats(p, idx, q, 2 * per + confirm(per) - q) &&
+            balanced(p, idx, q))
             return q;
     return per;
 }
 
-/* Two steps of period per, the model step being the one that ended 2 periods before the
- * last request: the requests freed within the period after it, packed on a cycle of 2per. */
+/* Two steps of period per, the model step being the first of the two seen repeating (it
+ * ended a period and a half before the last request): the requests freed within the
+ * period after it, packed on a cycle of 2per. */
 static void make_plan(vg_plan_t *p, uint64_t per) {
-    uint64_t n = p->n, base = n - 3 * per;
+    uint64_t n = p->n, base = n - 2 * per - confirm(per);
     vg_plan_item_t *items = malloc(2 * per * sizeof *items);
     int64_t *ev = calloc(2 * per + 1, sizeof *ev);
     uint32_t m = 0, low = 0;
@@ -739,7 +748,7 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
             peak = cur;
         if (cur < least)
             least = cur, low = x;
-        if (x == per - 1) /* (the last request logged sits there on the cycle) */
+        if (x == confirm(per) - 1) /* (the last request logged sits there on the cycle) */
             at_boundary = cur;
     }
     uint64_t live = p->live_after[at(n - 1)];
@@ -801,7 +810,7 @@ static void learn(vg_plan_t *p, uint64_t idx) {
         p->min_p = per + 1, p->cand = 0;
         return;
     }
-    if (idx + 1 - p->cand_at < per)
+    if (idx + 1 - p->cand_at < confirm(per))
         return;
     if (!balanced(p, idx, per)) {
         p->min_p = per + 1, p->cand = 0; /* live memory did not come back: no step */

@@ -5,7 +5,7 @@
  * With option plan=learn the heap logs each request's size (rounded, as placed) and when
  * it was freed. Every 64 requests it looks for the step: the smallest period P (64 to
  * VG_PLAN_MAX_PERIOD requests) such that the last 2P sizes repeat with period P, which
- * must then hold for P more requests, with live bytes back to within 1 % of what they
+ * must then hold for P/2 more requests, with live bytes back to within 1 % of what they
  * were one and two periods before (a layer's pattern repeats inside a forward pass too,
  * but live memory grows across it); a period that is a multiple of a shorter one that
  * passes too is cut to that one. The requests of one step freed within the next are

@@ -288,8 +288,8 @@ replay_plan_learn)
     # plan=learn (docs/decisions.md A13): replay finds each training loop's step, the
     # same one bench/cyclic_plan_model.py finds, and packs two steps' tensors in no more
     # than their peak; a generation loop, whose cache grows every token, has none.
-    for tc in resnet50_train.csv:1186:5283 gpt2_small_train.csv:1258:5355 \
-              unet_train.csv.gz:1311:5280 gpt_train.csv.gz:1468:5885; do
+    for tc in resnet50_train.csv:1186:4690 gpt2_small_train.csv:1258:4726 \
+              unet_train.csv.gz:1311:4624 gpt_train.csv.gz:1468:5151; do
         IFS=: read -r f per at <<EOF2
 $tc
 EOF2
@@ -304,7 +304,7 @@ EOF2
             fail "$f: $ll bytes long-lived beside a $pk-byte peak, $alloc allocated at most"
     done
     run 0 "$VG" replay --repeat=1 --plan=learn "$TRACES/resnet50_train.csv"
-    grep -q "training step:    1186 requests, found at allocation 5283" "$TMP/out" || fail "text: $(cat "$TMP/out")"
+    grep -q "training step:    1186 requests, found at allocation 4690" "$TMP/out" || fail "text: $(cat "$TMP/out")"
     grep -qE "a plan of two: .*placement unchanged" "$TMP/out" || fail "no plan line"
     run 0 "$VG" replay --json --repeat=1 --plan=learn "$TRACES/gen_large.csv.gz"
     grep -q step_requests "$TMP/out" && fail "a step in a generation loop: $(cat "$TMP/out")"
