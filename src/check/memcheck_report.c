@@ -207,12 +207,17 @@ static void emit(const group_t *g) {
         snprintf(more, sizeof more, "; %llu such accesses logged",
                  (unsigned long long)g->count);
     char short_name[VG_KERNEL_SHORT + 1];
-    snprintf(r.lead, sizeof r.lead, "%s (launch #%llu on %s), block (%u,%u,%u) thread "
-                     "(%u,%u,%u) %s %s%s",
-                     vg__kernel_name_short(kernel, short_name, sizeof short_name), (unsigned long long)g->l.seq, st, rec->block[0], rec->block[1],
-                     rec->block[2], rec->thread[0], rec->thread[1], rec->thread[2],
-                     rec->flags & VG_MC_ATOMIC ? "updates atomically" : write ? "writes" : "reads",
-                     where, more);
+    int len = snprintf(r.lead, sizeof r.lead, "%s (launch #%llu on %s), block (%u,%u,%u) "
+                       "thread (%u,%u,%u) %s %s%s",
+                       vg__kernel_name_short(kernel, short_name, sizeof short_name),
+                       (unsigned long long)g->l.seq, st, rec->block[0], rec->block[1],
+                       rec->block[2], rec->thread[0], rec->thread[1], rec->thread[2],
+                       rec->flags & VG_MC_ATOMIC ? "updates atomically"
+                       : write                   ? "writes"
+                                                 : "reads",
+                       where, more);
+    if (len >= (int)sizeof r.lead) /* (cut: say so) */
+        memcpy(r.lead + sizeof r.lead - 4, "...", 4);
     snprintf(r.detail, sizeof r.detail,
              "at %s, address 0x%llx\n"
              "memcheck mode checked it on the device, before the access was made: on a GPU "
