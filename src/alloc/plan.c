@@ -3,8 +3,8 @@
  *
  * The log is a ring of the last VG_PLAN_WINDOW requests: each one's size, the request
  * count when it was freed, the live bytes just after it was served and the bytes served
- * so far. Finding a step of P requests and packing its plan reads the last 3P of them;
- * the window holds four of the longest steps looked for.
+ * so far. Finding a step of P requests needs 3P of them logged, and packing its plan reads
+ * the last 2.5P; the window holds four of the longest steps looked for.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -451,7 +451,7 @@ static uint64_t pack_best(const vg_plan_item_t *items, uint32_t n, uint32_t cycl
     breadth = hole_out ? NULL : breadths(items, life, n, cycle);
     /* By size, by size x lifetime, by lifetime (then size), by breadth then size, by
      * breadth then lifetime. */
-    uint32_t far = 0, far_o = 0, far_t = 0; /* under a top: the packing that failed last */
+    uint32_t far = 0, far_o = 0, far_t = 0; /* under a top: the packing that got furthest */
     for (int o = 0; o < (breadth ? 5 : 3) && !(under && best != UINT64_MAX); o++) {
         set_order(order, items, n, breadth, o);
         for (int tightest = 0; tightest < 2 && !(under && best != UINT64_MAX); tightest++) {
@@ -463,9 +463,9 @@ static uint64_t pack_best(const vg_plan_item_t *items, uint32_t n, uint32_t cycl
         }
     }
     if (again && best == UINT64_MAX) { /* none fits: the one that got furthest, its misfit
-                                          first, again and again */
+                                          first, again (not if the first did not fit) */
         set_order(again, items, n, breadth, (int)far_o);
-        for (int r = 0; r < VG_FIT_RETRIES && best == UINT64_MAX; r++) {
+        for (int r = 0; r < VG_FIT_RETRIES && best == UINT64_MAX && far > 0; r++) {
             order_key_t first = again[far];
             memmove(again + 1, again, far * sizeof *again);
             again[0] = first;

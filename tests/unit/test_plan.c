@@ -274,7 +274,7 @@ VG_TEST(under_a_top_the_tensor_that_did_not_fit_goes_first) {
     CHECK_EQ(vg__plan_pack_under(items, 5, 10, 4096, off), 4096);
     CHECK_EQ(packed_apart(items, 5, off), 4096);
     CHECK_EQ(vg__plan_pack_under(items, 5, 10, 4095, off), UINT64_MAX); /* (below the peak) */
-    CHECK_EQ(vg__plan_pack_under(items, 5, 10, 1ull << 20, off), 5632); /* (the first fits) */
+    CHECK_EQ(vg__plan_pack_under(items, 5, 10, 1ull << 20, off), 5632); /* (greedy fits) */
 }
 
 /* ---- holes: the arena's top pages given up (vg__plan_fit_holes) ------------------------ */
