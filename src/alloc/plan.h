@@ -127,8 +127,9 @@ uint64_t vg__plan_pack(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
                        uint64_t *offsets);
 
 /* The fit's packing under a top (vg__plan_fit_holes, here without holes): the first of
- * its packings that stays under `top` (each order tried as in vg__plan_pack, then the one
- * that got furthest again with its misfit first); its height, or UINT64_MAX if none. */
+ * its packings that stays under `top` (the fit's three orders, by size, size x lifetime
+ * and lifetime, each at the lowest offsets and in the tightest gaps; then the one that
+ * got furthest again with its misfit first); its height, or UINT64_MAX if none. */
 uint64_t vg__plan_pack_under(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
                              uint64_t top, uint64_t *offsets);
 
