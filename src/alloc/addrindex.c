@@ -192,9 +192,7 @@ static void index_start(vg_heap_t *h) {
 vg_at_t vg__heap_block_at(vg_heap_t *h, uint64_t p, vg_block_t **block) {
     if (VG_UNLIKELY(!h->index_on))
         index_start(h);
-    vg_segment_t *seg = h->segments;
-    while (seg && !(p >= seg->base && p - seg->base < seg->size))
-        seg = seg->next;
+    vg_segment_t *seg = vg__heap_segment_at(h, p);
     if (!seg)
         return VG_AT_NOT_OURS;
     uint64_t below, above;
@@ -213,7 +211,7 @@ vg_at_t vg__heap_block_at(vg_heap_t *h, uint64_t p, vg_block_t **block) {
     return VG_AT_GAP;
 }
 
-vg_segment_t *vg__heap_segment_at(vg_heap_t *h, uint64_t p) {
+vg_segment_t *vg__heap_segment_at(const vg_heap_t *h, uint64_t p) {
     vg_segment_t *seg = h->segments;
     while (seg && !(p >= seg->base && p - seg->base < seg->size))
         seg = seg->next;

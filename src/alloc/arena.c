@@ -263,7 +263,7 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
     uint64_t off = vg__plan_place(h->plan, h->next_id, size, &in_hole, &h->arena_item);
     if (off == VG_PLAN_NONE) /* (next_id: this request's) */
         return NULL;
-    if (in_hole) { /* (a miss there goes to general memory) */
+    if (in_hole) {
         vg_block_t *b = hinted(h, NULL, off, size, s); /* (a free block holding it: its own) */
         if (!b) {
             vg_segment_t *seg = vg__heap_segment_at(h, off);

@@ -749,7 +749,8 @@ static vg_block_t *release_free(vg_heap_t *h, vg_block_t *b, uint64_t head, uint
     b->pat_head = head;
     b->pat_tail = tail;
     uint32_t item = b->plan_item; /* (b may merge into the block below) */
-    b->plan_item = 0;             /* (so a block is carved with none: arena.c sets it) */
+    if (VG_UNLIKELY(item))
+        b->plan_item = 0; /* (0 in every free block: arena.c sets it when carved) */
     vg_block_t *f = vg__block_coalesce(h, b);
     vg__tlsf_insert(index_of(h, f), f);
     if (VG_UNLIKELY(item))

@@ -307,7 +307,7 @@ vg_at_t vg__heap_block_at(vg_heap_t *h, uint64_t p, vg_block_t **block);
 /* The live-map block of h with the largest user address <= p, or NULL (lock held). */
 vg_block_t *vg__heap_block_below(vg_heap_t *h, uint64_t p);
 /* The segment whose range holds address p, or NULL (heap lock held). */
-vg_segment_t *vg__heap_segment_at(vg_heap_t *h, uint64_t p);
+vg_segment_t *vg__heap_segment_at(const vg_heap_t *h, uint64_t p);
 /* Could [p, p + n) touch any heap's segments? A lock-free filter over the lowest and
  * highest address any segment ever had (false: certainly not vramguard's). */
 bool vg__addrindex_maybe_ours(uint64_t p, uint64_t n);

@@ -345,6 +345,20 @@ static uint64_t pack_once(packer_t *pk, const order_key_t *order, bool tightest,
 
 static inline uint64_t max64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
+/* live[x]: the bytes of the items live at position x of the cycle (live: cycle + 1
+ * entries, zeroed), from a difference array. */
+static void live_on_cycle(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
+                          uint64_t *live) {
+    for (uint32_t i = 0; i < n; i++) {
+        life_t l = life_on(&items[i], cycle);
+        live[l.s] += items[i].size, live[l.e] -= items[i].size;
+        if (l.w)
+            live[0] += items[i].size, live[l.w] -= items[i].size;
+    }
+    for (uint32_t t = 1; t < cycle; t++)
+        live[t] += live[t - 1];
+}
+
 /* Each item's breadth: the most bytes the items live at once at any point of its
  * lifetime (its busiest moment), read from a sparse table of the cycle's live bytes:
  * O(n + C log C). NULL when out of memory. */
@@ -359,13 +373,7 @@ static uint64_t *breadths(const vg_plan_item_t *items, const life_t *life, uint3
         free(tab), free(out);
         return NULL;
     }
-    for (uint32_t i = 0; i < n; i++) { /* live bytes at each position: a difference array */
-        tab[life[i].s] += items[i].size, tab[life[i].e] -= items[i].size;
-        if (life[i].w)
-            tab[0] += items[i].size, tab[life[i].w] -= items[i].size;
-    }
-    for (uint32_t t = 1; t < cycle; t++)
-        tab[t] += tab[t - 1];
+    live_on_cycle(items, n, cycle, tab);
     for (uint32_t l = 1; l < levels; l++) { /* row l: the max of 2^l positions from t */
         uint64_t *row = tab + (size_t)l * (cycle + 1), *prev = row - (cycle + 1);
         for (uint32_t t = 0; t + (1u << l) <= cycle; t++)
@@ -417,16 +425,16 @@ static void keep_best(const packer_t *pk, uint64_t h, uint64_t *best, uint64_t *
 
 /* The lowest height of the greedy packings tried (five orders, three with holes, each at
  * the lowest offsets and in the tightest gaps), its offsets (and holes) in offsets
- * (hole_out); UINT64_MAX if every one failed or out of memory. Under a top (the fit's
- * lowering, vg__plan_fit_holes) the first packing that fits is kept, and an order that
- * fails with the holes tried first is tried again with the item that did not fit moved to
- * its front, up to VG_FIT_RETRIES times ("squeaky wheel": placed early, it takes a low
- * place, and the small ones after it fill round it; cnn_train's arena 79.875 -> 78.750
- * pages). The last two orders, by
+ * (hole_out); UINT64_MAX if every one failed or out of memory. The last two orders, by
  * breadth, pack the items of the busiest moment first, side by side at the bottom ("greedy
  * by breadth", as TensorFlow Lite's arena planner), closer to the peak of the live bytes
  * where the others leave a page or two of gaps (lstm_lm's plan: 121.79 pages, its peak,
- * not 123.98; cnn_train's 81.12 for a peak of 80.56, not 81.69). */
+ * not 123.98; cnn_train's 81.12 for a peak of 80.56, not 81.69).
+ * Under a top (the fit's lowering, vg__plan_fit_holes) the first packing that fits is
+ * kept; if none does and the holes are tried first, the one that got furthest is tried
+ * again with the item that did not fit moved to its front, up to VG_FIT_RETRIES times
+ * ("squeaky wheel": placed early, it takes a low place, and the small ones after it fill
+ * round it; cnn_train's arena 79.875 -> 78.750 pages). */
 static uint64_t pack_best(const vg_plan_item_t *items, uint32_t n, uint32_t cycle,
                           uint64_t top, bool holes_first, const vg_plan_hole_t *holes,
                           uint32_t nholes, uint64_t *offsets, uint64_t *hole_out) {
@@ -716,10 +724,10 @@ static uint64_t smallest_step(const vg_plan_t *p, uint64_t idx, uint64_t per) {
 static void make_plan(vg_plan_t *p, uint64_t per) {
     uint64_t n = p->n, base = n - 2 * per - confirm(per);
     vg_plan_item_t *items = malloc(2 * per * sizeof *items);
-    int64_t *ev = calloc(2 * per + 1, sizeof *ev);
+    uint64_t *live_at = calloc(2 * per + 1, sizeof *live_at);
     uint32_t m = 0, low = 0;
     plan_clear(p);
-    if (!items || !ev)
+    if (!items || !live_at)
         goto out;
     for (uint64_t j = base; j < base + per; j++) {
         uint64_t f = p->freed_at[at(j)];
@@ -732,30 +740,17 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
         items[m++] = (vg_plan_item_t){items[i].size, items[i].start + (uint32_t)per,
                                       items[i].end + (uint32_t)per};
     uint32_t cycle = (uint32_t)(2 * per);
-    for (uint32_t i = 0; i < m; i++) { /* the planned bytes live at each point of the cycle */
-        ev[items[i].start] += (int64_t)items[i].size;
-        if (items[i].end <= cycle) {
-            ev[items[i].end] -= (int64_t)items[i].size;
-        } else {
-            ev[0] += (int64_t)items[i].size;
-            ev[items[i].end - cycle] -= (int64_t)items[i].size;
-        }
-    }
-    int64_t cur = 0, peak = 0, at_boundary = 0, least = INT64_MAX;
+    live_on_cycle(items, m, cycle, live_at); /* the planned bytes live at each point */
+    uint64_t peak = 0, least = UINT64_MAX;
     for (uint32_t x = 0; x < cycle; x++) {
-        cur += ev[x];
-        if (cur > peak)
-            peak = cur;
-        if (cur < least)
-            least = cur, low = x;
-        if (x == confirm(per) - 1) /* (the last request logged sits there on the cycle) */
-            at_boundary = cur;
+        peak = max64(peak, live_at[x]);
+        if (live_at[x] < least)
+            least = live_at[x], low = x;
     }
-    uint64_t live = p->live_after[at(n - 1)];
-    p->rep = (vg_plan_report_t){.period = per, .found_at = n,
-                                .planned_peak = (uint64_t)peak,
-                                .long_lived = live > (uint64_t)at_boundary
-                                                  ? live - (uint64_t)at_boundary : 0};
+    /* (the last request logged sits at confirm(per) - 1 on the cycle) */
+    uint64_t live = p->live_after[at(n - 1)], at_boundary = live_at[confirm(per) - 1];
+    p->rep = (vg_plan_report_t){.period = per, .found_at = n, .planned_peak = peak,
+                                .long_lived = live > at_boundary ? live - at_boundary : 0};
     p->found++;
     p->items = items, p->nitems = m, p->cycle = cycle;
     items = NULL;
@@ -772,7 +767,7 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
     }
 out:
     free(items);
-    free(ev);
+    free(live_at);
     if (!p->rep.period)
         p->min_p = VG_PLAN_MAX_PERIOD + 1; /* out of memory: learn nothing more */
 }

@@ -520,16 +520,9 @@ void vg__nvtx_pool_adopted_slow(vg_heap_t *h, vg_block_t *b) {
         degrade(b->seg, "no host memory for a CUDA graph pool's regions");
 }
 
-static const vg_segment_t *segment_of(const vg_heap_t *h, uint64_t a) {
-    for (const vg_segment_t *s = h->segments; s; s = s->next)
-        if (a >= s->base && a - s->base < s->size)
-            return s;
-    return NULL;
-}
-
 void vg__nvtx_pool_released_slow(vg_heap_t *h, vg_gpool_t *p) {
     for (size_t i = 0; i < p->nnvtx; i++) {
-        const vg_segment_t *seg = segment_of(h, p->nvtx[2 * i]);
+        const vg_segment_t *seg = vg__heap_segment_at(h, p->nvtx[2 * i]);
         if (seg && seg->nvtx_heap) /* (a degraded segment's went with its heap) */
             region_unregister(p->nvtx[2 * i]);
     }
