@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/common.h"
 #include "plan.h"
 
 #define VG_PLAN_WINDOW (4u * VG_PLAN_MAX_PERIOD)
@@ -18,6 +19,8 @@
 struct vg_plan {
     uint64_t n;                 /* requests logged */
     uint64_t live;              /* their live bytes now */
+    uint64_t served_total;      /* bytes served by all of them */
+    uint64_t to_check;          /* a step found: requests until a period is followed */
     uint64_t min_p;             /* the smallest period still worth trying */
     uint64_t cand, cand_at;     /* a period being confirmed, and from which request */
     uint64_t differ;            /* requests of the current period unlike a step before */
@@ -751,6 +754,7 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
     uint64_t live = p->live_after[at(n - 1)], at_boundary = live_at[confirm(per) - 1];
     p->rep = (vg_plan_report_t){.period = per, .found_at = n, .planned_peak = peak,
                                 .long_lived = live > at_boundary ? live - at_boundary : 0};
+    p->to_check = per;
     p->found++;
     p->items = items, p->nitems = m, p->cycle = cycle;
     items = NULL;
@@ -772,24 +776,45 @@ out:
         p->min_p = VG_PLAN_MAX_PERIOD + 1; /* out of memory: learn nothing more */
 }
 
+/* A period followed since the step was found: more than 5 % of its requests unlike the
+ * step before drops it. A pattern inside the step (an optimizer's loop over layers of the
+ * same shapes, balanced too), or the program changed: periods longer than the one
+ * confirmed are looked for. A changed step of the same length is then found as a
+ * multiple of itself, and cut back (smallest_step). */
+static __attribute__((noinline)) void period_followed(vg_plan_t *p) {
+    if (p->differ * 20 > p->rep.period) {
+        p->min_p = p->confirmed + 1;
+        p->rep = (vg_plan_report_t){0};
+        plan_clear(p);
+    }
+    p->differ = 0;
+    p->to_check = p->rep.period;
+}
+
+/* Request idx, logged, against the step found (a period earlier). */
+static inline void watch(vg_plan_t *p, uint64_t idx) {
+    bool same = p->size[at(idx)] == p->size[at(idx - p->rep.period)];
+    p->rep.since++;
+    p->rep.repeated += same;
+    p->differ += !same;
+    if (VG_UNLIKELY(--p->to_check == 0))
+        period_followed(p);
+}
+
+/* Log request r of `size` bytes, served (it) or a number skipped (0 bytes, freed). */
+static inline void log_one(vg_plan_t *p, uint64_t r, uint64_t size, bool it) {
+    p->n = r + 1;
+    p->size[at(r)] = size;
+    p->freed_at[at(r)] = it ? LIVE : r + 1;
+    p->live += size;
+    p->live_after[at(r)] = p->live;
+    p->served_total += size;
+    p->served[at(r)] = p->served_total;
+}
+
 static void learn(vg_plan_t *p, uint64_t idx) {
     if (p->rep.period) {
-        bool same = p->size[at(idx)] == p->size[at(idx - p->rep.period)];
-        p->rep.since++;
-        p->rep.repeated += same;
-        p->differ += !same;
-        if (p->rep.since % p->rep.period == 0) { /* a period followed */
-            if (p->differ * 20 > p->rep.period) { /* more than 5 % differ */
-                /* A pattern inside the step (an optimizer's loop over layers of the same
-                 * shapes, balanced too), or the program changed: look for periods longer
-                 * than the one confirmed. A changed step of the same length is then
-                 * found as a multiple of itself, and cut back (smallest_step). */
-                p->min_p = p->confirmed + 1;
-                p->rep = (vg_plan_report_t){0};
-                plan_clear(p);
-            }
-            p->differ = 0;
-        }
+        watch(p, idx);
         return;
     }
     if (!p->cand) {
@@ -816,19 +841,26 @@ static void learn(vg_plan_t *p, uint64_t idx) {
     make_plan(p, smallest_step(p, idx, per));
 }
 
-void vg__plan_alloc(vg_plan_t *p, uint64_t req, uint64_t size) {
+/* Requests up to req logged (those skipped as 0 bytes) and learnt from. */
+static __attribute__((noinline)) void alloc_slow(vg_plan_t *p, uint64_t req, uint64_t size) {
     if (req < p->n)
         return; /* (out of order: not logged) */
     while (p->n <= req) {
-        uint64_t r = p->n++;
-        bool it = r == req;
-        p->size[at(r)] = it ? size : 0;
-        p->freed_at[at(r)] = it ? LIVE : r + 1;
-        p->live += it ? size : 0;
-        p->live_after[at(r)] = p->live;
-        p->served[at(r)] = (r ? p->served[at(r - 1)] : 0) + (it ? size : 0);
+        uint64_t r = p->n;
+        log_one(p, r, r == req ? size : 0, r == req);
         learn(p, r);
     }
+}
+
+/* The usual case, a step found and the next request in order, is kept short: it is on
+ * the allocator's fast path with plan=on (bench/RESULTS.md, thirteenth session). */
+void vg__plan_alloc(vg_plan_t *p, uint64_t req, uint64_t size) {
+    if (VG_LIKELY(req == p->n && p->rep.period)) {
+        log_one(p, req, size, true);
+        watch(p, req);
+        return;
+    }
+    alloc_slow(p, req, size);
 }
 
 void vg__plan_release(vg_plan_t *p, uint64_t req, uint64_t size) {
