@@ -23,6 +23,9 @@
  * free blocks' parts on those pages are offered to it (plan.h, vg__plan_fit_holes); a
  * tensor planned there is carved at its address as in the arena, and a hole taken by
  * something else is a miss, which goes to the arena's room as the arena's own do.
+ *
+ * Settling (last section): a program without a step keeps moving pages to its best fits;
+ * once it has moved four times its memory, placement prefers the pages already mapped.
  */
 #include <stdlib.h>
 
@@ -298,4 +301,50 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
     }
     *addr = a;
     return b;
+}
+
+/* ---- settling (heap.h, vg__heap_settling) ---------------------------------------------
+ *
+ * No plan followed, and a program that moved pages without one for long: a request whose
+ * best fit b would map pages goes instead, among the MF_CANDIDATES smallest free blocks
+ * that hold it, to the one, at its start or its end, that needs the fewest pages mapped.
+ * A cache grown by concatenation frees its old copy right after making the new one;
+ * placed where pages are mapped, the copies reuse the same pages token after token, where
+ * best fit leaves them behind and moves pages to each new copy
+ * (bench/mapped_first_model.py). */
+#define MF_CANDIDATES 16
+typedef struct mf_ctx {
+    vg_heap_t *h;
+    vg_stream_t *s;
+    uint64_t size;
+    int seen;
+    size_t need;        /* the best one's pages to map */
+    vg_block_t *best;
+    uint64_t at;
+} mf_ctx_t;
+
+static bool mf_visit(vg_block_t *b, void *arg) {
+    mf_ctx_t *c = arg;
+    if (b->size < c->size || !vg__block_usable(b, c->s) ||
+        ((b->slot & VG_SLOT_IN) && c->size < c->h->slot_min))
+        return true; /* (a slot is kept whole for a request of its size: A5) */
+    uint64_t ends[2] = {b->addr, b->addr + b->size - c->size};
+    for (int k = 0; k < 2; k++) {
+        size_t need = vg__segment_unmapped_pages(b->seg, ends[k], c->size);
+        if (need < c->need)
+            c->need = need, c->best = b, c->at = ends[k];
+    }
+    return c->need > 0 && ++c->seen < MF_CANDIDATES;
+}
+
+vg_block_t *vg__arena_mapped_first(vg_heap_t *h, uint64_t size, vg_stream_t *s, vg_block_t *b,
+                                   uint64_t *at) {
+    mf_ctx_t c = {h, s, size, 0, vg__segment_unmapped_pages(b->seg, b->addr, size), b,
+                  b->addr};
+    if (c.need > 0) { /* (b's class: the range find_block searched) */
+        int cls = b->seg->cls == VG_CLASS_SMALL ? VG_CLASS_SMALL : VG_CLASS_GENERAL;
+        vg__tlsf_each_asc_from(&h->index, cls, size, mf_visit, &c);
+    }
+    *at = c.at;
+    return c.best;
 }

@@ -396,7 +396,7 @@ static vg_status_t carve(vg_heap_t *h, vg_block_t *b, uint64_t size, uint64_t re
 }
 
 /* plan=on: allocate [addr, addr + size) of the free blocks from b on, each usable by s
- * (arena.c found them); *out is the allocation. */
+ * (arena.c found them, or mapped_first); *out is the allocation. */
 static vg_status_t carve_at(vg_heap_t *h, vg_block_t *b, uint64_t addr, uint64_t size,
                             uint64_t requested, uint64_t uoff, vg_stream_t *s,
                             vg_block_t **out) {
@@ -624,7 +624,16 @@ static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, u
         b = find_block(h, size, s);
     }
     h->memory_short = false;
-    vg_status_t st = place(h, size, requested, uoff, s, b, out);
+    vg_status_t st = VG_ERR_OUT_OF_MEMORY;
+    uint64_t at = b ? b->addr : 0;
+    vg_block_t *m = VG_UNLIKELY(h->plan_moves) && b && !b->mapped && vg__heap_settling(h)
+                        ? vg__arena_mapped_first(h, size, s, b, &at)
+                        : b;
+    bool moved = m != b || (b && at != b->addr);
+    if (moved) /* (no slot made there: A5's slots are best fit's) */
+        st = carve_at(h, m, at, size, requested, uoff, s, out);
+    if (st != VG_OK) /* (b may have been split by the attempt: searched again) */
+        st = place(h, size, requested, uoff, s, moved ? NULL : b, out);
     if (st == VG_ERR_OUT_OF_MEMORY && size <= h->small_max)
         st = place_in_general(h, size, requested, uoff, s, out);
     if (h->guard && h->memory_short && st == VG_OK)

@@ -271,6 +271,7 @@ struct vg_heap {
                                    arena, the plan none could be reserved for */
     uint64_t arena_missed_until; /* requests before this one follow a miss by less than a
                                     cycle: the arena may then take its own idle pages */
+    uint64_t moved_unplanned;   /* plan=on: pages moved while no plan was followed */
     vg_block_t **arena_hint;    /* per tensor of the plan: the block it was last carved as
                                    (checked before use: a hint, never trusted) */
     uint32_t arena_hints, arena_item; /* its length; the item being placed (arena.c) */
@@ -351,6 +352,20 @@ vg_heap_t *vg__heap_at(int i);
 void vg__heap_retire(vg_heap_t *h);
 static inline bool vg__heap_retired(vg_heap_t *h) {
     return __atomic_load_n(&h->retired, __ATOMIC_ACQUIRE);
+}
+
+/* plan=on, no plan followed, and the pages moved so far while none was are more than
+ * VG_SETTLE_MOVES times the most memory reserved: the program has no step to learn (a
+ * cache grown by concatenation, mixed batch sizes), and moving idle pages to each request's
+ * best fit would go on for as long as it runs (gen_large: 31,000 moves in the last quarter
+ * of its trace). From then on a request that would map pages goes where pages are mapped
+ * the most (heap.c, mapped_first), and new pages may be mapped within 1 % of the peak
+ * allocated (segment.c, plan_moves): the moves stop. docs/decisions.md A13, thirteenth
+ * session; a training loop's learning moves 1-2 times its memory, then follows its plan. */
+#define VG_SETTLE_MOVES 4
+static inline bool vg__heap_settling(const vg_heap_t *h) {
+    return !h->arena && h->moved_unplanned * h->page >
+                            VG_SETTLE_MOVES * (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].peak;
 }
 
 /* Allocate a block of `size` bytes (of which the user asked for `requested`) ordered on
@@ -500,6 +515,10 @@ void vg__arena_placed(vg_heap_t *h, vg_block_t *b);
 void vg__arena_freed(vg_heap_t *h, uint32_t item, vg_block_t *f);
 /* The place vg__arena_find gave could not be carved after all: a miss. */
 void vg__arena_missed(vg_heap_t *h);
+/* Settling: where a request whose best fit b would map pages goes instead (the block, and
+ * in *at the address: b and its start when nothing needs fewer pages). */
+vg_block_t *vg__arena_mapped_first(vg_heap_t *h, uint64_t size, vg_stream_t *s, vg_block_t *b,
+                                   uint64_t *at);
 
 /* tlsf.c */
 void vg__tlsf_insert(vg_tlsf_t *t, vg_block_t *b);
@@ -515,6 +534,10 @@ void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void
  * min_size (the walk's cost is then that of the larger blocks); false if fn stopped it. */
 bool vg__tlsf_each_desc_from(vg_tlsf_t *t, int cls, uint64_t min_size,
                              bool (*fn)(vg_block_t *b, void *arg), void *arg);
+/* The blocks of class cls from the bin of min_size up (its first bin may hold smaller
+ * ones), smallest bins first; false once fn said stop. */
+bool vg__tlsf_each_asc_from(vg_tlsf_t *t, int cls, uint64_t min_size,
+                            bool (*fn)(vg_block_t *b, void *arg), void *arg);
 
 /* ptrmap.c */
 bool vg__ptrmap_put(vg_ptrmap_t *m, uint64_t key, vg_block_t *val);
@@ -548,6 +571,8 @@ void vg__segment_arena_retire(vg_heap_t *h, vg_segment_t *seg);
 vg_status_t vg__segment_map_range(vg_heap_t *h, vg_segment_t *seg, uint64_t addr,
                                   uint64_t size, vg_stream_t *s);
 bool vg__segment_range_mapped(const vg_segment_t *seg, uint64_t addr, uint64_t size);
+/* How many of the pages [addr, addr + size) touches are not mapped (0 without VMM). */
+size_t vg__segment_unmapped_pages(const vg_segment_t *seg, uint64_t addr, uint64_t size);
 uint64_t vg__segment_idle_bytes(vg_heap_t *h);
 vg_status_t vg__segment_trim(vg_heap_t *h);
 void vg__segment_release_all(vg_heap_t *h);

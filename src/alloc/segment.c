@@ -302,15 +302,18 @@ vg_status_t vg__segment_grow(vg_heap_t *h, uint64_t size, vg_block_t **out) {
  * Pages
  * ------------------------------------------------------------------------------------- */
 
-bool vg__segment_range_mapped(const vg_segment_t *seg, uint64_t addr, uint64_t size) {
+size_t vg__segment_unmapped_pages(const vg_segment_t *seg, uint64_t addr, uint64_t size) {
     if (!seg->vmm)
-        return true;
+        return 0;
     uint64_t page = seg->size / seg->npages;
-    size_t p0 = (addr - seg->base) / page, p1 = (addr + size - 1 - seg->base) / page;
+    size_t p0 = (addr - seg->base) / page, p1 = (addr + size - 1 - seg->base) / page, n = 0;
     for (size_t i = p0; i <= p1; i++)
-        if (!seg->pages[i])
-            return false;
-    return true;
+        n += !seg->pages[i];
+    return n;
+}
+
+bool vg__segment_range_mapped(const vg_segment_t *seg, uint64_t addr, uint64_t size) {
+    return vg__segment_unmapped_pages(seg, addr, size) == 0;
 }
 
 static bool spare_push(vg_heap_t *h, CUmemGenericAllocationHandle hd) {
@@ -389,6 +392,8 @@ static bool steal_from(vg_block_t *b, void *arg) {
         } else {
             c->out[c->got] = hd;
             c->h->stats.pages_moved++;
+            if (!c->h->arena)
+                c->h->moved_unplanned++; /* (heap.h, vg__heap_settling) */
         }
         c->got++;
     }
@@ -414,6 +419,8 @@ static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, vg_stream_t *s, uint64
     const vg_stat_t *a = &h->stats.allocated_bytes[VG_POOL_ALL];
     uint64_t live = VG_MAX((uint64_t)a->peak, (uint64_t)a->current + size);
     uint64_t room = VG_MAX(live, 2 * page);
+    if (vg__heap_settling(h)) /* (new pages within 1 % of it: fewer moves, and they stop) */
+        room += room / 100;
     uint64_t after = (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current + (need - got) * page;
     size_t over = after > room ? (size_t)((after - room + page - 1) / page) : 0;
     /* (the arena's own pages move only after a miss: a cycle followed without one uses

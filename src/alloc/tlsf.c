@@ -173,6 +173,24 @@ static bool walk_from(vg_tlsf_class_t *c, uint64_t min_size,
     return true;
 }
 
+bool vg__tlsf_each_asc_from(vg_tlsf_t *t, int cls, uint64_t min_size,
+                            bool (*fn)(vg_block_t *b, void *arg), void *arg) {
+    vg_tlsf_class_t *c = &t->cls[cls];
+    int fl, sl;
+    mapping(min_size, &fl, &sl);
+    if (!c->bins[fl][sl] && !next_bin(c, &fl, &sl))
+        return true;
+    do {
+        for (vg_block_t *b = c->bins[fl][sl]; b;) {
+            vg_block_t *next = b->fnext;
+            if (!fn(b, arg))
+                return false;
+            b = next;
+        }
+    } while (next_bin(c, &fl, &sl));
+    return true;
+}
+
 void vg__tlsf_each_desc(vg_tlsf_t *t, bool (*fn)(vg_block_t *b, void *arg), void *arg) {
     vg__tlsf_each_desc_from(t, -1, 0, fn, arg);
 }

@@ -495,3 +495,46 @@ VG_TEST(a_hole_tensors_miss_goes_to_the_arenas_room) {
     CHECK_EQ(vgt_stats().plan_missed, missed); /* (and the plan goes on) */
     CHECK_EQ(vgt_stats().steps_found, 1);
 }
+
+/* A generation loop, as Hugging Face's greedy decoding runs one: each layer's key and
+ * value caches grow by a token's bytes every token by concatenation (the new copy made,
+ * then the old one freed), beside a temporary; sizes never repeat, so no step is found.
+ * Best fit puts each new copy past the old ones and moves their idle pages to it, token
+ * after token (gen_large: 31,000 moves in its trace's last quarter). Once the pages moved
+ * come to four times the memory, placement prefers mapped pages and the moves stop, with
+ * reserved memory still within issue 37's bound. */
+VG_TEST(a_growing_cache_stops_moving_pages) {
+    enum { LAYERS_G = 4, TOKENS = 400 };
+    vgt_init("plan=on");
+    CUstream s = vgt_stream();
+    void *k[LAYERS_G] = {0}, *v[LAYERS_G] = {0};
+    uint64_t moved_at = 0;
+    for (int t = 0; t < TOKENS; t++) {
+        uint64_t bytes = (32ull << 20) + (uint64_t)t * (64 << 10); /* 64 KiB a token */
+        for (int l = 0; l < LAYERS_G; l++) {
+            void *nk, *nv, *tmp;
+            CHECK_VG(vg_malloc(&nk, bytes, s));
+            CHECK_VG(vg_malloc(&nv, bytes, s));
+            if (k[l])
+                CHECK_VG(vg_free(k[l], s));
+            if (v[l])
+                CHECK_VG(vg_free(v[l], s));
+            k[l] = nk, v[l] = nv;
+            CHECK_VG(vg_malloc(&tmp, 2 << 20, s));
+            CHECK_VG(vg_free(tmp, s));
+        }
+        if (t == TOKENS * 3 / 4)
+            moved_at = vgt_stats().pages_moved;
+    }
+    CHECK_VALID();
+    vg_stats_t st = vgt_stats();
+    uint64_t live = (uint64_t)st.allocated_bytes[VG_POOL_ALL].peak;
+    uint64_t reserved = (uint64_t)st.reserved_bytes[VG_POOL_ALL].peak;
+    CHECK_MSG(moved_at > 4 * reserved / (2 << 20), "moved %llu pages: it never settled",
+              (unsigned long long)moved_at);
+    CHECK_MSG(st.pages_moved == moved_at, "%llu pages moved in the last quarter",
+              (unsigned long long)(st.pages_moved - moved_at));
+    CHECK_EQ(st.step_requests, 0);
+    CHECK_MSG(reserved <= live + live / 50 + (4 << 20), "reserved %llu, live %llu",
+              (unsigned long long)reserved, (unsigned long long)live);
+}
