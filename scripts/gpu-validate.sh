@@ -35,6 +35,8 @@
 #            beside memcheck alone (access-tool: the compute-sanitizer steps alone)
 #   rooms    issue 36: guard unit cases on the driver, the examples plain and in guard mode,
 #            two access_user programs, nvtx_oob under memcheck --nvtx over vramguard
+#   generate issue 37: a generation loop (caches grown by torch.cat) with each allocator,
+#            and vramguard plan=on settling its page moves (point 20)
 #   memcheck issue 32: memcheck mode on the real Compute Sanitizer API (memcheck-c: the
 #            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost;
 #            memcheck-lines: source lines and CUDA graphs, points 13 and 14;
@@ -59,7 +61,7 @@
 # the traces.
 set -u
 cd "$(dirname "$0")/.."
-PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next[-guard|-twins|-memcheck|-stream]|peak[-why]|convert|pages|plan|pinned [OUTDIR]}
+PART=${1:?usage: gpu-validate.sh c|pytorch|train|recheck|next[-guard|-twins|-memcheck|-stream]|peak[-why]|convert|pages|plan|generate|pinned [OUTDIR]}
 O=${2:-/tmp/vg-gpu}
 mkdir -p "$O"
 B=${B:-build-gpu}
@@ -852,6 +854,30 @@ plan)
     done
     peak_summary "$J"
     ;;
+generate)
+    # Issue 37 (docs/decisions.md A13, point 20): a generation loop whose K/V caches grow
+    # by torch.cat (bench/pytorch_generate.py, gen_large's workload live) with PyTorch's
+    # allocator, expandable segments, and vramguard plan=off and plan=on: time per token,
+    # peak reserved, the same tokens; plan=on finds no step and settles (its stderr says
+    # after how many moves, and the moves and waits in all).
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    J=$O/generate.jsonl
+    for a in default expandable "vramguard --vg-option plan=off" \
+             "vramguard --vg-option plan=on --vg-option verbose=1"; do
+        step "generate $a" 300 python3 bench/pytorch_generate.py --alloc $a \
+            --json /tmp/vg-gen.json && cat /tmp/vg-gen.json >>"$J"
+    done
+    python3 - "$J" <<'PY'
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+for r in runs:
+    print(f"{r['alloc']:10} {' '.join(r['options']):30} token {r['token_ms_median']:.3f} ms  "
+          f"prefill {r['prefill_s']:.2f} s  wall {r['wall_s']:.2f} s  peak reserved "
+          f"{r['peak_reserved'] / 1e9:.3f} GB / allocated {r['peak_allocated'] / 1e9:.3f} GB  "
+          f"same tokens as the first: {r['checksum'] == runs[0]['checksum']}")
+PY
+    ;;
 pinned)
     # Issue 34 (docs/decisions.md G14): the driver's wait at a free with a copy queued,
     # measured; the S11 example as on vgsim (exit 99, 20.00 MiB leaked from its line, the
@@ -922,7 +948,7 @@ access|access-tool)
     done
     ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why, convert, rooms, h2d, access, access-tool, pinned, pages, memcheck, memcheck-c, memcheck-torch, memcheck-lines, memcheck-floor, memcheck-pending, memcheck-followup, memcheck-recheck, memcheck-confirm, memcheck-tma, memcheck-empty, memcheck-next)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why, convert, rooms, h2d, access, access-tool, pinned, pages, plan, generate, memcheck, memcheck-c, memcheck-torch, memcheck-lines, memcheck-floor, memcheck-pending, memcheck-followup, memcheck-recheck, memcheck-confirm, memcheck-tma, memcheck-empty, memcheck-next)" >&2
     exit 2
     ;;
 esac

@@ -215,7 +215,7 @@ class Block(nn.Module):
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(d // H))
         if T > 1:
             S = k.shape[2]
-            mask = torch.ones(T, S, dtype=torch.bool).tril(diagonal=S - T)
+            mask = torch.ones(T, S, dtype=torch.bool, device=x.device).tril(diagonal=S - T)
             att = att.masked_fill(~mask, float("-inf"))
         y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(B, T, d)
         x = x + self.proj(y)
@@ -236,7 +236,7 @@ class GPT(nn.Module):
         """With caches (generation), only the last position's logits are computed, as
         nanoGPT does when it has no targets."""
         T = idx.shape[1]
-        x = self.tok(idx) + self.pos(torch.arange(start, start + T))
+        x = self.tok(idx) + self.pos(torch.arange(start, start + T, device=idx.device))
         for i, b in enumerate(self.blocks):
             x = b(x, None if caches is None else caches[i])
         if caches is not None:
