@@ -148,12 +148,19 @@ static void fit_holes(vg_heap_t *h) {
 
 /* The block the tensor being placed was last carved as, if it is free now, holds
  * [a, a + size) of seg (NULL: any segment) and may serve s: then it is the free block
- * free_at would find, without the address index. (Block structs are recycled, never freed
- * while the heap lives, and a recycled one is poisoned or describes its new block: the
- * check holds either way.) */
+ * free_at would find, without the address index. Since the hint was set, its block may
+ * have been merged into the free block below (its struct put back, whose `prev` still
+ * names the block that took it in), or had a tensor carved or a piece split off at its
+ * front (the place then lies in the blocks after it): both are followed a few steps.
+ * (Block structs are recycled, never freed while the heap lives, and a recycled one is
+ * poisoned or describes its new block: the checks hold either way.) */
 static vg_block_t *hinted(vg_heap_t *h, const vg_segment_t *seg, uint64_t a, uint64_t size,
                           vg_stream_t *s) {
     vg_block_t *b = h->arena_item < h->arena_hints ? h->arena_hint[h->arena_item] : NULL;
+    for (int hop = 0; b && b->state == VG_BLOCK_PUT && hop < 4; hop++)
+        b = b->prev;
+    for (int hop = 0; b && b->state != VG_BLOCK_PUT && b->addr + b->size <= a && hop < 2; hop++)
+        b = b->next;
     if (b && b->state == VG_BLOCK_FREE && (!seg || b->seg == seg) && b->addr <= a &&
         a + size <= b->addr + b->size && vg__block_usable(b, s))
         return b;
