@@ -320,11 +320,12 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
  * best fit leaves them behind and moves pages to each new copy
  * (bench/mapped_first_model.py). */
 #define MF_CANDIDATES 16
+#define MF_LOOKS 64 /* blocks looked at, at most (as a search of the free index skips) */
 typedef struct mf_ctx {
     vg_heap_t *h;
     vg_stream_t *s;
     uint64_t size;
-    int seen;
+    int fits, looks;
     size_t need;        /* the best one's pages to map */
     vg_block_t *best;
     uint64_t at;
@@ -332,6 +333,8 @@ typedef struct mf_ctx {
 
 static bool mf_visit(vg_block_t *b, void *arg) {
     mf_ctx_t *c = arg;
+    if (++c->looks > MF_LOOKS)
+        return false;
     if (b->size < c->size || !vg__block_usable(b, c->s) ||
         ((b->slot & VG_SLOT_IN) && c->size < c->h->slot_min))
         return true; /* (a slot is kept whole for a request of its size: A5) */
@@ -341,12 +344,12 @@ static bool mf_visit(vg_block_t *b, void *arg) {
         if (need < c->need)
             c->need = need, c->best = b, c->at = ends[k];
     }
-    return c->need > 0 && ++c->seen < MF_CANDIDATES;
+    return c->need > 0 && ++c->fits < MF_CANDIDATES;
 }
 
 vg_block_t *vg__arena_mapped_first(vg_heap_t *h, uint64_t size, vg_stream_t *s, vg_block_t *b,
                                    uint64_t *at) {
-    mf_ctx_t c = {h, s, size, 0, vg__segment_unmapped_pages(b->seg, b->addr, size), b,
+    mf_ctx_t c = {h, s, size, 0, 0, vg__segment_unmapped_pages(b->seg, b->addr, size), b,
                   b->addr};
     if (c.need > 0) { /* (b's class: the range find_block searched) */
         int cls = b->seg->cls == VG_CLASS_SMALL ? VG_CLASS_SMALL : VG_CLASS_GENERAL;

@@ -35,6 +35,12 @@ static void on_output(const char *text, size_t len, void *arg) {
         abort();
     }
 }
+#elif defined(VG_FUZZ_PLAN)
+/* plan=on, settling from the start (heap.h, vg__heap_settling: forced below), with a
+ * small-request range that takes requests larger than a page and slots from 16 MiB:
+ * placements at a free block's end, mapped first, in both ranges and beside slots. */
+#define MODE_OPTS ",plan=on,small_max=8M,slot_min=16M"
+#include "alloc/heap.h"
 #else
 #define MODE_OPTS ""
 #endif
@@ -72,6 +78,16 @@ static void setup(void) {
         }
 #ifdef VG_FUZZ_GUARD
     vg_set_output_callback(on_output, NULL);
+#endif
+#ifdef VG_FUZZ_PLAN
+    vg_heap_t *h;
+    if (vg__heap_current(&h) != VG_OK) {
+        fprintf(stderr, "no heap: %s\n", vg_last_error());
+        abort();
+    }
+    pthread_mutex_lock(&h->lock);
+    h->moved_unplanned = 1ull << 40; /* (as if four times its memory had moved) */
+    pthread_mutex_unlock(&h->lock);
 #endif
     g_ready = 1;
 }
