@@ -351,10 +351,12 @@ vg_block_t *vg__arena_mapped_first(vg_heap_t *h, uint64_t size, vg_stream_t *s, 
                                    uint64_t *at) {
     mf_ctx_t c = {h, s, size, 0, 0, vg__segment_unmapped_pages(b->seg, b->addr, size), b,
                   b->addr};
-    if (c.need > 0) { /* (b's class: the range find_block searched) */
-        int cls = b->seg->cls == VG_CLASS_SMALL ? VG_CLASS_SMALL : VG_CLASS_GENERAL;
-        vg__tlsf_each_asc_from(&h->index, cls, size, mf_visit, &c);
-    }
+    if (c.need == 0)
+        return NULL;
+    int cls = b->seg->cls == VG_CLASS_SMALL ? VG_CLASS_SMALL : VG_CLASS_GENERAL;
+    vg__tlsf_each_asc_from(&h->index, cls, size, mf_visit, &c); /* (the class b came from) */
+    if (c.best == b && c.at == b->addr)
+        return NULL;
     *at = c.at;
     return c.best;
 }

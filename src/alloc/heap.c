@@ -581,15 +581,6 @@ static vg_status_t place_in_general(vg_heap_t *h, uint64_t size, uint64_t reques
     return g ? place(h, size, requested, uoff, s, g, out) : VG_ERR_OUT_OF_MEMORY;
 }
 
-/* Is reserved memory, with `size` more, within 1/32 of the heap's limit? Then placement
- * packs (best fit, pages moved from idle ones) rather than settles: settling leaves free
- * space spread over partly used pages, which a near limit needs (gen_large under a limit
- * 0.1 % above its peak: 9-11 out-of-memory failures settling, 0-3 without). */
-static bool near_limit(const vg_heap_t *h, uint64_t size) {
-    return h->limit &&
-           (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current + size + h->limit / 32 > h->limit;
-}
-
 /* Do streams other than s have frees not yet known complete (or blocks deferred)? */
 static bool others_pending(const vg_heap_t *h, const vg_stream_t *s) {
     if (h->deferred)
@@ -637,16 +628,14 @@ static vg_status_t alloc_slow(vg_heap_t *h, uint64_t size, uint64_t requested, u
     }
     h->memory_short = false;
     vg_status_t st = VG_ERR_OUT_OF_MEMORY;
-    uint64_t at = b ? b->addr : 0;
-    vg_block_t *m = VG_UNLIKELY(h->plan_moves) && b && !b->mapped && vg__heap_settling(h) &&
-                            !near_limit(h, size)
+    uint64_t at;
+    vg_block_t *m = VG_UNLIKELY(h->plan_moves) && b && !b->mapped && vg__heap_settling(h, size)
                         ? vg__arena_mapped_first(h, size, s, b, &at)
-                        : b;
-    bool moved = m != b || (b && at != b->addr);
-    if (moved) /* (no slot made there: A5's slots are best fit's) */
+                        : NULL;
+    if (m) /* (no slot made there: A5's slots are best fit's) */
         st = carve_at(h, m, at, size, requested, uoff, s, out);
-    if (st != VG_OK) /* (b may have been split by the attempt: searched again) */
-        st = place(h, size, requested, uoff, s, moved ? NULL : b, out);
+    if (st != VG_OK) /* (the attempt may have joined b's neighbours: searched again) */
+        st = place(h, size, requested, uoff, s, m ? NULL : b, out);
     if (st == VG_ERR_OUT_OF_MEMORY && size <= h->small_max)
         st = place_in_general(h, size, requested, uoff, s, out);
     if (h->guard && h->memory_short && st == VG_OK)

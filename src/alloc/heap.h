@@ -359,13 +359,19 @@ static inline bool vg__heap_retired(vg_heap_t *h) {
  * cache grown by concatenation, mixed batch sizes), and moving idle pages to each request's
  * best fit would go on for as long as it runs (gen_large: 31,000 moves in the last quarter
  * of its trace). From then on a request that would map pages goes where pages are mapped
- * the most (heap.c, mapped_first), and new pages may be mapped within 1 % of the peak
- * allocated (segment.c, plan_moves): the moves stop. docs/decisions.md A13, thirteenth
- * session; a training loop's learning moves 1-2 times its memory, then follows its plan. */
+ * the most (arena.c, vg__arena_mapped_first), and new pages may be mapped within 1 % of the
+ * peak allocated (segment.c, plan_moves): the moves stop. docs/decisions.md A13, thirteenth
+ * session; a training loop's learning moves 1-2 times its memory, then follows its plan.
+ * Not with reserved memory, `size` bytes more, within 1/32 of a limit: settling leaves free
+ * space spread over partly used pages, which a near limit needs (gen_large under a limit
+ * 0.1 % above its peak: 9-11 out-of-memory failures settling, 0-3 packing). */
 #define VG_SETTLE_MOVES 4
-static inline bool vg__heap_settling(const vg_heap_t *h) {
-    return !h->arena && h->moved_unplanned * h->page >
-                            VG_SETTLE_MOVES * (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].peak;
+static inline bool vg__heap_settling(const vg_heap_t *h, uint64_t size) {
+    uint64_t reserved = (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current;
+    return !h->arena &&
+           h->moved_unplanned * h->page >
+               VG_SETTLE_MOVES * (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].peak &&
+           !(h->limit && reserved + size + h->limit / 32 > h->limit);
 }
 
 /* Allocate a block of `size` bytes (of which the user asked for `requested`) ordered on
@@ -516,7 +522,7 @@ void vg__arena_freed(vg_heap_t *h, uint32_t item, vg_block_t *f);
 /* The place vg__arena_find gave could not be carved after all: a miss. */
 void vg__arena_missed(vg_heap_t *h);
 /* Settling: where a request whose best fit b would map pages goes instead (the block, and
- * in *at the address: b and its start when nothing needs fewer pages). */
+ * in *at the address), or NULL when nothing needs fewer pages than b's start. */
 vg_block_t *vg__arena_mapped_first(vg_heap_t *h, uint64_t size, vg_stream_t *s, vg_block_t *b,
                                    uint64_t *at);
 

@@ -19,8 +19,8 @@
 struct vg_plan {
     uint64_t n;                 /* requests logged */
     uint64_t live;              /* their live bytes now */
-    uint64_t served_total;      /* bytes served by all of them */
-    uint64_t to_check;          /* a step found: requests until a period is followed */
+    uint64_t to_check;          /* a step found: requests until a period is followed (the
+                                   fast path's count, for rep.since % rep.period) */
     uint64_t min_p;             /* the smallest period still worth trying */
     uint64_t cand, cand_at;     /* a period being confirmed, and from which request */
     uint64_t differ;            /* requests of the current period unlike a step before */
@@ -808,8 +808,7 @@ static inline void log_one(vg_plan_t *p, uint64_t r, uint64_t size, bool it) {
     p->freed_at[at(r)] = it ? LIVE : r + 1;
     p->live += size;
     p->live_after[at(r)] = p->live;
-    p->served_total += size;
-    p->served[at(r)] = p->served_total;
+    p->served[at(r)] = (r ? p->served[at(r - 1)] : 0) + size;
 }
 
 static void learn(vg_plan_t *p, uint64_t idx) {

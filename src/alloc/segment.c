@@ -419,7 +419,7 @@ static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, vg_stream_t *s, uint64
     const vg_stat_t *a = &h->stats.allocated_bytes[VG_POOL_ALL];
     uint64_t live = VG_MAX((uint64_t)a->peak, (uint64_t)a->current + size);
     uint64_t room = VG_MAX(live, 2 * page);
-    if (vg__heap_settling(h)) /* (new pages within 1 % of it: fewer moves, and they stop) */
+    if (vg__heap_settling(h, size)) /* (new pages within 1 % of it: the moves stop) */
         room += room / 100;
     uint64_t after = (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current + (need - got) * page;
     size_t over = after > room ? (size_t)((after - room + page - 1) / page) : 0;
