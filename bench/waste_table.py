@@ -1,7 +1,7 @@
 """Peak reserved over peak live memory on every trace, for vramguard builds side by side and
 for the models of PyTorch's allocator and of a page-granular best fit, in one run.
 
-    python3 bench/waste_table.py [--perturb=SEEDS] NAME=VRAMGUARD ... [TRACE.csv ...]
+    python3 bench/waste_table.py [--perturb=SEEDS] [--runs=N] NAME=VRAMGUARD ... [TRACE.csv ...]
 
 NAME=VRAMGUARD: a label and a vramguard executable (two builds: before and after), with
 options for its replay after spaces if any ("plan=build/vramguard --plan=on"). TRACE
@@ -15,6 +15,11 @@ over live; a build's cell is marked * where it is above that bound. Page moves (
 unmapped to be mapped elsewhere) are given per build as "moves", and, for builds that say
 (plan=on), how many of them came in the last quarter of the trace; with --perturb, in how
 many orders the build reserved no more than both models of PyTorch on the same order.
+With --runs=N each replay runs the trace N times in one process (`vramguard replay
+--repeat=N`, what is left live freed between runs), as a program does that runs its loop
+again: a notebook's cell run twice, a second model trained after the first. A build's
+cells are then its peak over the N runs; PyTorch's caching allocator would serve a run
+again from the blocks of the first, so its models' single-run figures stand.
 """
 import glob
 import json
@@ -28,9 +33,10 @@ import page_model  # noqa: E402
 import pytorch_alloc_model as pm  # noqa: E402
 
 
-def replay(vg, trace, seed):
+def replay(vg, trace, seed, runs):
     cmd = vg.split()
-    out = subprocess.run(cmd[:1] + ["replay", "--json", "--repeat=1", "--perturb=%d" % seed] +
+    out = subprocess.run(cmd[:1] + ["replay", "--json", "--repeat=%d" % runs,
+                                    "--perturb=%d" % seed] +
                          cmd[1:] + [trace], capture_output=True, text=True)
     if out.returncode not in (0, 1) or not out.stdout.strip():
         sys.exit("%s replay %s: %s" % (vg, trace, out.stderr.strip()))
@@ -39,10 +45,12 @@ def replay(vg, trace, seed):
 
 
 def main(argv):
-    builds, traces, seeds = [], [], [0]
+    builds, traces, seeds, runs = [], [], [0], 1
     for a in argv:
         if a.startswith("--perturb="):
             seeds = [0] + [int(s) for s in a.split("=", 1)[1].split(",") if int(s)]
+        elif a.startswith("--runs=") and a[7:].isdigit() and int(a[7:]) >= 1:
+            runs = int(a[7:])
         elif "=" in a and not a.endswith(".csv"):
             builds.append(a.split("=", 1))
         elif a.startswith("-"):
@@ -69,7 +77,7 @@ def main(argv):
             row = {"pt": pm.peak_reserved(o), "ex": pm.peak_reserved_expandable(o),
                    "pg": page_model.page_model(o)}
             for n, vg in builds:
-                row[n], row["mv" + n], row["mvlate" + n] = replay(vg, t, seed)
+                row[n], row["mv" + n], row["mvlate" + n] = replay(vg, t, seed, runs)
                 below[n] = below.get(n, 0) + (row[n] <= min(row["pt"], row["ex"]))
             for k, v in row.items():
                 r = v if k.startswith("mv") else v / live

@@ -39,6 +39,7 @@ struct vg_plan {
     uint64_t base;              /* the request at position 0 of the cycle */
     uint32_t low;               /* the position it is followed from */
     bool started;               /* that position was reached */
+    uint32_t in_step;           /* requests in a row whose sizes were the plan's */
     bool fitted;                /* vg__plan_fit_holes was called for this plan */
     uint64_t last_req;          /* the request vg__plan_place was last asked for ... */
     uint32_t last_pos;          /* ... and its position on the cycle */
@@ -48,6 +49,13 @@ struct vg_plan {
     uint64_t live_after[VG_PLAN_WINDOW];
     uint64_t served[VG_PLAN_WINDOW]; /* bytes served by the requests up to this one */
 };
+
+/* A request is placed where the plan puts it only after this many requests in a row of
+ * the plan's sizes (those the plan places). A program out of step with the plan, run
+ * again in the same process or changed, still meets the plan's size at a place now and
+ * then, and a tensor placed there by chance pins an arena page until it is freed: lstm_lm
+ * run twice reserved 10 pages more for them (bench/RESULTS.md, fourteenth session). */
+#define VG_PLAN_IN_STEP 8
 
 static inline uint32_t at(uint64_t req) { return (uint32_t)(req % VG_PLAN_WINDOW); }
 
@@ -127,10 +135,19 @@ uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole
         if (pos != p->low)
             return VG_PLAN_NONE;
         p->started = true;
+        p->in_step = VG_PLAN_IN_STEP;
     }
     int32_t i = p->at_pos[pos];
-    if (i < 0 || p->items[i].size != size)
+    if (i < 0)
+        return VG_PLAN_NONE; /* (a request the plan leaves to general memory) */
+    if (p->items[i].size != size) {
+        p->in_step = 0;
         return VG_PLAN_NONE; /* (a size unlike the plan's counts in learn) */
+    }
+    if (p->in_step < VG_PLAN_IN_STEP) { /* (out of step until then: see VG_PLAN_IN_STEP) */
+        p->in_step++;
+        return VG_PLAN_NONE;
+    }
     p->placed++;
     *in_hole = p->hole && p->hole[i];
     *item = (uint32_t)i;
@@ -776,8 +793,11 @@ out:
         p->min_p = VG_PLAN_MAX_PERIOD + 1; /* out of memory: learn nothing more */
 }
 
-/* A period followed since the step was found: more than 5 % of its requests unlike the
- * step before drops it. A pattern inside the step (an optimizer's loop over layers of the
+/* A period followed since the step was found, or the request that made more than 5 % of
+ * the period unlike the step before: that drops the plan, at once (a program that changed
+ * would otherwise have its requests placed where sizes happen to match the plan until the
+ * period ends: run again in the same process, lstm_lm reserved 1.155 of its peak instead
+ * of 1.016). A pattern inside the step (an optimizer's loop over layers of the
  * same shapes, balanced too), or the program changed: periods longer than the one
  * confirmed are looked for. A changed step of the same length is then found as a
  * multiple of itself, and cut back (smallest_step). */
@@ -797,7 +817,7 @@ static inline void watch(vg_plan_t *p, uint64_t idx) {
     p->rep.since++;
     p->rep.repeated += same;
     p->differ += !same;
-    if (VG_UNLIKELY(--p->to_check == 0))
+    if (VG_UNLIKELY(--p->to_check == 0 || (!same && p->differ * 20 > p->rep.period)))
         period_followed(p);
 }
 

@@ -96,6 +96,33 @@ VG_TEST(a_period_that_stops_repeating_is_dropped_and_the_step_learnt_again) {
     vg__plan_free(l.p);
 }
 
+VG_TEST(a_program_that_changes_loses_its_plan_within_a_twentieth_of_a_period) {
+    /* Run again in the same process, a training loop starts with other requests (its
+     * model and optimizer made anew): until the plan is dropped, every request whose size
+     * happens to match the plan's at its place is put in the arena, and pins a page there.
+     * So the plan goes at the request that makes more than 5 % of the period unlike the
+     * step, not at the period's end. */
+    vg_plan_t *p = vg__plan_new(true);
+    loop_t l = {p};
+    params(&l);
+    for (int s = 0; s < 14; s++)
+        step(&l, 1);
+    uint64_t height, gen;
+    CHECK(vg__plan_following(p, &height, &gen));
+    vg_plan_report_t r;
+    vg__plan_get(p, &r);
+    uint64_t period = r.period, after = 0;
+    CHECK(period > 400); /* (so a twentieth is far from a period's end) */
+    /* Requests of a size the step never makes, one after another (each freed at once). */
+    while (vg__plan_following(p, &height, &gen) && after < 2 * period) {
+        uint64_t q = alloc(&l, 12345 * 512);
+        vg__plan_release(p, q, 12345 * 512);
+        after++;
+    }
+    CHECK_EQ(after, period / 20 + 1);
+    vg__plan_free(p);
+}
+
 VG_TEST(a_pattern_inside_the_step_that_breaks_soon_is_passed_over) {
     /* Each step ends with an optimizer's loop over 8 layers of the same shapes: 80
      * balanced requests a layer (temporaries made and freed), a period of its own that
