@@ -269,6 +269,9 @@ typedef struct vg_stats {
      * range (plan_bytes). */
     uint64_t plan_tensors;
     uint64_t plan_beside_long_lived;
+    /* plan=on: plans taken up again when their step came back after an interruption (an
+     * evaluation between training steps, a checkpoint), instead of being learnt anew. */
+    uint64_t plan_resumed;
 } vg_stats_t;
 
 /* Fill *out with the statistics of `device` (-1: the current context's device). Set

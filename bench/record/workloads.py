@@ -11,8 +11,8 @@ are created there). Blocks live when logging starts (parameters, data) are writt
 time 0. Without the shim the script runs the same and logs nothing.
 
 Per-step inputs are made inside the step (torch.randn / torch.randint), standing for
-the host-to-device copy a GPU run allocates each step. Names: cnn_train, unet_train,
-lstm_lm, gpt_train, gen_small, gen_large, mixed_batch.
+the host-to-device copy a GPU run allocates each step. Names: cnn_train,
+cnn_train_eval, unet_train, lstm_lm, gpt_train, gen_small, gen_large, mixed_batch.
 """
 import ctypes
 import math
@@ -103,6 +103,35 @@ def cnn_train(log, steps=16, batch=32, hw=96):
     model = ResNet18()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
     image_train(log, model, opt, steps, batch, hw, 1000, per_pixel=False)
+
+
+def cnn_train_eval(log, steps=30, every=10, batch=32, hw=96, eval_batches=2, eval_batch=64):
+    """cnn_train's loop with an evaluation every `every` steps, as most training scripts
+    have: the model in eval mode, under torch.no_grad(), on `eval_batches` batches of
+    `eval_batch` images (larger than a training batch: no activations are kept)."""
+    model = ResNet18()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    log.start()
+    for i in range(steps):
+        t = time.time()
+        x = torch.randn(batch, 3, hw, hw)
+        y = torch.randint(0, 1000, (batch,))
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step_done(i, t)
+        if (i + 1) % every == 0:
+            model.eval()
+            with torch.no_grad():
+                correct = 0
+                for _ in range(eval_batches):
+                    x = torch.randn(eval_batch, 3, hw, hw)
+                    y = torch.randint(0, 1000, (eval_batch,))
+                    correct += int((model(x).argmax(1) == y).sum())
+            model.train()
+            print(f"  eval after step {i}: {correct} right", file=sys.stderr)
+    log.stop()
 
 
 # --------------------------------------------------------------------- UNet --
@@ -329,8 +358,8 @@ def mixed_batch(log, batches=(8, 32, 16, 48, 24, 40, 12, 56), ctx=128, vocab=819
     lm_train(log, GPT(vocab, ctx, d=256, layers=4, heads=4), batches, ctx, vocab)
 
 
-WORKLOADS = {f.__name__: f for f in (cnn_train, unet_train, lstm_lm, gpt_train, gen_small,
-                                     gen_large, mixed_batch)}
+WORKLOADS = {f.__name__: f for f in (cnn_train, cnn_train_eval, unet_train, lstm_lm, gpt_train,
+                                     gen_small, gen_large, mixed_batch)}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in WORKLOADS:

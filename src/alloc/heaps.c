@@ -147,6 +147,10 @@ static void describe_plan(vg_heap_t *h) {
                 (unsigned long long)r.items, (unsigned long long)r.missed,
                 (unsigned long long)h->stats.pages_moved,
                 (unsigned long long)h->stats.page_move_waits);
+    if (h->plan_moves && r.resumed)
+        vg__log("device %d: plan=on took its plan up again %llu time%s, when the step came back "
+                "after an interruption (an evaluation, a checkpoint)", h->device,
+                (unsigned long long)r.resumed, r.resumed == 1 ? "" : "s");
     if (h->plan_moves && vg__heap_settling(h, 0))
         vg__log("device %d: plan=on found no step to follow and settled: requests that would "
                 "map pages go where pages are mapped, after %llu pages moved without a plan "

@@ -44,6 +44,16 @@ struct vg_plan {
     uint64_t last_req;          /* the request vg__plan_place was last asked for ... */
     uint32_t last_pos;          /* ... and its position on the cycle */
     uint64_t placed, missed;    /* follow: requests placed by the plans; places taken */
+    bool dormant;               /* follow: a plan held long and interrupted, kept to resume */
+    vg_plan_report_t held;      /* dormant: its report, restored when it resumes */
+    uint64_t *dsize;            /* dormant: its cycle's sizes by position, every request */
+    uint32_t resume_pos;        /* dormant: the position where it was interrupted ... */
+    uint32_t matched;           /* ... and requests since in a row of its sizes from there */
+    uint64_t dormant_until;     /* dormant: forgotten at this request */
+    uint64_t grace_until;       /* resumed: requests before this one are not watched */
+    uint64_t resumed;           /* dormant plans taken up again */
+    uint64_t ll_freed;          /* bytes freed, since the plan was made, of requests older
+                                   than its base (parameters, optimizer state...) */
     uint64_t size[VG_PLAN_WINDOW];
     uint64_t freed_at[VG_PLAN_WINDOW];
     uint64_t live_after[VG_PLAN_WINDOW];
@@ -56,6 +66,14 @@ struct vg_plan {
  * then, and a tensor placed there by chance pins an arena page until it is freed: lstm_lm
  * run twice reserved 10 pages more for them (bench/RESULTS.md, fourteenth session). */
 #define VG_PLAN_IN_STEP 8
+
+/* A plan followed for at least VG_PLAN_HELD periods, then dropped, was the program's step,
+ * interrupted (an evaluation, a checkpoint) or left for good. The step is looked for again
+ * from the smallest period, and the plan waits, dormant, for VG_PLAN_DORMANT cycles of
+ * requests: the step that comes back as it was, VG_PLAN_IN_STEP requests in a row of its
+ * sizes from where it stopped, takes up its plan and arena again. */
+#define VG_PLAN_HELD 4
+#define VG_PLAN_DORMANT 32
 
 static inline uint32_t at(uint64_t req) { return (uint32_t)(req % VG_PLAN_WINDOW); }
 
@@ -80,6 +98,9 @@ static void plan_clear(vg_plan_t *p) {
     p->items = NULL, p->off = NULL, p->at_pos = NULL, p->hole = NULL, p->taken = NULL;
     p->succ = NULL;
     p->ntaken = 0;
+    free(p->dsize);
+    p->dsize = NULL;
+    p->dormant = false;
     p->started = false;
     p->fitted = false;
     p->last_req = UINT64_MAX;
@@ -116,8 +137,9 @@ static bool pack(vg_plan_t *p) {
 void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out) {
     if (p->items && !p->off) /* (a step found, not packed yet) */
         pack(p);
-    *out = p->rep;
+    *out = p->dormant ? p->held : p->rep; /* (dormant: the step it waits for) */
     out->found = p->found;
+    out->resumed = p->resumed;
     out->placed = p->placed;
     out->missed = p->missed;
     out->items = p->at_pos ? p->nitems : 0;
@@ -170,7 +192,40 @@ void vg__plan_missed(vg_plan_t *p) {
 bool vg__plan_following(const vg_plan_t *p, uint64_t *height, uint64_t *generation) {
     *height = p->rep.height;
     *generation = p->found;
-    return p->at_pos != NULL;
+    return p->at_pos != NULL && !p->dormant;
+}
+
+bool vg__plan_dormant(const vg_plan_t *p) { return p->dormant; }
+
+bool vg__plan_resumes(vg_plan_t *p, uint64_t req, uint64_t size) {
+    if (!p->dormant)
+        return false;
+    if (req >= p->dormant_until) { /* (the step did not come back) */
+        plan_clear(p);
+        return false;
+    }
+    uint32_t want = (uint32_t)((p->resume_pos + p->matched) % p->cycle);
+    if (p->dsize[want] == size)
+        p->matched++;
+    else
+        p->matched = p->dsize[p->resume_pos] == size, want = p->resume_pos;
+    if (p->matched < VG_PLAN_IN_STEP)
+        return false;
+    /* The step is back: request req is at position `want` of the cycle. */
+    free(p->dsize);
+    p->dsize = NULL;
+    p->dormant = false;
+    p->base = req - want;
+    p->rep = p->held;
+    p->cand = 0;
+    p->differ = 0;
+    p->to_check = p->rep.period;
+    p->grace_until = req + p->rep.period; /* (the log's period before is not the step's) */
+    p->last_req = UINT64_MAX;
+    p->started = true;
+    p->in_step = VG_PLAN_IN_STEP;
+    p->resumed++;
+    return true;
 }
 
 uint64_t vg__plan_cycle(const vg_plan_t *p) { return p->at_pos ? p->cycle : 0; }
@@ -747,6 +802,7 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
     uint64_t *live_at = calloc(2 * per + 1, sizeof *live_at);
     uint32_t m = 0, low = 0;
     plan_clear(p);
+    p->ll_freed = 0;
     if (!items || !live_at)
         goto out;
     for (uint64_t j = base; j < base + per; j++) {
@@ -793,6 +849,49 @@ out:
         p->min_p = VG_PLAN_MAX_PERIOD + 1; /* out of memory: learn nothing more */
 }
 
+/* More than an eighth of the bytes that outlived the steps when the plan was made are
+ * freed: the program made its model anew (a loop run again in the same process), and the
+ * plan's places beside them (its holes) and its general memory are not as they were. */
+static bool state_rebuilt(const vg_plan_t *p) {
+    uint64_t ll = p->dormant ? p->held.long_lived : p->rep.long_lived;
+    return p->ll_freed * 8 > ll;
+}
+
+static void long_lived_freed(vg_plan_t *p, uint64_t size) {
+    p->ll_freed += size;
+    if (p->dormant && state_rebuilt(p))
+        plan_clear(p); /* (dormant: it will not be taken up again) */
+}
+
+/* The plan held long is dropped: where was its step interrupted? The last request, at most
+ * a period back, that ends VG_PLAN_IN_STEP requests like the step a period before; the one
+ * after it is where the step would start again. Keeps the cycle's sizes from the log and
+ * the plan itself; false (the plan then goes) if no such request is found. */
+static bool go_dormant(vg_plan_t *p) {
+    uint64_t per = p->rep.period, n = p->n, lo = p->base + p->cycle + per + VG_PLAN_IN_STEP;
+    if (!p->follow || !p->at_pos || n < lo || state_rebuilt(p))
+        return false;
+    uint64_t r = n - 1, stop = n > per ? VG_MAX(n - per, lo) : lo;
+    for (; r >= stop; r--) {
+        uint32_t k = 0;
+        while (k < VG_PLAN_IN_STEP && p->size[at(r - k)] == p->size[at(r - k - per)])
+            k++;
+        if (k == VG_PLAN_IN_STEP)
+            break;
+    }
+    if (r < stop || !(p->dsize = malloc((size_t)p->cycle * sizeof *p->dsize)))
+        return false;
+    uint64_t ip = r + 1; /* (>= base + cycle: the cycle before it lies past the base) */
+    for (uint64_t q = ip - p->cycle; q < ip; q++)
+        p->dsize[(q - p->base) % p->cycle] = p->size[at(q)];
+    p->resume_pos = (uint32_t)((ip - p->base) % p->cycle);
+    p->matched = 0;
+    p->dormant_until = n + (uint64_t)VG_PLAN_DORMANT * p->cycle;
+    p->held = p->rep;
+    p->dormant = true;
+    return true;
+}
+
 /* A period followed since the step was found, or the request that made more than 5 % of
  * the period unlike the step before: that drops the plan, at once (a program that changed
  * would otherwise have its requests placed where sizes happen to match the plan until the
@@ -803,9 +902,11 @@ out:
  * multiple of itself, and cut back (smallest_step). */
 static __attribute__((noinline)) void period_followed(vg_plan_t *p) {
     if (p->differ * 20 > p->rep.period) {
-        p->min_p = p->confirmed + 1;
+        bool held = p->rep.since >= VG_PLAN_HELD * p->rep.period;
+        p->min_p = held ? VG_PLAN_MIN_PERIOD : p->confirmed + 1;
+        if (!(held && go_dormant(p)))
+            plan_clear(p);
         p->rep = (vg_plan_report_t){0};
-        plan_clear(p);
     }
     p->differ = 0;
     p->to_check = p->rep.period;
@@ -813,7 +914,7 @@ static __attribute__((noinline)) void period_followed(vg_plan_t *p) {
 
 /* Request idx, logged, against the step found (a period earlier). */
 static inline void watch(vg_plan_t *p, uint64_t idx) {
-    bool same = p->size[at(idx)] == p->size[at(idx - p->rep.period)];
+    bool same = p->size[at(idx)] == p->size[at(idx - p->rep.period)] || idx < p->grace_until;
     p->rep.since++;
     p->rep.repeated += same;
     p->differ += !same;
@@ -888,4 +989,6 @@ void vg__plan_release(vg_plan_t *p, uint64_t req, uint64_t size) {
     p->live -= size <= p->live ? size : p->live;
     if (req + VG_PLAN_WINDOW >= p->n && p->freed_at[at(req)] == LIVE)
         p->freed_at[at(req)] = p->n;
+    if (VG_UNLIKELY(req < p->base) && p->at_pos) /* (a tensor that outlived the steps) */
+        long_lived_freed(p, size);
 }

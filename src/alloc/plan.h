@@ -52,6 +52,8 @@ typedef struct vg_plan_report {
                                  late, or another stream's work) */
     uint64_t items, in_holes; /* plan=on: the tensors of the plan (two steps); of them,
                                  placed in holes (vg__plan_fit_holes) */
+    uint64_t resumed;         /* plan=on: plans taken up again after an interruption
+                                 (vg__plan_resumes) */
 } vg_plan_report_t;
 
 typedef struct vg_plan vg_plan_t;
@@ -103,8 +105,18 @@ void vg__plan_missed(vg_plan_t *p);
  * (0) or else the offset past what is in the way; VG_PLAN_NONE if there is none. */
 uint64_t vg__plan_room(vg_plan_t *p, uint64_t req, uint64_t size,
                        uint64_t (*taken)(void *arg, uint64_t off, uint64_t size), void *arg);
-/* Is a plan being followed? Its height, and a number that changes with each plan found. */
+/* Is a plan being followed? Its height, and a number that changes with each plan found
+ * (not with a plan taken up again). */
 bool vg__plan_following(const vg_plan_t *p, uint64_t *height, uint64_t *generation);
+/* plan=on: a plan followed for long whose step was interrupted (an evaluation between
+ * training steps, a checkpoint) waits, dormant, for the step to come back: its arena stays
+ * (its idle pages lent to other requests), nothing is placed by it. */
+bool vg__plan_dormant(const vg_plan_t *p);
+/* Request `req` (the next to be served), of `size` bytes, while the plan is dormant: true
+ * when it completes VG_PLAN_IN_STEP requests in a row of the step's sizes from where the
+ * step stopped; the plan is then followed again, from this request's place on its cycle.
+ * A plan dormant for 32 cycles of requests is forgotten. */
+bool vg__plan_resumes(vg_plan_t *p, uint64_t req, uint64_t size);
 /* Requests in the plan's cycle (two steps), and the tensors it places (item numbers of
  * vg__plan_place: 0 to this - 1); 0 when none is followed. */
 uint64_t vg__plan_cycle(const vg_plan_t *p);

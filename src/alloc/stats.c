@@ -70,6 +70,7 @@ void vg__stats_snapshot(vg_heap_t *h, vg_stats_t *out) {
         h->stats.plan_missed = r.missed;
         h->stats.plan_tensors = r.items;
         h->stats.plan_beside_long_lived = r.in_holes;
+        h->stats.plan_resumed = r.resumed;
     }
     h->stats.version = VG_STATS_VERSION;
     h->stats.size = sizeof(vg_stats_t);

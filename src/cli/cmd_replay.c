@@ -93,6 +93,9 @@ static void print_step(const vg_stats_t *s, uint64_t peak_alloc) {
                (unsigned long long)s->plan_placed, (unsigned long long)s->plan_missed,
                (unsigned long long)s->plan_beside_long_lived,
                (unsigned long long)s->plan_tensors);
+    if (on && s->plan_resumed)
+        printf("  plan resumed:     %llu time%s, when the step came back after an interruption\n",
+               (unsigned long long)s->plan_resumed, s->plan_resumed == 1 ? "" : "s");
 }
 
 /* plan=on: the pages moved (idle ones, unmapped to be mapped where needed), and of them
@@ -485,6 +488,7 @@ int cmd_replay(int argc, char **argv) {
     /* (--threads=log: the host time is the operations' own, by the cycle counter: a
      * thread's CPU time would count the hand-overs between threads) */
     double tick_ns = ns_per_tick();
+    vg_stats_t s = {.size = sizeof s};
     for (long k = 0; k < repeats; k++) {
         uint64_t t0 = now_ns(), c0 = cpu_ns();
         bool ok = run_once(&r, NULL);
@@ -495,11 +499,11 @@ int cmd_replay(int argc, char **argv) {
             cli_error("the allocator's invariants broke %s", r.validate_error);
             return CLI_FAILED;
         }
+        if (k == repeats - 1) /* (the plan as the trace left it, before its tensors go) */
+            vg_get_stats(0, &s);
         free_live(&r);
     }
     uint64_t ooms_timed = r.ooms;
-    vg_stats_t s = {.size = sizeof s};
-    vg_get_stats(0, &s);
     /* One more repeat with a cycle-counter reading around every operation. */
     run_once(&r, ticks);
     free_live(&r);
@@ -568,10 +572,11 @@ int cmd_replay(int argc, char **argv) {
                    (unsigned long long)s.plan_peak_bytes);
         if (s.step_requests || s.plan_placed)
             printf(",\"plan_placed\":%llu,\"plan_missed\":%llu,\"plan_tensors\":%llu,"
-                   "\"plan_beside_long_lived\":%llu",
+                   "\"plan_beside_long_lived\":%llu,\"plan_resumed\":%llu",
                    (unsigned long long)s.plan_placed, (unsigned long long)s.plan_missed,
                    (unsigned long long)s.plan_tensors,
-                   (unsigned long long)s.plan_beside_long_lived);
+                   (unsigned long long)s.plan_beside_long_lived,
+                   (unsigned long long)s.plan_resumed);
         printf(",\"pages_moved\":%llu,\"page_move_waits\":%llu",
                (unsigned long long)s.pages_moved, (unsigned long long)s.page_move_waits);
         if (r.plan && !r.threaded) /* (counted on the replay's one thread only) */

@@ -570,3 +570,43 @@ VG_TEST(a_loop_run_again_reserves_no_more_than_its_first_run) {
                       (unsigned long long)first);
     }
 }
+
+/* An evaluation every so many steps (forward passes of other sizes, nothing kept), as
+ * most training scripts have: the plan waits through it, dormant, its arena's idle pages
+ * lent, and when the step comes back it is taken up again where it stopped — the same
+ * addresses as before the evaluation, once 8 requests of the step have been seen, and no
+ * step learnt anew. */
+VG_TEST(a_step_interrupted_by_an_evaluation_takes_up_its_plan_again) {
+    vgt_init("plan=on");
+    loop_t l = {vgt_stream()};
+    loop_params(&l);
+    void *before[2][PER_STEP];
+    for (int step = 0; step < 40; step++) {
+        loop_step(&l, false);
+        memcpy(before[step % 2], l.ptrs, sizeof l.ptrs);
+    }
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < 40; k++) { /* the evaluation */
+            void *x, *y;
+            CHECK_VG(vg_malloc(&x, (3ull << 20) + 4096 * (uint64_t)k, l.s));
+            CHECK_VG(vg_malloc(&y, 700 << 10, l.s));
+            CHECK_VG(vg_free(y, l.s));
+            CHECK_VG(vg_free(x, l.s));
+        }
+        CHECK_VALID();
+        uint64_t moved = 0;
+        for (int step = 0; step < 10; step++) {
+            loop_step(&l, false);
+            if (step == 1)
+                moved = vgt_stats().pages_moved;
+            for (int k = step ? 0 : 8; k < PER_STEP - 1; k++) /* (the loss lives across) */
+                CHECK_MSG(l.ptrs[k] == before[step % 2][k], "round %d, step %d request %d: %p, "
+                          "was %p", round, step, k, l.ptrs[k], before[step % 2][k]);
+        }
+        vg_stats_t s = vgt_stats();
+        CHECK_EQ(s.pages_moved, moved);
+        CHECK_EQ(s.plan_resumed, (uint64_t)round + 1);
+        CHECK_EQ(s.steps_found, 1);
+    }
+    CHECK_VALID();
+}

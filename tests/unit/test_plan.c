@@ -19,7 +19,20 @@ typedef struct {
     uint64_t act[LAYERS], act_size[LAYERS];
 } loop_t;
 
+static bool g_place;       /* alloc() also asks for the request's place, as arena.c does */
+static uint64_t g_placed;  /* ... and counts those the plan placed */
+
 static uint64_t alloc(loop_t *l, uint64_t size) {
+    if (g_place) {
+        uint64_t height, gen;
+        bool hole;
+        uint32_t item;
+        if (vg__plan_dormant(l->p))
+            vg__plan_resumes(l->p, l->req, size);
+        if (vg__plan_following(l->p, &height, &gen) &&
+            vg__plan_place(l->p, l->req, size, &hole, &item) != VG_PLAN_NONE)
+            g_placed++;
+    }
     vg__plan_alloc(l->p, l->req, size);
     return l->req++;
 }
@@ -121,6 +134,68 @@ VG_TEST(a_program_that_changes_loses_its_plan_within_a_twentieth_of_a_period) {
     }
     CHECK_EQ(after, period / 20 + 1);
     vg__plan_free(p);
+}
+
+/* 60 requests of a size the step never makes, each freed at once: an evaluation between
+ * training steps, as far as the plan can tell. */
+static void evaluation(loop_t *l) {
+    for (int k = 0; k < 60; k++) {
+        uint64_t q = alloc(l, 777 * 512);
+        vg__plan_release(l->p, q, 777 * 512);
+    }
+}
+
+VG_TEST(a_step_interrupted_by_an_evaluation_takes_its_plan_up_again) {
+    g_place = true;
+    loop_t l = {vg__plan_new(true)};
+    params(&l);
+    uint64_t len = 0;
+    for (int s = 0; s < 14; s++)
+        len = step(&l, 1);
+    uint64_t height, gen, gen0;
+    CHECK(vg__plan_following(l.p, &height, &gen0));
+    evaluation(&l);
+    CHECK(!vg__plan_following(l.p, &height, &gen));
+    CHECK(vg__plan_dormant(l.p)); /* (held for 4 periods and more: it waits) */
+    vg_plan_report_t r;
+    vg__plan_get(l.p, &r);
+    CHECK_EQ(r.period, len); /* (the step it waits for) */
+    g_placed = 0;
+    step(&l, 1); /* the step comes back: taken up after 8 requests of it */
+    CHECK(vg__plan_following(l.p, &height, &gen));
+    CHECK_EQ(gen, gen0); /* (the same plan, not one learnt again) */
+    CHECK(g_placed + 8 + 2 >= len); /* (all but the 8, and the loss, which lives across) */
+    for (int s = 0; s < 4; s++)
+        step(&l, 1);
+    vg__plan_get(l.p, &r);
+    CHECK_EQ(r.found, 1);
+    CHECK_EQ(r.resumed, 1);
+    CHECK(vg__plan_following(l.p, &height, &gen)); /* (watched again, and held) */
+    g_place = false;
+    vg__plan_free(l.p);
+}
+
+VG_TEST(a_model_made_anew_is_learnt_again_not_resumed) {
+    /* The loop run again in the same process: its parameters freed, made anew. The plan
+     * lays tensors beside the old ones (its holes), which are gone: learnt again. */
+    g_place = true;
+    loop_t l = {vg__plan_new(true)};
+    params(&l);
+    for (int s = 0; s < 14; s++)
+        step(&l, 1);
+    for (uint64_t q = 0; q < PARAMS; q++)
+        vg__plan_release(l.p, q, 65536);
+    evaluation(&l);
+    CHECK(!vg__plan_dormant(l.p));
+    params(&l);
+    for (int s = 0; s < 10; s++)
+        step(&l, 1);
+    vg_plan_report_t r;
+    vg__plan_get(l.p, &r);
+    CHECK_EQ(r.resumed, 0);
+    CHECK_EQ(r.found, 2);
+    g_place = false;
+    vg__plan_free(l.p);
 }
 
 VG_TEST(a_pattern_inside_the_step_that_breaks_soon_is_passed_over) {
