@@ -105,7 +105,7 @@ def cnn_train(log, steps=16, batch=32, hw=96):
     image_train(log, model, opt, steps, batch, hw, 1000, per_pixel=False)
 
 
-def cnn_train_eval(log, steps=30, every=10, batch=32, hw=96, eval_batches=2, eval_batch=64):
+def cnn_train_eval(log, steps=30, every=10, batch=32, hw=96, eval_batches=12, eval_batch=64):
     """cnn_train's loop with an evaluation every `every` steps, as most training scripts
     have: the model in eval mode, under torch.no_grad(), on `eval_batches` batches of
     `eval_batch` images (larger than a training batch: no activations are kept)."""

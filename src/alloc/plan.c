@@ -71,7 +71,8 @@ struct vg_plan {
  * interrupted (an evaluation, a checkpoint) or left for good. The step is looked for again
  * from the smallest period, and the plan waits, dormant, for VG_PLAN_DORMANT cycles of
  * requests: the step that comes back as it was, VG_PLAN_IN_STEP requests in a row of its
- * sizes from where it stopped, takes up its plan and arena again. */
+ * sizes from where it stopped, takes up its plan and arena again. Meanwhile a step of
+ * another length (an evaluation's loop over its batches) gets no plan of its own. */
 #define VG_PLAN_HELD 4
 #define VG_PLAN_DORMANT 32
 
@@ -957,8 +958,12 @@ static void learn(vg_plan_t *p, uint64_t idx) {
         return;
     }
     p->cand = 0;
+    uint64_t step = smallest_step(p, idx, per);
+    if (p->dormant && step != p->held.period)
+        return; /* (another step while a plan waits: an evaluation's own loop, left to
+                   general memory; the dormant plan, or this step once it is forgotten) */
     p->confirmed = per;
-    make_plan(p, smallest_step(p, idx, per));
+    make_plan(p, step);
 }
 
 /* Requests up to req logged (those skipped as 0 bytes) and learnt from. */
