@@ -46,6 +46,11 @@ ap.add_argument("--memory-history", metavar="SNAPSHOT.pickle",
                      "memory snapshot at the end (for python -m vramguard convert)")
 ap.add_argument("--vg-option", action="append", default=[], metavar="KEY=VALUE",
                 help="vramguard only: an option of vramguard.enable(), e.g. plan=on")
+ap.add_argument("--eval-every", type=int, default=0, metavar="N",
+                help="after every N-th step, evaluate: the model in eval mode under "
+                     "torch.no_grad(), --eval-batches batches of twice the batch size (its own "
+                     "random data: the training losses are those of a run without it)")
+ap.add_argument("--eval-batches", type=int, default=8)
 ap.add_argument("--reserved-per-step", action="store_true",
                 help="also record reserved bytes after every step (where the peak is reached)")
 args = ap.parse_args()
@@ -150,6 +155,9 @@ reserved_steps = []
 gen = torch.Generator(device=dev)
 gen.manual_seed(1234)
 losses = torch.empty(args.steps, device=dev)
+eval_gen = torch.Generator(device=dev)
+eval_gen.manual_seed(4321)
+eval_losses = []
 marks = []
 host_ms = []  # the host's time to queue each step (≈ the step time when the host is the bound)
 torch.cuda.synchronize()
@@ -167,6 +175,14 @@ for step in range(args.steps):
     losses[step] = loss.detach()
     if step >= args.warmup:
         host_ms.append((time.perf_counter() - h0) * 1e3)
+    if args.eval_every and (step + 1) % args.eval_every == 0:
+        model.eval()
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+            for _ in range(args.eval_batches):
+                ex, ey = data(eval_gen)
+                ex, ey = torch.cat([ex, ex]), torch.cat([ey, ey])  # (twice the batch)
+                eval_losses.append(loss_of(ex, ey).detach())
+        model.train()
     if args.reserved_per_step:
         reserved_steps.append(reserved_now())
 torch.cuda.synchronize()
@@ -200,6 +216,8 @@ out = {
     "device_used_at_end": total - free, "errors": errors, "counts": counts,
     "reserved_per_step": reserved_steps,
     "losses": [float(v).hex() for v in losses.tolist()],
+    "eval_every": args.eval_every, "eval_batches": args.eval_batches if args.eval_every else 0,
+    "eval_losses": [float(v).hex() for v in eval_losses],
     "final_loss": float(losses[-1]),
 }
 text = json.dumps(out)

@@ -37,6 +37,8 @@
 #            two access_user programs, nvtx_oob under memcheck --nvtx over vramguard
 #   generate issue 37: a generation loop (caches grown by torch.cat) with each allocator,
 #            and vramguard plan=on settling its page moves (point 20)
+#   plan-eval issue 37: the training loops with an evaluation after every 10th step, each
+#            allocator, plan=on taking its plan up again after each evaluation (point 21)
 #   memcheck issue 32: memcheck mode on the real Compute Sanitizer API (memcheck-c: the
 #            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost;
 #            memcheck-lines: source lines and CUDA graphs, points 13 and 14;
@@ -851,6 +853,23 @@ plan)
             --reserved-per-step --vg-option plan=$p --vg-option verbose=1
         train_run "$J" "resnet50 plan=$p" 300 --alloc vramguard --model resnet50 --steps 60 \
             --reserved-per-step --vg-option plan=$p --vg-option verbose=1
+    done
+    peak_summary "$J"
+    ;;
+plan-eval)
+    # Issue 37 (docs/decisions.md A13, point 21): the training loops with an evaluation
+    # after every 10th step (8 batches of twice the batch size, model.eval(), no_grad):
+    # PyTorch's allocators, then vramguard plan=off and plan=on. plan=on's stderr says how
+    # often the plan was taken up again after an evaluation ("took its plan up again").
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    J=$O/plan-eval.jsonl
+    for m in resnet50 gpt2; do
+        for a in "default" "expandable" "vramguard --vg-option plan=off" \
+                 "vramguard --vg-option plan=on --vg-option verbose=1"; do
+            train_run "$J" "$m $a" 300 --alloc $a --model $m --steps 60 --eval-every 10 \
+                --eval-batches 8 --reserved-per-step
+        done
     done
     peak_summary "$J"
     ;;
