@@ -47,8 +47,8 @@ struct vg_plan {
     bool dormant;               /* follow: a plan held long and interrupted, kept to resume */
     vg_plan_report_t held;      /* dormant: its report, restored when it resumes */
     uint64_t *dsize;            /* dormant: its cycle's sizes by position, every request */
-    uint32_t resume_pos;        /* dormant: the position where it was interrupted ... */
-    uint32_t matched;           /* ... and requests since in a row of its sizes from there */
+    uint32_t resume_pos;        /* dormant: the position where it was interrupted */
+    uint32_t trial;             /* taken up again: requests still to be the step's, or 0 */
     uint64_t dormant_until;     /* dormant: forgotten at this request */
     uint64_t grace_until;       /* resumed: requests before this one are not watched */
     uint64_t resumed;           /* dormant plans taken up again */
@@ -102,6 +102,7 @@ static void plan_clear(vg_plan_t *p) {
     free(p->dsize);
     p->dsize = NULL;
     p->dormant = false;
+    p->trial = 0;
     p->started = false;
     p->fitted = false;
     p->last_req = UINT64_MAX;
@@ -146,6 +147,8 @@ void vg__plan_get(vg_plan_t *p, vg_plan_report_t *out) {
     out->items = p->at_pos ? p->nitems : 0;
 }
 
+static bool trial_holds(vg_plan_t *p, uint32_t pos, uint64_t size);
+
 uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole,
                         uint32_t *item) {
     if (!p->at_pos || req < p->base)
@@ -154,6 +157,8 @@ uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole
                        ? (p->last_pos + 1 == p->cycle ? 0 : p->last_pos + 1)
                        : (uint32_t)((req - p->base) % p->cycle);
     p->last_req = req, p->last_pos = pos;
+    if (VG_UNLIKELY(p->trial) && !trial_holds(p, pos, size))
+        return VG_PLAN_NONE;
     if (!p->started) { /* (from its low point: the fewest planned tensors live elsewhere) */
         if (pos != p->low)
             return VG_PLAN_NONE;
@@ -205,18 +210,14 @@ bool vg__plan_resumes(vg_plan_t *p, uint64_t req, uint64_t size) {
         plan_clear(p);
         return false;
     }
-    uint32_t want = (uint32_t)((p->resume_pos + p->matched) % p->cycle);
-    if (p->dsize[want] == size)
-        p->matched++;
-    else
-        p->matched = p->dsize[p->resume_pos] == size, want = p->resume_pos;
-    if (p->matched < VG_PLAN_IN_STEP)
+    if (p->dsize[p->resume_pos] != size)
         return false;
-    /* The step is back: request req is at position `want` of the cycle. */
-    free(p->dsize);
-    p->dsize = NULL;
+    /* The step's request where it stopped: the plan is taken up on trial, request req at
+     * that place on its cycle; the next requests say whether the step is back (trial_holds):
+     * its first tensors then have their places, not general memory's. */
     p->dormant = false;
-    p->base = req - want;
+    p->trial = VG_PLAN_IN_STEP;
+    p->base = req - p->resume_pos;
     p->rep = p->held;
     p->cand = 0;
     p->differ = 0;
@@ -225,7 +226,25 @@ bool vg__plan_resumes(vg_plan_t *p, uint64_t req, uint64_t size) {
     p->last_req = UINT64_MAX;
     p->started = true;
     p->in_step = VG_PLAN_IN_STEP;
-    p->resumed++;
+    return true;
+}
+
+/* A plan on trial (vg__plan_resumes), request at position pos: the step's size there, and
+ * the trial passes after VG_PLAN_IN_STEP of them; any other size and the plan waits again,
+ * dormant (what the trial placed stays where it is). */
+static bool trial_holds(vg_plan_t *p, uint32_t pos, uint64_t size) {
+    if (p->dsize[pos] != size) {
+        p->trial = 0;
+        p->dormant = true;
+        p->rep = (vg_plan_report_t){0};
+        p->differ = 0;
+        return false;
+    }
+    if (--p->trial == 0) {
+        free(p->dsize);
+        p->dsize = NULL;
+        p->resumed++;
+    }
     return true;
 }
 
@@ -886,7 +905,7 @@ static bool go_dormant(vg_plan_t *p) {
     for (uint64_t q = ip - p->cycle; q < ip; q++)
         p->dsize[(q - p->base) % p->cycle] = p->size[at(q)];
     p->resume_pos = (uint32_t)((ip - p->base) % p->cycle);
-    p->matched = 0;
+    p->trial = 0;
     p->dormant_until = n + (uint64_t)VG_PLAN_DORMANT * p->cycle;
     p->held = p->rep;
     p->dormant = true;
