@@ -46,7 +46,10 @@ struct vg_plan {
     uint64_t placed, missed;    /* follow: requests placed by the plans; places taken */
     bool dormant;               /* follow: a plan held long and interrupted, kept to resume */
     vg_plan_report_t held;      /* dormant: its report, restored when it resumes */
-    uint64_t *dsize;            /* dormant: its cycle's sizes by position, every request */
+    uint64_t *csize;            /* follow: the cycle's sizes by position, every request's
+                                   (placed or not), from the log the plan was made of */
+    uint64_t in_phase_from;     /* follow: the first request known in phase with the plan */
+    uint64_t ll_base;           /* requests before this one outlived the steps */
     uint32_t resume_pos;        /* dormant: the position where it was interrupted */
     uint32_t trial;             /* taken up again: requests still to be the step's, or 0 */
     uint64_t dormant_until;     /* dormant: forgotten at this request */
@@ -99,10 +102,12 @@ static void plan_clear(vg_plan_t *p) {
     p->items = NULL, p->off = NULL, p->at_pos = NULL, p->hole = NULL, p->taken = NULL;
     p->succ = NULL;
     p->ntaken = 0;
-    free(p->dsize);
-    p->dsize = NULL;
+    free(p->csize);
+    p->csize = NULL;
     p->dormant = false;
     p->trial = 0;
+    p->grace_until = 0;
+    p->in_step = 0;
     p->started = false;
     p->fitted = false;
     p->last_req = UINT64_MAX;
@@ -170,7 +175,15 @@ uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole
         return VG_PLAN_NONE; /* (a request the plan leaves to general memory) */
     if (p->items[i].size != size) {
         p->in_step = 0;
-        return VG_PLAN_NONE; /* (a size unlike the plan's counts in learn) */
+        /* A size unlike the plan's counts in learn when it is unlike the step a period
+         * before too; when the program repeats its step but not the plan's, or just
+         * after the plan was taken up (the log's period before is not the step's), the
+         * plan is out of phase: that counts here. */
+        if (req < p->grace_until ||
+            (req >= p->rep.period && req < p->n + 1 &&
+             p->size[at(req - p->rep.period)] == size))
+            p->differ++;
+        return VG_PLAN_NONE;
     }
     if (p->in_step < VG_PLAN_IN_STEP) { /* (out of step until then: see VG_PLAN_IN_STEP) */
         p->in_step++;
@@ -210,7 +223,7 @@ bool vg__plan_resumes(vg_plan_t *p, uint64_t req, uint64_t size) {
         plan_clear(p);
         return false;
     }
-    if (p->dsize[p->resume_pos] != size)
+    if (p->csize[p->resume_pos] != size)
         return false;
     /* The step's request where it stopped: the plan is taken up on trial, request req at
      * that place on its cycle; the next requests say whether the step is back (trial_holds):
@@ -218,6 +231,7 @@ bool vg__plan_resumes(vg_plan_t *p, uint64_t req, uint64_t size) {
     p->dormant = false;
     p->trial = VG_PLAN_IN_STEP;
     p->base = req - p->resume_pos;
+    p->in_phase_from = req;
     p->rep = p->held;
     p->cand = 0;
     p->differ = 0;
@@ -233,18 +247,15 @@ bool vg__plan_resumes(vg_plan_t *p, uint64_t req, uint64_t size) {
  * the trial passes after VG_PLAN_IN_STEP of them; any other size and the plan waits again,
  * dormant (what the trial placed stays where it is). */
 static bool trial_holds(vg_plan_t *p, uint32_t pos, uint64_t size) {
-    if (p->dsize[pos] != size) {
+    if (p->csize[pos] != size) {
         p->trial = 0;
         p->dormant = true;
         p->rep = (vg_plan_report_t){0};
         p->differ = 0;
         return false;
     }
-    if (--p->trial == 0) {
-        free(p->dsize);
-        p->dsize = NULL;
+    if (--p->trial == 0)
         p->resumed++;
-    }
     return true;
 }
 
@@ -851,10 +862,14 @@ static void make_plan(vg_plan_t *p, uint64_t per) {
     p->found++;
     p->items = items, p->nitems = m, p->cycle = cycle;
     items = NULL;
+    p->ll_base = base;
     if (p->follow) { /* packed now: the next requests may be placed by it */
-        p->base = base, p->low = low;
+        p->base = p->in_phase_from = base, p->low = low;
         p->at_pos = malloc(cycle * sizeof *p->at_pos);
-        if (p->at_pos && pack(p)) {
+        p->csize = malloc(cycle * sizeof *p->csize);
+        for (uint32_t x = 0; p->csize && x < cycle; x++) /* (the log holds [base, n)) */
+            p->csize[x] = p->size[at(base + x)];
+        if (p->at_pos && p->csize && pack(p)) {
             memset(p->at_pos, 0xff, cycle * sizeof *p->at_pos);
             for (uint32_t i = 0; i < m; i++)
                 p->at_pos[p->items[i].start] = (int32_t)i;
@@ -883,28 +898,52 @@ static void long_lived_freed(vg_plan_t *p, uint64_t size) {
         plan_clear(p); /* (dormant: it will not be taken up again) */
 }
 
+/* Is request ip at position pos of the cycle, by the w requests before it? */
+static bool in_phase_at(const vg_plan_t *p, uint64_t ip, uint32_t pos, uint64_t w) {
+    for (uint64_t k = 1; k <= w; k++)
+        if (p->size[at(ip - k)] != p->csize[(pos + p->cycle - k % p->cycle) % p->cycle])
+            return false;
+    return true;
+}
+
 /* The plan held long is dropped: where was its step interrupted? The last request, at most
- * a period back, that ends VG_PLAN_IN_STEP requests like the step a period before; the one
- * after it is where the step would start again. Keeps the cycle's sizes from the log and
- * the plan itself; false (the plan then goes) if no such request is found. */
+ * a period back and past the first request known in phase, that ends VG_PLAN_IN_STEP
+ * requests like the step a period before; the one after it is where the step would start
+ * again. Its place on the cycle is the one whose sizes (csize) the requests before it
+ * match, up to a period of them: the plan's own count first, else any (a plan taken up a
+ * request early by a run of equal sizes is set right so; a window of a few requests would
+ * match a pattern inside the step at many places). False (the plan then goes) if there is
+ * none. */
 static bool go_dormant(vg_plan_t *p) {
-    uint64_t per = p->rep.period, n = p->n, lo = p->base + p->cycle + per + VG_PLAN_IN_STEP;
-    if (!p->follow || !p->at_pos || n < lo || state_rebuilt(p))
+    uint64_t per = p->rep.period, n = p->n, lo = p->in_phase_from + per + VG_PLAN_IN_STEP;
+    if (!p->follow || !p->at_pos || !p->csize || state_rebuilt(p) ||
+        n < p->in_phase_from + VG_PLAN_IN_STEP)
         return false;
-    uint64_t r = n - 1, stop = n > per ? VG_MAX(n - per, lo) : lo;
-    for (; r >= stop; r--) {
-        uint32_t k = 0;
-        while (k < VG_PLAN_IN_STEP && p->size[at(r - k)] == p->size[at(r - k - per)])
-            k++;
-        if (k == VG_PLAN_IN_STEP)
-            break;
+    uint64_t ip = n; /* (less than a period since it was taken up: dropped at the period's
+                        end, out of phase, the step going on; the phase is checked below) */
+    if (n > lo) {
+        uint64_t r = n - 1, stop = VG_MAX(n - VG_MIN(n, per), lo);
+        for (; r >= stop; r--) {
+            uint32_t k = 0;
+            while (k < VG_PLAN_IN_STEP && p->size[at(r - k)] == p->size[at(r - k - per)])
+                k++;
+            if (k == VG_PLAN_IN_STEP)
+                break;
+        }
+        if (r < stop)
+            return false;
+        ip = r + 1;
     }
-    if (r < stop || !(p->dsize = malloc((size_t)p->cycle * sizeof *p->dsize)))
+    /* (the requests before ip since the plan was last known in phase, a period at most,
+     * less a few: it may have been taken up a request or two early) */
+    uint64_t w = VG_MIN(per, ip - p->in_phase_from);
+    w = w > 2 * VG_PLAN_IN_STEP ? w - VG_PLAN_IN_STEP : VG_PLAN_IN_STEP;
+    uint32_t pos = (uint32_t)((ip - p->base) % p->cycle);
+    for (uint32_t x = 0; x < p->cycle && !in_phase_at(p, ip, pos, w); x++)
+        pos = x; /* (the plan's count, then every place in turn) */
+    if (!in_phase_at(p, ip, pos, w))
         return false;
-    uint64_t ip = r + 1; /* (>= base + cycle: the cycle before it lies past the base) */
-    for (uint64_t q = ip - p->cycle; q < ip; q++)
-        p->dsize[(q - p->base) % p->cycle] = p->size[at(q)];
-    p->resume_pos = (uint32_t)((ip - p->base) % p->cycle);
+    p->resume_pos = pos;
     p->trial = 0;
     p->dormant_until = n + (uint64_t)VG_PLAN_DORMANT * p->cycle;
     p->held = p->rep;
@@ -1013,6 +1052,6 @@ void vg__plan_release(vg_plan_t *p, uint64_t req, uint64_t size) {
     p->live -= size <= p->live ? size : p->live;
     if (req + VG_PLAN_WINDOW >= p->n && p->freed_at[at(req)] == LIVE)
         p->freed_at[at(req)] = p->n;
-    if (VG_UNLIKELY(req < p->base) && p->at_pos) /* (a tensor that outlived the steps) */
+    if (VG_UNLIKELY(req < p->ll_base) && p->at_pos) /* (a tensor that outlived the steps) */
         long_lived_freed(p, size);
 }
