@@ -140,6 +140,22 @@ VG_TEST(a_program_that_changes_loses_its_plan_within_a_twentieth_of_a_period) {
     vg__plan_free(p);
 }
 
+/* plan=on: a loop whose step is found and followed (14 steps), each request asked for its
+ * place as arena.c does (g_place); end with placing_done(). */
+static loop_t placing_loop(void) {
+    g_place = true;
+    loop_t l = {vg__plan_new(true)};
+    params(&l);
+    for (int s = 0; s < 14; s++)
+        step(&l, 1);
+    return l;
+}
+
+static void placing_done(loop_t *l) {
+    g_place = false;
+    vg__plan_free(l->p);
+}
+
 /* 60 requests of a size the step never makes, each freed at once: an evaluation between
  * training steps, as far as the plan can tell. */
 static void evaluation(loop_t *l) {
@@ -183,8 +199,7 @@ VG_TEST(a_step_interrupted_by_an_evaluation_takes_its_plan_up_again) {
     CHECK_EQ(r.found, 1);
     CHECK_EQ(r.resumed, 1);
     CHECK(vg__plan_following(l.p, &height, &gen)); /* (watched again, and held) */
-    g_place = false;
-    vg__plan_free(l.p);
+    placing_done(&l);
 }
 
 /* A step that opens with a run of 10 requests of one size (kept to its end), then 400
@@ -229,19 +244,14 @@ VG_TEST(a_plan_taken_up_a_request_early_is_set_right) {
     CHECK_EQ(r.found, r0.found); /* (set right, not learnt again) */
     CHECK(vg__plan_following(l.p, &height, &gen));
     CHECK_EQ(gen, gen0);
-    g_place = false;
-    vg__plan_free(l.p);
+    placing_done(&l);
 }
 
 VG_TEST(after_a_request_of_another_size_8_are_left_to_general_memory) {
     /* A request unlike the plan (one in a step: the plan goes on) stops placement until 8
      * requests in a row are the plan's again (VG_PLAN_IN_STEP): a program out of step
      * meets the plan's sizes only now and then. */
-    g_place = true;
-    loop_t l = {vg__plan_new(true)};
-    params(&l);
-    for (int s = 0; s < 14; s++)
-        step(&l, 1);
+    loop_t l = placing_loop();
     g_placed = 0;
     step(&l, 1);
     uint64_t all = g_placed;
@@ -252,16 +262,11 @@ VG_TEST(after_a_request_of_another_size_8_are_left_to_general_memory) {
     CHECK_EQ(all - g_placed, 1 + 8);
     uint64_t height, gen;
     CHECK(vg__plan_following(l.p, &height, &gen));
-    g_place = false;
-    vg__plan_free(l.p);
+    placing_done(&l);
 }
 
 VG_TEST(a_plan_that_waits_too_long_is_forgotten) {
-    g_place = true;
-    loop_t l = {vg__plan_new(true)};
-    params(&l);
-    for (int s = 0; s < 14; s++)
-        step(&l, 1);
+    loop_t l = placing_loop();
     evaluation(&l);
     CHECK(vg__plan_dormant(l.p));
     vg_plan_report_t r;
@@ -272,18 +277,13 @@ VG_TEST(a_plan_that_waits_too_long_is_forgotten) {
     CHECK(!vg__plan_dormant(l.p));
     uint64_t height, gen;
     CHECK(!vg__plan_following(l.p, &height, &gen) || gen > r.found);
-    g_place = false;
-    vg__plan_free(l.p);
+    placing_done(&l);
 }
 
 VG_TEST(a_model_made_anew_is_learnt_again_not_resumed) {
     /* The loop run again in the same process: its parameters freed, made anew. The plan
      * lays tensors beside the old ones (its holes), which are gone: learnt again. */
-    g_place = true;
-    loop_t l = {vg__plan_new(true)};
-    params(&l);
-    for (int s = 0; s < 14; s++)
-        step(&l, 1);
+    loop_t l = placing_loop();
     for (uint64_t q = 0; q < PARAMS; q++)
         vg__plan_release(l.p, q, 65536);
     evaluation(&l);
@@ -295,8 +295,7 @@ VG_TEST(a_model_made_anew_is_learnt_again_not_resumed) {
     vg__plan_get(l.p, &r);
     CHECK_EQ(r.resumed, 0);
     CHECK_EQ(r.found, 2);
-    g_place = false;
-    vg__plan_free(l.p);
+    placing_done(&l);
 }
 
 VG_TEST(a_pattern_inside_the_step_that_breaks_soon_is_passed_over) {
