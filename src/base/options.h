@@ -56,7 +56,8 @@
       "learn: find the program's training step from the requests it makes, and work out "    \
       "what a plan placing two steps would reserve (vramguard replay and verbose=1 say); "   \
       "on: also place the step's tensors where the plan puts them, moving idle pages to "    \
-      "them; with no step to follow, page moves stop once four times the memory has moved "  \
+      "them; a step interrupted (an evaluation) takes its plan up again when it comes back; " \
+      "with no step to follow, page moves stop once four times the memory has moved "        \
       "(fast mode; docs/allocator.md, docs/decisions.md A13)")                               \
     X(stack_depth, INT, "12", "0..64",                                                       \
       "host frames captured per allocation site (0 = no backtraces)")                        \
