@@ -73,9 +73,10 @@ struct vg_plan {
 /* A plan followed for at least VG_PLAN_HELD periods, then dropped, was the program's step,
  * interrupted (an evaluation, a checkpoint) or left for good. The step is looked for again
  * from the smallest period, and the plan waits, dormant, for VG_PLAN_DORMANT cycles of
- * requests: the step that comes back as it was, VG_PLAN_IN_STEP requests in a row of its
- * sizes from where it stopped, takes up its plan and arena again. Meanwhile a step of
- * another length (an evaluation's loop over its batches) gets no plan of its own. */
+ * requests: the step that comes back as it was takes up its plan and arena again, on
+ * trial from the request of its size where it stopped, for good after VG_PLAN_IN_STEP
+ * requests in a row of its sizes. Meanwhile a step of another length (an evaluation's
+ * loop over its batches) gets no plan of its own. */
 #define VG_PLAN_HELD 4
 #define VG_PLAN_DORMANT 32
 
