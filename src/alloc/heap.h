@@ -271,6 +271,8 @@ struct vg_heap {
                                    arena, the plan none could be reserved for */
     uint64_t arena_missed_until; /* requests before this one follow a miss by less than a
                                     cycle: the arena may then take its own idle pages */
+    bool arena_waits;           /* plan=on: the arena's plan is dormant (its step interrupted):
+                                   as no plan followed for page moves and settling */
     uint64_t moved_unplanned;   /* plan=on: pages moved while no plan was followed */
     vg_block_t **arena_hint;    /* per tensor of the plan: the block it was last carved as
                                    (checked before use: a hint, never trusted) */
@@ -366,9 +368,14 @@ static inline bool vg__heap_retired(vg_heap_t *h) {
  * space spread over partly used pages, which a near limit needs (gen_large under a limit
  * 0.1 % above its peak: 9-11 out-of-memory failures settling, 0-3 packing). */
 #define VG_SETTLE_MOVES 4
+/* plan=on: is a plan followed (not merely waiting, dormant, with its arena)? */
+static inline bool vg__heap_plan_followed(const vg_heap_t *h) {
+    return h->arena && !h->arena_waits;
+}
+
 static inline bool vg__heap_settling(const vg_heap_t *h, uint64_t size) {
     uint64_t reserved = (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].current;
-    return !h->arena &&
+    return !vg__heap_plan_followed(h) &&
            h->moved_unplanned * h->page >
                VG_SETTLE_MOVES * (uint64_t)h->stats.reserved_bytes[VG_POOL_ALL].peak &&
            !(h->limit && reserved + size + h->limit / 32 > h->limit);

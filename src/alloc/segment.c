@@ -392,7 +392,7 @@ static bool steal_from(vg_block_t *b, void *arg) {
         } else {
             c->out[c->got] = hd;
             c->h->stats.pages_moved++;
-            if (!c->h->arena)
+            if (!vg__heap_plan_followed(c->h))
                 c->h->moved_unplanned++; /* (heap.h, vg__heap_settling) */
         }
         c->got++;
@@ -426,7 +426,7 @@ static size_t plan_moves(vg_heap_t *h, vg_segment_t *seg, vg_stream_t *s, uint64
     /* (the arena's own pages move only after a miss: a cycle followed without one uses
      * them all at their planned places, and moving them would repeat every cycle) */
     size_t own_over = h->next_id < h->arena_missed_until ? over : 0;
-    size_t always = h->arena ? need - got : 0;
+    size_t always = vg__heap_plan_followed(h) ? need - got : 0; /* (dormant: beyond room) */
     bool into_arena = seg->cls == VG_CLASS_ARENA;
     steal_ctx_t c = {h, seg, p0, p1, got + VG_MIN(need - got, VG_MAX(always, over)), got, hs,
                      false};

@@ -610,3 +610,34 @@ VG_TEST(a_step_interrupted_by_an_evaluation_takes_up_its_plan_again) {
     }
     CHECK_VALID();
 }
+
+/* A program that leaves its training loop for good, to generate with caches grown by
+ * concatenation: the plan waits, dormant, for 32 cycles, and meanwhile the generation's
+ * pages move as when no plan is followed: beyond the peak only, and they settle. While a
+ * dormant plan counted as followed, every new page of the caches was an idle one moved
+ * (63,649 moves in 400 tokens, 2,878 waits for the stream; 2,803 now). */
+VG_TEST(a_loop_left_for_generation_moves_pages_as_without_a_plan) {
+    enum { LAYERS_G = 4, TOKENS = 400 };
+    loop_t l = trained("plan=on", 40);
+    void *k[LAYERS_G] = {0}, *v[LAYERS_G] = {0};
+    uint64_t moved0 = vgt_stats().pages_moved;
+    for (int t = 0; t < TOKENS; t++) {
+        uint64_t bytes = (32ull << 20) + (uint64_t)t * (64 << 10);
+        for (int i = 0; i < LAYERS_G; i++) {
+            void *nk, *nv, *tmp;
+            CHECK_VG(vg_malloc(&nk, bytes, l.s));
+            CHECK_VG(vg_malloc(&nv, bytes, l.s));
+            if (k[i])
+                CHECK_VG(vg_free(k[i], l.s));
+            if (v[i])
+                CHECK_VG(vg_free(v[i], l.s));
+            k[i] = nk, v[i] = nv;
+            CHECK_VG(vg_malloc(&tmp, 2 << 20, l.s));
+            CHECK_VG(vg_free(tmp, l.s));
+        }
+    }
+    CHECK_VALID();
+    vg_stats_t st = vgt_stats();
+    CHECK_MSG(st.pages_moved - moved0 < 10000, "%llu pages moved in 400 tokens",
+              (unsigned long long)(st.pages_moved - moved0));
+}
