@@ -547,6 +547,23 @@ static vg_block_t *unmapped_rest(vg_heap_t *h, uint64_t size, vg_stream_t *s) {
     return NULL;
 }
 
+/* A5: a request that maps new memory becomes a slot only if a block of its size (slot_min
+ * or more) was freed before, among the last 16 such sizes: a tensor that comes back each
+ * step (GPT-2's logits) keeps its range; a cache grown by concatenation, each copy a
+ * little larger than the last, does not fill the heap with slots that no later copy fits
+ * (each mapped anew: reserved memory grew to the whole device). */
+static bool large_freed_before(const vg_heap_t *h, uint64_t size) {
+    for (uint32_t i = 0; i < 16 && i < h->nlarge_freed; i++)
+        if (h->large_freed[i] == size)
+            return true;
+    return false;
+}
+
+static void large_freed(vg_heap_t *h, uint64_t size) {
+    if (!large_freed_before(h, size))
+        h->large_freed[h->nlarge_freed++ % 16] = size;
+}
+
 /* Place a request on block b (or NULL: search): extend it down, map its pages, carve. */
 static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64_t uoff,
                          vg_stream_t *s, vg_block_t *b, vg_block_t **out) {
@@ -568,7 +585,7 @@ static vg_status_t place(vg_heap_t *h, uint64_t size, uint64_t requested, uint64
            : carve(h, b, size, requested, uoff, s);
     if (st != VG_OK)
         return st;
-    if (grows && h->slot_min && size >= h->slot_min)
+    if (grows && h->slot_min && size >= h->slot_min && large_freed_before(h, size))
         make_slot(h, start);
     *out = start;
     return VG_OK;
@@ -759,6 +776,8 @@ static vg_block_t *release_free(vg_heap_t *h, vg_block_t *b, uint64_t head, uint
     b->flags = 0;
     b->pat_head = head;
     b->pat_tail = tail;
+    if (VG_UNLIKELY(h->slot_min && b->size >= h->slot_min))
+        large_freed(h, b->size);
     uint32_t item = b->plan_item; /* (b may merge into the block below) */
     if (VG_UNLIKELY(item))
         b->plan_item = 0; /* (0 in every free block: arena.c sets it when carved) */

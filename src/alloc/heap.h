@@ -228,6 +228,8 @@ struct vg_heap {
     CUcontext ctx;
     uint64_t device_total;      /* bytes, from the driver */
     uint64_t limit;             /* cap on reserved bytes (option `limit`), 0 = none */
+    uint64_t large_freed[16];   /* sizes of the last blocks of slot_min or more freed (A5) */
+    uint32_t nlarge_freed;
     uint64_t slot_min;          /* requests this large that grow the heap get a slot (0:
                                    never; option `slot_min`, VMM heaps only) */
     uint64_t small_max;         /* requests up to this size use their own range (0: none;
