@@ -428,14 +428,21 @@ static void *slot_step(CUstream s) {
 VG_TEST(a_hole_never_crosses_a_slots_boundary) {
     vgt_init("plan=on,small_max=0,slot_min=3M");
     CUstream s = vgt_stream();
-    void *a, *b, *l;
-    CHECK_VG(vg_malloc(&a, 3 << 20, s));   /* grows: a slot [0, 3M) */
-    CHECK_VG(vg_malloc(&b, 512 << 10, s)); /* [3M, 3.5M): starts at the boundary */
-    CHECK_VG(vg_malloc(&l, 512 << 10, s)); /* [3.5M, 4M): long-lived, keeps page 1 */
+    void *a, *b, *l, *first, *other;
+    CHECK_VG(vg_malloc(&first, 3 << 20, s)); /* 3 MiB freed once: a size that comes back */
+    CHECK_VG(vg_free(first, s));
+    CHECK_VG(vg_malloc(&other, 4 << 20, s)); /* [0, 4M), over it (no 4 MiB freed: no slot) */
+    CHECK_VG(vg_malloc(&a, 3 << 20, s));   /* grows: a slot [4M, 7M) */
+    CHECK_VG(vg_malloc(&b, 512 << 10, s)); /* [7M, 7.5M): starts at the boundary */
+    CHECK_VG(vg_malloc(&l, 512 << 10, s)); /* [7.5M, 8M): long-lived, keeps page 3 */
     uint64_t end = (uint64_t)(uintptr_t)a + (3 << 20);
     CHECK_EQ((uint64_t)(uintptr_t)b, end);
+    vg_heap_t *h;
+    CHECK(vg__heap_current(&h) == VG_OK);
+    vg_block_t *slot = vg__ptrmap_get(&h->live, (uint64_t)(uintptr_t)a);
+    CHECK(slot && (slot->slot & VG_SLOT_START)); /* (a is a slot) */
     CHECK_VG(vg_free(b, s));
-    CHECK_VG(vg_free(a, s)); /* (free [2M, 3.5M) on l's page: across the boundary) */
+    CHECK_VG(vg_free(a, s)); /* (free [6M, 7.5M) on l's page: across the boundary) */
     for (int step = 0; step < 40; step++) {
         uint64_t x = (uint64_t)(uintptr_t)slot_step(s);
         CHECK_MSG(!(x < end && x + (1 << 20) + (256 << 10) > end),
