@@ -487,10 +487,10 @@ static vg_status_t carve_down(vg_heap_t *h, vg_block_t *p, vg_block_t *b, uint64
     return st;
 }
 
-/* Allocation a needed new memory and is large: its range becomes a slot (A5). Freed, it
- * stays one block that no neighbour absorbs, so the next tensor of its size finds it
- * whole instead of mapping more; smaller requests use it only when no other mapped memory
- * fits (tlsf.c). */
+/* Allocation a needed new memory, is large, and its size was freed before (place): its
+ * range becomes a slot (A5). Freed, it stays one block that no neighbour absorbs, so the
+ * next tensor of its size finds it whole instead of mapping more; smaller requests use it
+ * only when no other mapped memory fits (tlsf.c). */
 static void make_slot(vg_heap_t *h, vg_block_t *a) {
     a->slot = VG_SLOT_START | VG_SLOT_IN;
     if (a->next)

@@ -46,8 +46,8 @@
       "virtual-memory segments (auto: when the driver and device support them)")             \
     X(slot_min, LIMIT, "0.006", "",                                                          \
       "requests of at least this size (bytes, or a fraction of the device's memory: 0.006 is " \
-      "515 MB on 80 GB) that need new memory get an address range no neighbour merges "     \
-      "into, kept for tensors of that size (0: never)")                                      \
+      "515 MB on 80 GB) that need new memory, of a size freed before, get an address range " \
+      "no neighbour merges into, kept for tensors of that size (0: never)")                  \
     X(small_max, SIZE, "1M", "0..1G",                                                         \
       "requests up to this size are served from an address range of their own, as PyTorch's " \
       "small pool: small tensors that live long then never pin the holes large ones leave "  \
