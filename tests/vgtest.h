@@ -68,6 +68,27 @@ static inline vg_stats_t vgt_stats(void) {
     return s;
 }
 
+/* One token of a generation loop whose caches grow by concatenation: each of `layers`
+ * layers gets new K and V caches of `bytes` (k[i], v[i]), the old ones freed after, as
+ * torch.cat does; then a temporary of `tmp` bytes (0: none) made and freed. */
+static inline void vgt_grow_caches(void **k, void **v, int layers, uint64_t bytes,
+                                   uint64_t tmp, CUstream s) {
+    for (int i = 0; i < layers; i++) {
+        void *nk, *nv, *t;
+        CHECK_VG(vg_malloc(&nk, bytes, s));
+        CHECK_VG(vg_malloc(&nv, bytes, s));
+        if (k[i])
+            CHECK_VG(vg_free(k[i], s));
+        if (v[i])
+            CHECK_VG(vg_free(v[i], s));
+        k[i] = nk, v[i] = nv;
+        if (tmp) {
+            CHECK_VG(vg_malloc(&t, tmp, s));
+            CHECK_VG(vg_free(t, s));
+        }
+    }
+}
+
 /* A gate: a host function that holds its stream until the test opens it. */
 typedef struct vgt_gate {
     pthread_mutex_t m;

@@ -518,18 +518,7 @@ VG_TEST(a_growing_cache_stops_moving_pages) {
     uint64_t moved_at = 0;
     for (int t = 0; t < TOKENS; t++) {
         uint64_t bytes = (32ull << 20) + (uint64_t)t * (64 << 10); /* 64 KiB a token */
-        for (int l = 0; l < LAYERS_G; l++) {
-            void *nk, *nv, *tmp;
-            CHECK_VG(vg_malloc(&nk, bytes, s));
-            CHECK_VG(vg_malloc(&nv, bytes, s));
-            if (k[l])
-                CHECK_VG(vg_free(k[l], s));
-            if (v[l])
-                CHECK_VG(vg_free(v[l], s));
-            k[l] = nk, v[l] = nv;
-            CHECK_VG(vg_malloc(&tmp, 2 << 20, s));
-            CHECK_VG(vg_free(tmp, s));
-        }
+        vgt_grow_caches(k, v, LAYERS_G, bytes, 2 << 20, s);
         if (t == TOKENS * 3 / 4)
             moved_at = vgt_stats().pages_moved;
     }
@@ -628,21 +617,8 @@ VG_TEST(a_loop_left_for_generation_moves_pages_as_without_a_plan) {
     loop_t l = trained("plan=on", 40);
     void *k[LAYERS_G] = {0}, *v[LAYERS_G] = {0};
     uint64_t moved0 = vgt_stats().pages_moved;
-    for (int t = 0; t < TOKENS; t++) {
-        uint64_t bytes = (32ull << 20) + (uint64_t)t * (64 << 10);
-        for (int i = 0; i < LAYERS_G; i++) {
-            void *nk, *nv, *tmp;
-            CHECK_VG(vg_malloc(&nk, bytes, l.s));
-            CHECK_VG(vg_malloc(&nv, bytes, l.s));
-            if (k[i])
-                CHECK_VG(vg_free(k[i], l.s));
-            if (v[i])
-                CHECK_VG(vg_free(v[i], l.s));
-            k[i] = nk, v[i] = nv;
-            CHECK_VG(vg_malloc(&tmp, 2 << 20, l.s));
-            CHECK_VG(vg_free(tmp, l.s));
-        }
-    }
+    for (int t = 0; t < TOKENS; t++)
+        vgt_grow_caches(k, v, LAYERS_G, (32ull << 20) + (uint64_t)t * (64 << 10), 2 << 20, l.s);
     CHECK_VALID();
     vg_stats_t st = vgt_stats();
     CHECK_MSG(st.pages_moved - moved0 < 10000, "%llu pages moved in 400 tokens",

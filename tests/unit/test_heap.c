@@ -468,19 +468,8 @@ VG_TEST(a_large_allocation_that_grew_the_heap_keeps_its_range) {
 VG_TEST(a_cache_grown_by_concatenation_makes_no_slots) {
     vgt_init("slot_min=8M");
     void *k[2] = {0}, *v[2] = {0};
-    for (int t = 0; t < 120; t++) {
-        uint64_t bytes = (8ull << 20) + (uint64_t)t * (256 << 10);
-        for (int i = 0; i < 2; i++) {
-            void *nk, *nv;
-            CHECK_VG(vg_malloc(&nk, bytes, NULL));
-            CHECK_VG(vg_malloc(&nv, bytes, NULL));
-            if (k[i])
-                CHECK_VG(vg_free(k[i], NULL));
-            if (v[i])
-                CHECK_VG(vg_free(v[i], NULL));
-            k[i] = nk, v[i] = nv;
-        }
-    }
+    for (int t = 0; t < 120; t++)
+        vgt_grow_caches(k, v, 2, (8ull << 20) + (uint64_t)t * (256 << 10), 0, NULL);
     CHECK_VALID();
     vg_stats_t st = vgt_stats();
     uint64_t live = (uint64_t)st.allocated_bytes[VG_POOL_ALL].peak;
