@@ -883,7 +883,8 @@ generate)
     build
     J=$O/generate.jsonl
     for a in default expandable "vramguard --vg-option plan=off" \
-             "vramguard --vg-option plan=on --vg-option verbose=1"; do
+             "vramguard --vg-option plan=on --vg-option verbose=1" \
+             "vramguard --vg-option plan=off --vg-option slot_min=100M"; do
         step "generate $a" 300 python3 bench/pytorch_generate.py --alloc $a \
             --json /tmp/vg-gen.json && cat /tmp/vg-gen.json >>"$J"
     done
