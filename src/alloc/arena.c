@@ -256,20 +256,17 @@ vg_block_t *vg__arena_find(vg_heap_t *h, uint64_t size, vg_stream_t *s, uint64_t
                            bool *missed) {
     uint64_t height, gen;
     bool on = vg__plan_following(h->plan, &height, &gen);
+    if (!on && vg__plan_resumes(h->plan, h->next_id, size)) /* (a dormant plan's step back) */
+        on = vg__plan_following(h->plan, &height, &gen);
     bool dormant = !on && vg__plan_dormant(h->plan); /* (its arena waits, lent) */
-    h->arena_waits = dormant;
     if (h->arena && !dormant && (!on || gen != h->arena_gen)) { /* its plan was dropped */
         vg__segment_arena_retire(h, h->arena);
         h->arena = NULL;
         hints_reset(h, 0);
     }
     *missed = false;
-    if (dormant) {
-        if (!vg__plan_resumes(h->plan, h->next_id, size))
-            return NULL;
-        on = vg__plan_following(h->plan, &height, &gen); /* (taken up again) */
-        h->arena_waits = false;
-    }
+    if (dormant)
+        return NULL;
     if (!on || (!h->arena && h->arena_gen == gen)) /* (no address space for this plan's) */
         return NULL;
     if (!h->arena && vg__plan_fit_due(h->plan, h->next_id)) {

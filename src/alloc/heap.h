@@ -32,6 +32,7 @@
 #include "driver/driver.h"
 #include "stats.h"
 #include "events.h"
+#include "plan.h"
 
 #define VG_ALIGN 512ull                   /* block alignment and size granularity */
 #define VG_SMALL_BLOCK (1ull << 20)       /* "small pool" in PyTorch's stats: <= 1 MiB */
@@ -273,8 +274,6 @@ struct vg_heap {
                                    arena, the plan none could be reserved for */
     uint64_t arena_missed_until; /* requests before this one follow a miss by less than a
                                     cycle: the arena may then take its own idle pages */
-    bool arena_waits;           /* plan=on: the arena's plan is dormant (its step interrupted):
-                                   as no plan followed for page moves and settling */
     uint64_t moved_unplanned;   /* plan=on: pages moved while no plan was followed */
     vg_block_t **arena_hint;    /* per tensor of the plan: the block it was last carved as
                                    (checked before use: a hint, never trusted) */
@@ -370,9 +369,10 @@ static inline bool vg__heap_retired(vg_heap_t *h) {
  * space spread over partly used pages, which a near limit needs (gen_large under a limit
  * 0.1 % above its peak: 9-11 out-of-memory failures settling, 0-3 packing). */
 #define VG_SETTLE_MOVES 4
-/* plan=on: is a plan followed (not merely waiting, dormant, with its arena)? */
+/* plan=on: is a plan followed? Not while it waits, dormant, with its arena (plan.h): page
+ * moves and settling then go as with none. */
 static inline bool vg__heap_plan_followed(const vg_heap_t *h) {
-    return h->arena && !h->arena_waits;
+    return h->arena && !vg__plan_dormant(h->plan);
 }
 
 static inline bool vg__heap_settling(const vg_heap_t *h, uint64_t size) {

@@ -180,10 +180,8 @@ uint64_t vg__plan_place(vg_plan_t *p, uint64_t req, uint64_t size, bool *in_hole
          * before too; when the program repeats its step but not the plan's, or just
          * after the plan was taken up (the log's period before is not the step's), the
          * plan is out of phase: that counts here. */
-        if (req < p->grace_until ||
-            (req >= p->rep.period && req < p->n + 1 &&
-             p->size[at(req - p->rep.period)] == size))
-            p->differ++;
+        if (req < p->grace_until || (req <= p->n && p->size[at(req - p->rep.period)] == size))
+            p->differ++; /* (req <= n: the period before it is logged) */
         return VG_PLAN_NONE;
     }
     if (p->in_step < VG_PLAN_IN_STEP) { /* (out of step until then: see VG_PLAN_IN_STEP) */
@@ -902,7 +900,7 @@ static void long_lived_freed(vg_plan_t *p, uint64_t size) {
 /* Is request ip at position pos of the cycle, by the w requests before it? */
 static bool in_phase_at(const vg_plan_t *p, uint64_t ip, uint32_t pos, uint64_t w) {
     for (uint64_t k = 1; k <= w; k++)
-        if (p->size[at(ip - k)] != p->csize[(pos + p->cycle - k % p->cycle) % p->cycle])
+        if (p->size[at(ip - k)] != p->csize[(pos + p->cycle - k) % p->cycle]) /* (k < cycle) */
             return false;
     return true;
 }
@@ -939,11 +937,13 @@ static bool go_dormant(vg_plan_t *p) {
      * less a few: it may have been taken up a request or two early) */
     uint64_t w = VG_MIN(per, ip - p->in_phase_from);
     w = w > 2 * VG_PLAN_IN_STEP ? w - VG_PLAN_IN_STEP : VG_PLAN_IN_STEP;
-    uint32_t pos = (uint32_t)((ip - p->base) % p->cycle);
-    for (uint32_t x = 0; x < p->cycle && !in_phase_at(p, ip, pos, w); x++)
-        pos = x; /* (the plan's count, then every place in turn) */
-    if (!in_phase_at(p, ip, pos, w))
-        return false;
+    uint32_t pos = (uint32_t)((ip - p->base) % p->cycle); /* (the plan's count first) */
+    if (!in_phase_at(p, ip, pos, w)) {
+        for (pos = 0; pos < p->cycle && !in_phase_at(p, ip, pos, w); pos++)
+            ;
+        if (pos == p->cycle)
+            return false;
+    }
     p->resume_pos = pos;
     p->trial = 0;
     p->dormant_until = n + (uint64_t)VG_PLAN_DORMANT * p->cycle;
