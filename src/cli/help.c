@@ -19,7 +19,10 @@ static const cli_flag_spec_t demo_flags[] = {
 static const cli_flag_spec_t replay_flags[] = {
     {"device-memory", "SIZE", "memory of the simulated device (default 80G)"},
     {"repeat", "N", "replay the trace N times, 1 to 1000 (default 5); the time is the\n"
-                    "median of the N, the first (cold) run's is shown beside it"},
+                    "median of the N, the first (cold) run's is shown beside it; the\n"
+                    "N runs share one allocator, what a run left live freed before the\n"
+                    "next, so the memory peaks are those of a program that runs its\n"
+                    "loop N times"},
     {"lag", "N", "keep the simulated device N events behind the host, as a busy GPU\n"
                  "is (default 0)"},
     {"perturb", "SEED", "delay 1 free in 50 by 1 to 8 events, in an order drawn from SEED\n"
