@@ -72,11 +72,14 @@ struct vg_plan {
 
 /* A plan followed for at least VG_PLAN_HELD periods, then dropped, was the program's step,
  * interrupted (an evaluation, a checkpoint) or left for good. The step is looked for again
- * from the smallest period, and the plan waits, dormant, for VG_PLAN_DORMANT cycles of
- * requests: the step that comes back as it was takes up its plan and arena again, on
- * trial from the request of its size where it stopped, for good after VG_PLAN_IN_STEP
- * requests in a row of its sizes. Meanwhile a step of another length (an evaluation's
- * loop over its batches) gets no plan of its own. */
+ * from the smallest period, and the plan waits, dormant, for as many requests as it was
+ * followed, and at least VG_PLAN_DORMANT cycles of them: an evaluation over a whole
+ * validation set (ImageNet's 782 batches of 64: 88 cycles of cnn_train_eval's step) is
+ * shorter than the training between two, seldom than 32 cycles. The step that comes back
+ * as it was takes up its plan and arena again, on trial from the request of its size
+ * where it stopped, for good after VG_PLAN_IN_STEP requests in a row of its sizes.
+ * Meanwhile a step of another length (an evaluation's loop over its batches) gets no plan
+ * of its own. */
 #define VG_PLAN_HELD 4
 #define VG_PLAN_DORMANT 32
 
@@ -946,7 +949,8 @@ static bool go_dormant(vg_plan_t *p) {
     }
     p->resume_pos = pos;
     p->trial = 0;
-    p->dormant_until = n + (uint64_t)VG_PLAN_DORMANT * p->cycle;
+    p->dormant_until = n + VG_MAX((uint64_t)VG_PLAN_DORMANT * p->cycle, p->rep.since);
+    /* (rep.since: the requests since the step was found, resumed stretches included) */
     p->held = p->rep;
     p->dormant = true;
     return true;

@@ -280,6 +280,42 @@ VG_TEST(a_plan_that_waits_too_long_is_forgotten) {
     placing_done(&l);
 }
 
+VG_TEST(a_plan_followed_long_waits_as_long_for_its_step) {
+    /* A plan followed for 100 steps waits as long as that, not 32 cycles only: a real
+     * evaluation runs over a whole validation set (ImageNet's, 782 batches of 64, is more
+     * than 32 cycles of a ResNet's training step), and the training after it would be
+     * learnt anew, its pages moved again. */
+    loop_t l = placing_loop();
+    for (int s = 0; s < 100; s++)
+        step(&l, 1);
+    vg_plan_report_t r0;
+    vg__plan_get(l.p, &r0);
+    uint64_t cycle = 2 * r0.period, since = r0.since, height, gen0, gen;
+    CHECK(vg__plan_following(l.p, &height, &gen0));
+    CHECK(since > 40 * cycle);
+    for (uint64_t k = 0; k < 40 * cycle / 60; k++) /* (40 cycles of requests) */
+        evaluation(&l);
+    CHECK(vg__plan_dormant(l.p));
+    g_placed = 0;
+    for (int s = 0; s < 3; s++)
+        step(&l, 1);
+    CHECK(vg__plan_following(l.p, &height, &gen));
+    CHECK_EQ(gen, gen0); /* (taken up again, not learnt anew) */
+    CHECK(g_placed > 2 * r0.period);
+    vg_plan_report_t r;
+    vg__plan_get(l.p, &r);
+    CHECK_EQ(r.resumed, r0.resumed + 1);
+    CHECK_EQ(r.found, r0.found);
+    /* Longer than it was followed: forgotten, its step to be learnt again. */
+    evaluation(&l);
+    vg__plan_get(l.p, &r);
+    for (uint64_t k = 0; k < (r.since + 2 * cycle) / 60; k++)
+        evaluation(&l);
+    CHECK(!vg__plan_dormant(l.p));
+    CHECK(!vg__plan_following(l.p, &height, &gen) || gen > r0.found);
+    placing_done(&l);
+}
+
 VG_TEST(a_model_made_anew_is_learnt_again_not_resumed) {
     /* The loop run again in the same process: its parameters freed, made anew. The plan
      * lays tensors beside the old ones (its holes), which are gone: learnt again. */
