@@ -16,7 +16,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 traces="$here/../traces"
 python="${PYTHON:-/usr/bin/python3}"
-all=(cnn_train cnn_train_eval unet_train lstm_lm gpt_train gen_small gen_large mixed_batch)
+all=(cnn_train cnn_train_eval unet_train lstm_lm gpt_train gpt_train_accum gen_small gen_large mixed_batch)
 names=("$@")
 [ ${#names[@]} -gt 0 ] || names=("${all[@]}")
 

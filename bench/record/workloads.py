@@ -12,7 +12,8 @@ time 0. Without the shim the script runs the same and logs nothing.
 
 Per-step inputs are made inside the step (torch.randn / torch.randint), standing for
 the host-to-device copy a GPU run allocates each step. Names: cnn_train,
-cnn_train_eval, unet_train, lstm_lm, gpt_train, gen_small, gen_large, mixed_batch.
+cnn_train_eval, unet_train, lstm_lm, gpt_train, gpt_train_accum, gen_small, gen_large,
+mixed_batch.
 """
 import ctypes
 import math
@@ -293,6 +294,28 @@ def gpt_train(log, steps=16, batch=8, ctx=256, vocab=8192):
     lm_train(log, GPT(vocab, ctx, d=512, layers=6, heads=8), [batch] * steps, ctx, vocab)
 
 
+def gpt_train_accum(log, steps=4, accum=32, batch=2, ctx=256, vocab=8192):
+    """Gradient accumulation, as large models are trained: each AdamW step sums the
+    gradients of `accum` micro-batches (the first makes the .grad tensors, the others
+    add into them; zero_grad frees them), so the program's step, about 9,600 requests
+    here, is longer than the longest step looked for (docs/decisions.md A13). A 4-layer
+    GPT (d_model 384) keeps the trace small."""
+    model = GPT(vocab, ctx, d=384, layers=4, heads=6)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
+    log.start()
+    for i in range(steps):
+        t = time.time()
+        for _ in range(accum):
+            tokens = torch.randint(0, vocab, (batch, ctx + 1))
+            logits = model(tokens[:, :-1])
+            loss = F.cross_entropy(logits.view(-1, vocab), tokens[:, 1:].reshape(-1))
+            (loss / accum).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step_done(i, t)
+    log.stop()
+
+
 # ------------------------------------------------------------- generation --
 
 
@@ -359,7 +382,7 @@ def mixed_batch(log, batches=(8, 32, 16, 48, 24, 40, 12, 56), ctx=128, vocab=819
 
 
 WORKLOADS = {f.__name__: f for f in (cnn_train, cnn_train_eval, unet_train, lstm_lm, gpt_train,
-                                     gen_small, gen_large, mixed_batch)}
+                                     gpt_train_accum, gen_small, gen_large, mixed_batch)}
 
 if __name__ == "__main__":
     if len(sys.argv) != 2 or sys.argv[1] not in WORKLOADS:

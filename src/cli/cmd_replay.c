@@ -98,6 +98,17 @@ static void print_step(const vg_stats_t *s, uint64_t peak_alloc) {
                (unsigned long long)s->plan_resumed, s->plan_resumed == 1 ? "" : "s");
 }
 
+/* Steps were found, and none is followed at the end: each stopped repeating (a pattern
+ * inside a step longer than the longest looked for, such as a micro-batch of gradient
+ * accumulation, found again after each optimizer step). */
+static void print_steps_dropped(const vg_stats_t *s) {
+    printf("  training step:    none at the end; %llu found, each dropped when the program "
+           "stopped repeating it\n", (unsigned long long)s->steps_found);
+    if (strcmp(vg_option("plan"), "on") == 0)
+        printf("  placed by plan:   %llu requests, %llu missed (their place taken)\n",
+               (unsigned long long)s->plan_placed, (unsigned long long)s->plan_missed);
+}
+
 /* plan=on: the pages moved (idle ones, unmapped to be mapped where needed), and of them
  * those in the last quarter of the trace (UINT64_MAX: not known, --threads=log). */
 static void print_moves(const vg_stats_t *s, uint64_t moved_late) {
@@ -630,6 +641,8 @@ int cmd_replay(int argc, char **argv) {
         printf("  reserved/allocated at peak: %.4f\n", ratio);
         if (s.step_requests)
             print_step(&s, peak_alloc);
+        else if (s.steps_found) /* (a step too long to look for: a shorter pattern inside) */
+            print_steps_dropped(&s);
         else if (strcmp(vg_option("plan"), "off") != 0)
             printf("  training step:    none found (plan=%s looks for a period of the "
                    "sizes asked for after which live memory comes back)\n",
