@@ -51,6 +51,9 @@ ap.add_argument("--eval-every", type=int, default=0, metavar="N",
                      "torch.no_grad(), --eval-batches batches of twice the batch size (its own "
                      "random data: the training losses are those of a run without it)")
 ap.add_argument("--eval-batches", type=int, default=8)
+ap.add_argument("--accum", type=int, default=1, metavar="N",
+                help="gradient accumulation: each step sums the gradients of N micro-batches "
+                     "of --batch (its loss, in losses, is the last micro-batch's)")
 ap.add_argument("--reserved-per-step", action="store_true",
                 help="also record reserved bytes after every step (where the peak is reached)")
 args = ap.parse_args()
@@ -166,11 +169,13 @@ for step in range(args.steps):
     if step >= args.warmup and (step - args.warmup) % 10 == 0:
         torch.cuda.synchronize()
         marks.append(time.perf_counter())
-    x, y = data(gen)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
-        loss = loss_of(x, y)
-    opt.zero_grad(set_to_none=True)
-    loss.backward()
+    for micro in range(args.accum):
+        x, y = data(gen)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = loss_of(x, y)
+        if micro == 0:  # (after the first forward pass, as without accumulation)
+            opt.zero_grad(set_to_none=True)
+        (loss if args.accum == 1 else loss / args.accum).backward()
     opt.step()
     losses[step] = loss.detach()
     if step >= args.warmup:
@@ -216,7 +221,7 @@ out = {
     "device_used_at_end": total - free, "errors": errors, "counts": counts,
     "reserved_per_step": reserved_steps,
     "losses": [float(v).hex() for v in losses.tolist()],
-    "eval_every": args.eval_every, "eval_batches": args.eval_batches if args.eval_every else 0,
+    "accum": args.accum, "eval_every": args.eval_every, "eval_batches": args.eval_batches if args.eval_every else 0,
     "eval_losses": [float(v).hex() for v in eval_losses],
     "final_loss": float(losses[-1]),
 }

@@ -39,6 +39,8 @@
 #            and vramguard plan=on settling its page moves (point 20)
 #   plan-eval issue 37: the training loops with an evaluation after every 10th step, each
 #            allocator, plan=on taking its plan up again after each evaluation (point 21)
+#   plan-accum issue 37: the training loops with gradient accumulation over 8 micro-batches,
+#            each allocator; GPT-2's step is then longer than plan=on looks for (point 22)
 #   memcheck issue 32: memcheck mode on the real Compute Sanitizer API (memcheck-c: the
 #            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost;
 #            memcheck-lines: source lines and CUDA graphs, points 13 and 14;
@@ -873,6 +875,22 @@ plan-eval)
     done
     peak_summary "$J"
     ;;
+plan-accum)
+    # Issue 37 (docs/decisions.md A13, point 22): gradient accumulation, 8 micro-batches a
+    # step (GPT-2: batch 2, ResNet-50: batch 32), with PyTorch's allocators, then vramguard
+    # plan=off and plan=on (its stderr: the steps found, the plan's placements and moves).
+    echo "### $(date -u '+%Y-%m-%d %H:%M UTC')"
+    build
+    J=$O/plan-accum.jsonl
+    for m in "resnet50 --batch 32" "gpt2 --batch 2"; do
+        for a in "default" "expandable" "vramguard --vg-option plan=off" \
+                 "vramguard --vg-option plan=on --vg-option verbose=1"; do
+            train_run "$J" "$m $a" 300 --alloc $a --model $m --steps 40 --warmup 10 \
+                --accum 8 --reserved-per-step
+        done
+    done
+    peak_summary "$J"
+    ;;
 generate)
     # Issue 37 (docs/decisions.md A13, point 20): a generation loop whose K/V caches grow
     # by torch.cat (bench/pytorch_generate.py, gen_large's workload live) with PyTorch's
@@ -968,7 +986,7 @@ access|access-tool)
     done
     ;;
 *)
-    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why, convert, rooms, h2d, access, access-tool, pinned, pages, plan, generate, memcheck, memcheck-c, memcheck-torch, memcheck-lines, memcheck-floor, memcheck-pending, memcheck-followup, memcheck-recheck, memcheck-confirm, memcheck-tma, memcheck-empty, memcheck-next)" >&2
+    echo "gpu-validate.sh: unknown part '$PART' (c, pytorch, graphs, train, recheck, next, next-guard, next-twins, next-memcheck, next-stream, peak, peak-why, convert, rooms, h2d, access, access-tool, pinned, pages, plan, plan-eval, plan-accum, generate, memcheck, memcheck-c, memcheck-torch, memcheck-lines, memcheck-floor, memcheck-pending, memcheck-followup, memcheck-recheck, memcheck-confirm, memcheck-tma, memcheck-empty, memcheck-next)" >&2
     exit 2
     ;;
 esac
