@@ -21,18 +21,43 @@ import sys
 
 
 def batch_runs(starts):
-    """Runs of batch starts (allocation numbers) an equal number of allocations apart."""
+    """Runs of batch starts (allocation numbers) an equal number of allocations apart, of
+    four batches or more (the batch copied then follows one of its run: its frees of the
+    batch before map onto its copies). A run's last start opens a batch of unknown length
+    (it ends where the next run, or the trace, goes on), which may also open the next."""
     runs, run = [], []
     for s in starts:
         if len(run) >= 2 and s - run[-1] != run[1] - run[0]:
             runs.append(run)
-            run = []
-        if len(run) == 1 and s - run[0] <= 0:
-            run = []
+            run = [run[-1]]
         run.append(s)
-    if run:
-        runs.append(run)
-    return [r for r in runs if len(r) >= 3]
+    runs.append(run)
+    return [r for r in runs if len(r) >= 4]
+
+
+class Run:
+    """A run of batches, its next to last whole batch (the template, allocations [lo, hi))
+    played `reps` times more after itself. Batches are numbered from the run's first;
+    an allocation of the run is (batch, its index in the batch)."""
+
+    def __init__(self, run, reps, key):
+        self.first, self.per, self.reps, self.key = run[0], run[1] - run[0], reps, key
+        self.lo, self.hi = run[-3], run[-2]
+        self.t = (self.lo - self.first) // self.per  # the template's batch
+        self.events = []  # the template's events: (allocate?, allocation, fields)
+
+    def of(self, g):
+        """(batch, index) of allocation g of the run up to the template, or None."""
+        if self.first <= g < self.hi:
+            return (g - self.first) // self.per, (g - self.first) % self.per
+        return None
+
+    def instance(self, b, i, ptr):
+        """The pointer of allocation i of batch b in the lengthened run: batches up to the
+        template are the trace's own, the next `reps` its copies."""
+        if b <= self.t:
+            return ptr[self.first + b * self.per + i]
+        return ptr[(self.key, b - self.t, i)]
 
 
 def main(argv):
@@ -42,60 +67,69 @@ def main(argv):
     with (gzip.open if src.endswith(".gz") else open)(src, "rt") as f:
         lines = f.read().splitlines()
     head, events = lines[0], [line.split(",") for line in lines[1:]]
-    starts, n = [], 0
+    starts, n, top = [], 0, 0
     for e in events:
         if e[2] == "allocate":
+            top = max(top, int(e[3], 16) + int(e[4]))
             if e[4] == first_size:
                 starts.append(n)
             n += 1
-    # The batch copied in each evaluation: [lo, hi) of allocation numbers, its copies' count.
-    copied = {}
-    for run in batch_runs(starts):
-        per = run[1] - run[0]
-        # (the last batch's end is not known: the next to last whole batch is copied)
-        lo, hi = run[-3], run[-2]
-        assert hi - lo == per
+    runs = {}  # by the allocation that ends its template (its copies go just before it)
+    for k, run in enumerate(batch_runs(starts)):
         if batches > len(run):
-            copied[hi] = (lo, hi, batches - len(run))
-    if not copied:
-        sys.exit("%s: no run of batches opened by %s-byte allocations"
+            r = Run(run, batches - len(run), k)
+            runs[r.hi] = r
+    if not runs:
+        sys.exit("%s: no run of four batches or more opened by %s-byte allocations"
                  % (src, first_size))
-    out, index_of, ptr_of, n, fresh = [head], {}, {}, 0, 0
-    span = []  # the events of the batch being copied
+    fresh = (top + (1 << 20)) // 512 * 512  # (new pointers, above every one of the trace)
+    out, index_of, ptr, remap, n, skipped, clock = [head], {}, {}, {}, 0, 0, "0"
+
+    def emit(fields):
+        nonlocal clock
+        clock = fields[1]
+        out.append(",".join(fields))
+
     for e in events:
         alloc = e[2] == "allocate"
-        if alloc and n in copied:  # the copied batch is over: its copies go here
-            lo, hi, reps = copied[n]
-            per = hi - lo
-            for k in range(1, reps + 1):
-                for a, g, ev in span:
-                    gk = g + k * per
+        if alloc and n in runs:  # a template is over: its copies go here
+            r = runs[n]
+            for c in range(1, r.reps + 1):  # (copy c is batch t + c)
+                for a, g, ev in r.events:
+                    b, i = r.of(g) or (None, None)
                     if a:
-                        ptr_of[("c", gk)] = "0x%x" % (0x100000000000 + fresh * 512)
-                        fresh += 1
-                        out.append(",".join([ev[0], ev[1], "allocate", ptr_of[("c", gk)],
-                                             ev[4], ev[5]]))
-                    elif g >= lo - per:  # (its own batch's or the one before's)
-                        key = ("c", gk) if gk >= lo + per else gk
-                        out.append(",".join([ev[0], ev[1], "free", ptr_of[key], ev[4], ev[5]]))
-            for g in range(lo, hi):  # the events after free the last copy's allocations
-                if g in ptr_of and ("c", g + reps * per) in ptr_of:
-                    ptr_of[g] = ptr_of[("c", g + reps * per)]
-            span = []
+                        ptr[(r.key, c, i)] = "0x%x" % fresh
+                        fresh += (int(ev[4]) + 1023) // 512 * 512
+                        emit([ev[0], clock, "allocate", ptr[(r.key, c, i)], ev[4], ev[5]])
+                    elif b is not None:  # (the template frees batch b: copy c, b + c)
+                        emit([ev[0], clock, "free", r.instance(b + c, i, ptr), ev[4], ev[5]])
+                    else:
+                        skipped += 1  # (made before the run: freed once, by the template)
+            # The trace's later events free batch b's allocations where they freed those of
+            # batch b - reps: up to the template, each is now reps batches further on.
+            for g in range(r.first, r.hi):
+                b, i = r.of(g)
+                if g in ptr:
+                    remap[g] = r.instance(b + r.reps, i, ptr)
         if alloc:
-            index_of[e[3]], ptr_of[n] = n, e[3]
+            index_of[e[3]], ptr[n] = n, e[3]
             g = n
             n += 1
         else:
             g = index_of.pop(e[3])
-        cur = n - 1  # (the last allocation made: the batch an event belongs to)
-        if any(lo <= cur < hi for lo, hi, _ in copied.values()):
-            span.append((alloc, g, e))
-        out.append(",".join(e) if alloc else ",".join(e[:3] + [ptr_of[g]] + e[4:]))
+        for r in runs.values():
+            if r.lo <= n - 1 < r.hi:  # (the event belongs to the template batch)
+                r.events.append((alloc, g, e))
+        if alloc:
+            emit(e)
+        else:
+            emit(e[:3] + [remap.pop(g, ptr[g])] + e[4:])
     with open(dst, "w") as f:
         f.write("\n".join(out) + "\n")
-    print("%s: %d events; %d runs of batches made %d batches long"
-          % (dst, len(out) - 1, len(copied), batches))
+    print("%s: %d events; %d runs of batches made %d batches long%s"
+          % (dst, len(out) - 1, len(runs), batches,
+             "; %d frees of allocations made before their run left out of its copies"
+             % skipped if skipped else ""))
 
 
 if __name__ == "__main__":

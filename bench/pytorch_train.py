@@ -57,6 +57,8 @@ ap.add_argument("--accum", type=int, default=1, metavar="N",
 ap.add_argument("--reserved-per-step", action="store_true",
                 help="also record reserved bytes after every step (where the peak is reached)")
 args = ap.parse_args()
+if args.accum < 1:
+    ap.error("--accum: 1 or more micro-batches a step")
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
 if args.alloc == "expandable":

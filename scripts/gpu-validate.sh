@@ -40,7 +40,8 @@
 #   plan-eval issue 37: the training loops with an evaluation after every 10th step, each
 #            allocator, plan=on taking its plan up again after each evaluation (point 21)
 #   plan-accum issue 37: the training loops with gradient accumulation over 8 micro-batches,
-#            each allocator; GPT-2's step is then longer than plan=on looks for (point 22)
+#            each allocator; both loops' steps are then longer than plan=on looks for
+#            (GPT-2: about 8,900 requests, ResNet-50 about 9,400; point 22)
 #   memcheck issue 32: memcheck mode on the real Compute Sanitizer API (memcheck-c: the
 #            driver-API programs; memcheck-torch: the PyTorch scripts and the loops' cost;
 #            memcheck-lines: source lines and CUDA graphs, points 13 and 14;

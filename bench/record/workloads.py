@@ -297,7 +297,7 @@ def gpt_train(log, steps=16, batch=8, ctx=256, vocab=8192):
 def gpt_train_accum(log, steps=4, accum=32, batch=2, ctx=256, vocab=8192):
     """Gradient accumulation, as large models are trained: each AdamW step sums the
     gradients of `accum` micro-batches (the first makes the .grad tensors, the others
-    add into them; zero_grad frees them), so the program's step, about 9,600 requests
+    add into them; zero_grad frees them), so the program's step, about 9,700 requests
     here, is longer than the longest step looked for (docs/decisions.md A13). A 4-layer
     GPT (d_model 384) keeps the trace small."""
     model = GPT(vocab, ctx, d=384, layers=4, heads=6)

@@ -53,6 +53,8 @@ struct vg_plan {
     uint32_t resume_pos;        /* dormant: the position where it was interrupted */
     uint32_t trial;             /* taken up again: requests still to be the step's, or 0 */
     uint64_t dormant_until;     /* dormant: forgotten at this request */
+    uint64_t stretch_from;      /* rep.since when the plan was last taken up (0: found) */
+    uint64_t longest;           /* requests of its longest stretch followed, so far */
     uint64_t grace_until;       /* resumed: requests before this one are not watched */
     uint64_t resumed;           /* dormant plans taken up again */
     uint64_t ll_freed;          /* bytes freed, since the plan was made, of requests older
@@ -72,10 +74,11 @@ struct vg_plan {
 
 /* A plan followed for at least VG_PLAN_HELD periods, then dropped, was the program's step,
  * interrupted (an evaluation, a checkpoint) or left for good. The step is looked for again
- * from the smallest period, and the plan waits, dormant, for as many requests as it was
- * followed, and at least VG_PLAN_DORMANT cycles of them: an evaluation over a whole
- * validation set (ImageNet's 782 batches of 64: 88 cycles of cnn_train_eval's step) is
- * shorter than the training between two, seldom than 32 cycles. The step that comes back
+ * from the smallest period, and the plan waits, dormant, for as many requests as its
+ * longest stretch followed without a break, and at least VG_PLAN_DORMANT cycles of them:
+ * an evaluation over a whole validation set (ImageNet's 782 batches of 64: 86 cycles of
+ * cnn_train_eval's step) is seldom longer than the training between two, though often
+ * longer than 32 cycles. The step that comes back
  * as it was takes up its plan and arena again, on trial from the request of its size
  * where it stopped, for good after VG_PLAN_IN_STEP requests in a row of its sizes.
  * Meanwhile a step of another length (an evaluation's loop over its batches) gets no plan
@@ -110,6 +113,7 @@ static void plan_clear(vg_plan_t *p) {
     p->csize = NULL;
     p->dormant = false;
     p->trial = 0;
+    p->stretch_from = p->longest = 0;
     p->grace_until = 0;
     p->in_step = 0;
     p->started = false;
@@ -235,6 +239,7 @@ bool vg__plan_resumes(vg_plan_t *p, uint64_t req, uint64_t size) {
     p->base = req - p->resume_pos;
     p->in_phase_from = req;
     p->rep = p->held;
+    p->stretch_from = p->rep.since;
     p->cand = 0;
     p->differ = 0;
     p->to_check = p->rep.period;
@@ -949,8 +954,8 @@ static bool go_dormant(vg_plan_t *p) {
     }
     p->resume_pos = pos;
     p->trial = 0;
-    p->dormant_until = n + VG_MAX((uint64_t)VG_PLAN_DORMANT * p->cycle, p->rep.since);
-    /* (rep.since: the requests since the step was found, resumed stretches included) */
+    p->longest = VG_MAX(p->longest, p->rep.since - p->stretch_from);
+    p->dormant_until = n + VG_MAX((uint64_t)VG_PLAN_DORMANT * p->cycle, p->longest);
     p->held = p->rep;
     p->dormant = true;
     return true;

@@ -115,8 +115,8 @@ bool vg__plan_dormant(const vg_plan_t *p);
 /* Request `req` (the next to be served), of `size` bytes, while the plan is dormant: true
  * when it has the size of the step's request where the step stopped; the plan is then
  * followed again, on trial, from that place on its cycle, and waits again if one of the
- * next 8 requests is unlike the step (vg__plan_place). A plan dormant for longer than it
- * was followed, and 32 cycles of requests, is forgotten. */
+ * next 8 requests is unlike the step (vg__plan_place). A plan dormant for longer than its
+ * longest stretch followed, and 32 cycles of requests, is forgotten. */
 bool vg__plan_resumes(vg_plan_t *p, uint64_t req, uint64_t size);
 /* Requests in the plan's cycle (two steps), and the tensors it places (item numbers of
  * vg__plan_place: 0 to this - 1); 0 when none is followed. */

@@ -581,6 +581,8 @@ int cmd_replay(int argc, char **argv) {
                    (unsigned long long)s.steps_found,
                    (unsigned long long)s.long_lived_bytes, (unsigned long long)s.plan_bytes,
                    (unsigned long long)s.plan_peak_bytes);
+        else if (s.steps_found) /* (none followed at the end: print_steps_dropped) */
+            printf(",\"steps_found\":%llu", (unsigned long long)s.steps_found);
         if (s.step_requests || s.plan_placed)
             printf(",\"plan_placed\":%llu,\"plan_missed\":%llu,\"plan_tensors\":%llu,"
                    "\"plan_beside_long_lived\":%llu,\"plan_resumed\":%llu",
@@ -641,7 +643,7 @@ int cmd_replay(int argc, char **argv) {
         printf("  reserved/allocated at peak: %.4f\n", ratio);
         if (s.step_requests)
             print_step(&s, peak_alloc);
-        else if (s.steps_found) /* (a step too long to look for: a shorter pattern inside) */
+        else if (s.steps_found) /* (found, and none followed at the end) */
             print_steps_dropped(&s);
         else if (strcmp(vg_option("plan"), "off") != 0)
             printf("  training step:    none found (plan=%s looks for a period of the "

@@ -365,8 +365,23 @@ replay_plan_on)
         fail "accumulation: $(cat "$TMP/out")"
     run 0 "$VG" replay --json --repeat=1 --plan=on "$TRACES/gpt_train_accum.csv.gz"
     [ "$(json_field plan_placed)" -ge 20000 ] || fail "accum: $(json_field plan_placed) placed"
+    [ "$(json_field steps_found)" -ge 2 ] || fail "accum: $(json_field steps_found) steps found"
     res=$(json_field peak_reserved); alloc=$(json_field peak_allocated)
     [ $((res * 1000)) -le $((alloc * 1050)) ] || fail "accum: $res reserved for $alloc" ;;
+bench_long_eval_trace)
+    # bench/long_eval_trace.py makes a trace's runs of batches long (docs/decisions.md A13):
+    # each of cnn_train_eval's three evaluations 20 batches; every free matches a live
+    # allocation of its size and times never go back (check_trace.py), and what is live
+    # at the end is what the recorded trace leaves (100.6 MB).
+    run 0 python3 "$TRACES/../long_eval_trace.py" "$TRACES/cnn_train_eval.csv.gz" "$TMP/t.csv" \
+        7077888 20
+    grep -q "3 runs of batches made 20 batches long$" "$TMP/out" || fail "$(cat "$TMP/out")"
+    [ "$(grep -c ',allocate,[^,]*,7077888,' "$TMP/t.csv")" = 60 ] || fail "not 3 x 20 batches"
+    run 0 python3 "$TRACES/../record/check_trace.py" "$TMP/t.csv"
+    grep -q "live at end 100.6 MB" "$TMP/out" || fail "check_trace: $(cat "$TMP/out")"
+    run 1 python3 "$TRACES/../long_eval_trace.py" "$TRACES/cnn_train.csv.gz" "$TMP/u.csv" \
+        7077888 20
+    grep -q "no run of four batches or more" "$TMP/err" || fail "$(cat "$TMP/err")" ;;
 replay_gzip)
     # A gzip-compressed trace (bench/traces keeps long ones so) replays exactly as the plain
     # one, with the NAME.json beside NAME.csv.gz; a truncated one is a clear error.
