@@ -214,7 +214,7 @@ out = {
     "model": args.model, "alloc": args.alloc + (
         " (vramguard run)" if args.alloc in ("vramguard", "guard", "memcheck") and vramguard._lib._preloaded()
         else ""),
-    "batch": batch, "steps": args.steps,
+    "vg_options": args.vg_option, "batch": batch, "steps": args.steps,
     "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
     "step_ms_median": statistics.median(per10) * 1e3 if per10 else None,
     "step_ms_all": [round(t * 1e3, 3) for t in per10],

@@ -132,7 +132,8 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     rs = r.get("reserved_per_step") or []
     grew = [i for i in range(1, len(rs)) if rs[i] > rs[i - 1]]
-    print(f"{r['model']:9} {r['alloc']:10} step {r['step_ms_median']:.2f} ms  peak reserved "
+    alloc = " ".join([r['alloc']] + [o for o in r.get('vg_options', []) if o != "verbose=1"])
+    print(f"{r['model']:9} {alloc:10} step {r['step_ms_median']:.2f} ms  peak reserved "
           f"{r['peak_reserved'] / 1e9:.3f} GB  allocated {r['peak_allocated'] / 1e9:.3f} GB  "
           f"{r.get('counts')}  reserved grew after steps {grew[:20]}")
 PY
