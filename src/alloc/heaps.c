@@ -124,7 +124,13 @@ static void describe_plan(vg_heap_t *h) {
     vg_plan_report_t r;
     char a[32], b[32], c[32];
     vg__plan_get(h->plan, &r);
-    if (!r.period) {
+    if (!r.period && r.found) {
+        vg__log("device %d: no training step followed at exit; %llu found, each dropped "
+                "when the program stopped repeating it (a step longer than %d requests, as "
+                "with gradient accumulation over many micro-batches, is not planned whole: "
+                "a pattern inside it is)",
+                h->device, (unsigned long long)r.found, VG_PLAN_MAX_PERIOD);
+    } else if (!r.period) {
         vg__log("device %d: no training step found in its %llu allocations (plan=%s: a "
                 "step is a period of the sizes asked for, %d to %d requests long, after "
                 "which live memory comes back)",
@@ -139,12 +145,15 @@ static void describe_plan(vg_heap_t *h) {
             (unsigned long long)r.since, vg__fmt_bytes(a, r.height),
             vg__fmt_bytes(b, r.planned_peak), vg__fmt_bytes(c, r.long_lived));
     }
+    char last[128] = ""; /* (none when no plan is followed at exit) */
+    if (r.items)
+        snprintf(last, sizeof last, " (the last puts %llu of its %llu tensors on the pages of "
+                 "those that live across steps)", (unsigned long long)r.in_holes,
+                 (unsigned long long)r.items);
     if (h->plan_moves)
-        vg__log("device %d: plan=on placed %llu requests where a plan put them (the last puts "
-                "%llu of its %llu tensors on the pages of those that live across steps), %llu missed "
+        vg__log("device %d: plan=on placed %llu requests where a plan put them%s, %llu missed "
                 "their place; %llu pages moved, after %llu waits for a stream",
-                h->device, (unsigned long long)r.placed, (unsigned long long)r.in_holes,
-                (unsigned long long)r.items, (unsigned long long)r.missed,
+                h->device, (unsigned long long)r.placed, last, (unsigned long long)r.missed,
                 (unsigned long long)h->stats.pages_moved,
                 (unsigned long long)h->stats.page_move_waits);
     if (h->plan_moves && r.resumed)

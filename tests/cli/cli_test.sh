@@ -360,9 +360,11 @@ replay_plan_on)
     # for: a micro-batch is found and followed in each optimizer step, and the report says
     # no step is followed at the end. Below plan=off (1.0647 of peak allocated) and
     # expandable segments (1.058, bench/pytorch_alloc_model.py): 1.0436.
-    run 0 "$VG" replay --repeat=1 --plan=on "$TRACES/gpt_train_accum.csv.gz"
+    run 0 "$VG" replay --repeat=1 --plan=on --verbose=1 "$TRACES/gpt_train_accum.csv.gz"
     grep -qE "training step:    none at the end; [0-9]+ found" "$TMP/out" ||
         fail "accumulation: $(cat "$TMP/out")"
+    grep -qE "no training step followed at exit; [0-9]+ found, each dropped" "$TMP/err" ||
+        fail "accumulation, verbose: $(cat "$TMP/err")"
     run 0 "$VG" replay --json --repeat=1 --plan=on "$TRACES/gpt_train_accum.csv.gz"
     [ "$(json_field plan_placed)" -ge 20000 ] || fail "accum: $(json_field plan_placed) placed"
     [ "$(json_field steps_found)" -ge 2 ] || fail "accum: $(json_field steps_found) steps found"
