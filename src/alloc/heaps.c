@@ -128,7 +128,7 @@ static void describe_plan(vg_heap_t *h) {
         vg__log("device %d: no training step followed at exit; %llu found, each dropped "
                 "when the program stopped repeating it (a step longer than %d requests, as "
                 "with gradient accumulation over many micro-batches, is not planned whole: "
-                "a pattern inside it is)",
+                "a pattern inside it may be)",
                 h->device, (unsigned long long)r.found, VG_PLAN_MAX_PERIOD);
     } else if (!r.period) {
         vg__log("device %d: no training step found in its %llu allocations (plan=%s: a "

@@ -81,11 +81,10 @@ struct vg_plan {
  * longest stretch followed without a break, and at least VG_PLAN_DORMANT cycles of them:
  * an evaluation over a whole validation set (ImageNet's 782 batches of 64: 86 cycles of
  * cnn_train_eval's step) is seldom longer than the training between two, though often
- * longer than 32 cycles. The step that comes back
- * as it was takes up its plan and arena again, on trial from the request of its size
- * where it stopped, for good after VG_PLAN_IN_STEP requests in a row of its sizes.
- * Meanwhile a step of another length (an evaluation's loop over its batches) gets no plan
- * of its own. */
+ * longer than 32 cycles. The step that comes back as it was takes up its plan and arena
+ * again, on trial from the request of its size where it stopped, for good after
+ * VG_PLAN_IN_STEP requests in a row of its sizes. Meanwhile a step of another length (an
+ * evaluation's loop over its batches) gets no plan of its own. */
 #define VG_PLAN_HELD 4
 #define VG_PLAN_DORMANT 32
 
@@ -789,12 +788,19 @@ uint64_t vg__plan_clear_of_holes(const vg_plan_t *p, uint64_t lo, uint64_t hi, u
  * --perturb=1. A pattern inside a step that breaks later is dropped by learn().) */
 static inline uint64_t confirm(uint64_t per) { return per / 2; }
 
+/* Of the `count` sizes up to request `last`, going back, the first that differs from the
+ * one `per` requests earlier: its distance from last, or count if none does. */
+static uint64_t first_difference(const vg_plan_t *p, uint64_t last, uint64_t per,
+                                 uint64_t count) {
+    uint64_t k = 0;
+    while (k < count && p->size[at(last - k)] == p->size[at(last - k - per)])
+        k++;
+    return k;
+}
+
 /* Do the `count` sizes up to request `last` each equal the one `per` requests earlier? */
 static bool repeats(const vg_plan_t *p, uint64_t last, uint64_t per, uint64_t count) {
-    for (uint64_t k = 0; k < count; k++)
-        if (p->size[at(last - k)] != p->size[at(last - k - per)])
-            return false;
-    return true;
+    return first_difference(p, last, per, count) == count;
 }
 
 /* The smallest period P >= min_p such that the last 2P sizes repeat with period P, with
@@ -808,9 +814,7 @@ static uint64_t period_of(vg_plan_t *p) {
     for (uint64_t per = p->min_p; per <= hi; per++) {
         if (p->mismatch[per] >= n - per) /* (a difference in the last per sizes) */
             continue;
-        uint64_t k = 0;
-        while (k < per && p->size[at(n - 1 - k)] == p->size[at(n - 1 - k - per)])
-            k++;
+        uint64_t k = first_difference(p, n - 1, per, per);
         if (k == per)
             return per;
         p->mismatch[per] = n - 1 - k;

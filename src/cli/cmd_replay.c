@@ -67,6 +67,21 @@ static uint64_t now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
  * runs on vgsim's stream threads, as a GPU runs beside the host). */
 static uint64_t cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
+/* plan=on: the requests the plans placed (and the last one's tensors, if one is followed),
+ * and how often a plan was taken up again. */
+static void print_placed(const vg_stats_t *s) {
+    printf("  placed by plan:   %llu requests, %llu missed (their place taken)",
+           (unsigned long long)s->plan_placed, (unsigned long long)s->plan_missed);
+    if (s->plan_tensors)
+        printf("; the last plan puts %llu of its %llu tensors on the pages of those live "
+               "across steps", (unsigned long long)s->plan_beside_long_lived,
+               (unsigned long long)s->plan_tensors);
+    printf("\n");
+    if (s->plan_resumed)
+        printf("  plan resumed:     %llu time%s, when the step came back after an interruption\n",
+               (unsigned long long)s->plan_resumed, s->plan_resumed == 1 ? "" : "s");
+}
+
 /* plan=learn: the step found, and what a plan placing two steps would reserve. */
 static void print_step(const vg_stats_t *s, uint64_t peak_alloc) {
     char b1[32], b2[32], b3[32], b4[32];
@@ -88,14 +103,7 @@ static void print_step(const vg_stats_t *s, uint64_t peak_alloc) {
            peak_alloc ? (double)with / (double)peak_alloc : 0.0,
            on ? "" : "; placement unchanged");
     if (on)
-        printf("  placed by plan:   %llu requests, %llu missed (their place taken); the last "
-               "plan puts %llu of its %llu tensors on the pages of those live across steps\n",
-               (unsigned long long)s->plan_placed, (unsigned long long)s->plan_missed,
-               (unsigned long long)s->plan_beside_long_lived,
-               (unsigned long long)s->plan_tensors);
-    if (on && s->plan_resumed)
-        printf("  plan resumed:     %llu time%s, when the step came back after an interruption\n",
-               (unsigned long long)s->plan_resumed, s->plan_resumed == 1 ? "" : "s");
+        print_placed(s);
 }
 
 /* Steps were found, and none is followed at the end: each stopped repeating (a pattern
@@ -105,8 +113,7 @@ static void print_steps_dropped(const vg_stats_t *s) {
     printf("  training step:    none at the end; %llu found, each dropped when the program "
            "stopped repeating it\n", (unsigned long long)s->steps_found);
     if (strcmp(vg_option("plan"), "on") == 0)
-        printf("  placed by plan:   %llu requests, %llu missed (their place taken)\n",
-               (unsigned long long)s->plan_placed, (unsigned long long)s->plan_missed);
+        print_placed(s);
 }
 
 /* plan=on: the pages moved (idle ones, unmapped to be mapped where needed), and of them

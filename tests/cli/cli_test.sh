@@ -356,7 +356,7 @@ replay_plan_on)
     run 0 "$VG" replay --json --repeat=2 --plan=on "$TRACES/cnn_train_eval.csv.gz"
     [ "$(json_field peak_reserved)" -le $((once + 2 * 1048576)) ] ||
         fail "eval run twice: $(json_field peak_reserved) reserved, $once once"
-    # Gradient accumulation whose step (9,800 requests) is longer than the longest looked
+    # Gradient accumulation whose step (9,700 requests) is longer than the longest looked
     # for: a micro-batch is found and followed in each optimizer step, and the report says
     # no step is followed at the end. Below plan=off (1.0647 of peak allocated) and
     # expandable segments (1.058, bench/pytorch_alloc_model.py): 1.0436.
