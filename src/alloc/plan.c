@@ -310,6 +310,13 @@ typedef struct span {
     uint64_t lo, hi;
 } span_t;
 
+/* An item placed by a packing, as its inner loops read it: where and while it lives, side
+ * by side (not through the item's index: one array read in order, not three at random). */
+typedef struct {
+    uint64_t lo, hi;
+    life_t life;
+} placed_t;
+
 /* A packing's state. Holes (vg__plan_fit_holes): an item that would reach above `top` in
  * the arena goes to the tightest hole with room for it while it lives, if any. */
 typedef struct packer {
@@ -317,13 +324,13 @@ typedef struct packer {
     const life_t *life;
     uint32_t n;
     uint64_t *off;              /* each item's offset in the arena */
-    uint32_t *placed;           /* the items in the arena so far, by offset */
+    placed_t *placed;           /* the items in the arena so far, by offset */
     uint64_t top;               /* UINT64_MAX: no holes */
     bool holes_first;           /* each item tries the holes before the arena */
     const vg_plan_hole_t *holes;
     uint32_t nholes;
     uint64_t *hole;             /* an item's address in a hole, or 0 */
-    uint32_t *holed;            /* the items in holes so far */
+    placed_t *holed;            /* the items in holes so far, by address */
     span_t *busy;               /* scratch: the holes' items living at the same time */
     uint32_t cycle;
 } packer_t;
@@ -362,11 +369,10 @@ static uint64_t in_a_hole_from(packer_t *pk, uint32_t i, uint32_t nholed, uint32
             mine.e = a.e + cool;
     }
     for (uint32_t q = 0; q < nholed; q++) {
-        uint32_t j = pk->holed[q];
-        if (overlap(mine, pk->life[j]) || (before.e && overlap(before, pk->life[j])))
-            pk->busy[nb++] = (span_t){pk->hole[j], pk->hole[j] + pk->items[j].size};
+        const placed_t *h = &pk->holed[q];
+        if (overlap(mine, h->life) || (before.e && overlap(before, h->life)))
+            pk->busy[nb++] = (span_t){h->lo, h->hi}; /* (by address, as holed) */
     }
-    qsort(pk->busy, nb, sizeof *pk->busy, by_lo);
     for (uint32_t k = 0; k < pk->nholes; k++) {
         const vg_plan_hole_t *hl = &pk->holes[k];
         if (hl->size < size || hl->size >= best_size)
@@ -389,10 +395,24 @@ static uint64_t in_a_hole(packer_t *pk, uint32_t i, uint32_t nholed) {
     return a != UINT64_MAX ? a : in_a_hole_from(pk, i, nholed, 0);
 }
 
+/* Insert x into v[0..n), kept by lo. */
+static void insert_by_lo(placed_t *v, uint32_t n, placed_t x) {
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (v[mid].lo <= x.lo)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    memmove(v + lo + 1, v + lo, (n - lo) * sizeof *v);
+    v[lo] = x;
+}
+
 /* Item i goes to a hole, at a. */
 static void to_hole(packer_t *pk, uint32_t i, uint64_t a, uint32_t *nholed) {
     pk->hole[i] = a;
-    pk->holed[(*nholed)++] = i;
+    insert_by_lo(pk->holed, (*nholed)++, (placed_t){a, a + pk->items[i].size, pk->life[i]});
     pk->off[i] = 0; /* (not in the arena) */
 }
 
@@ -405,7 +425,8 @@ static uint64_t pack_once(packer_t *pk, const order_key_t *order, bool tightest,
                           uint32_t *failed) {
     const vg_plan_item_t *items = pk->items;
     uint64_t *off = pk->off, height = 0;
-    uint32_t *placed = pk->placed, np = 0, nholed = 0;
+    placed_t *placed = pk->placed;
+    uint32_t np = 0, nholed = 0;
     for (uint32_t k = 0; k < pk->n; k++) {
         uint32_t i = order[k].idx;
         if (pk->hole)
@@ -418,10 +439,11 @@ static uint64_t pack_once(packer_t *pk, const order_key_t *order, bool tightest,
             }
         }
         uint64_t x = 0, best = UINT64_MAX, best_gap = UINT64_MAX;
+        life_t mine = pk->life[i];
         for (uint32_t j = 0; j < np; j++) {
-            if (!overlap(pk->life[i], pk->life[placed[j]]))
+            if (!overlap(mine, placed[j].life))
                 continue;
-            uint64_t lo = off[placed[j]], hi = lo + items[placed[j]].size;
+            uint64_t lo = placed[j].lo, hi = placed[j].hi;
             if (lo >= x && lo - x >= items[i].size && lo - x < best_gap) {
                 best_gap = lo - x;
                 best = x;
@@ -441,17 +463,7 @@ static uint64_t pack_once(packer_t *pk, const order_key_t *order, bool tightest,
             to_hole(pk, i, a, &nholed);
             continue;
         }
-        uint32_t lo = 0, hi = np; /* insert by offset */
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) / 2;
-            if (off[placed[mid]] <= off[i])
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        memmove(placed + lo + 1, placed + lo, (np - lo) * sizeof *placed);
-        placed[lo] = i;
-        np++;
+        insert_by_lo(placed, np++, (placed_t){off[i], off[i] + items[i].size, mine});
         if (off[i] + items[i].size > height)
             height = off[i] + items[i].size;
     }
