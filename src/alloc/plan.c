@@ -447,7 +447,7 @@ static uint64_t pack_once(packer_t *pk, const order_key_t *order, bool tightest,
             if (lo >= x && lo - x >= items[i].size && lo - x < best_gap) {
                 best_gap = lo - x;
                 best = x;
-                if (!tightest)
+                if (!tightest || best_gap == items[i].size) /* (none tighter than exact) */
                     break;
             }
             if (hi > x)
