@@ -377,7 +377,17 @@ static uint64_t in_a_hole_from(packer_t *pk, uint32_t i, uint32_t nholed, uint32
         const vg_plan_hole_t *hl = &pk->holes[k];
         if (hl->size < size || hl->size >= best_size)
             continue;
-        uint64_t x = lowest_fit(pk->busy, nb, hl->addr, hl->addr + hl->size, size);
+        /* (each item in a hole lies inside it, and holes do not overlap: the spans below
+         * this hole's first end at or below it, and change nothing) */
+        uint32_t lo = 0, hi = nb;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (pk->busy[mid].lo < hl->addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        uint64_t x = lowest_fit(pk->busy + lo, nb - lo, hl->addr, hl->addr + hl->size, size);
         if (x != UINT64_MAX)
             best = x, best_size = hl->size;
     }
