@@ -28,6 +28,7 @@
 
 #define VG_PLAN_MIN_PERIOD 64
 #define VG_PLAN_MAX_PERIOD 8192   /* requests in a step, at most */
+#define VG_PLAN_LONG_PERIOD 12288 /* ... in an outer step (gradient accumulation) */
 #define VG_PLAN_COOL 8            /* requests: a hole's place freed this recently is not the
                                      next tensor's first choice (vg__plan_fit_holes) */
 

@@ -38,6 +38,8 @@ static uint64_t alloc(loop_t *l, uint64_t size) {
 }
 
 static uint64_t g_odd = UINT64_MAX; /* step(): the request of the step made of another size */
+static bool g_keep_grads;          /* step(): its gradients kept, in g_grads (accumulation) */
+static uint64_t g_grads[LAYERS];
 
 /* One step; returns the requests it made. */
 static uint64_t step(loop_t *l, uint64_t scale) {
@@ -56,7 +58,10 @@ static uint64_t step(loop_t *l, uint64_t scale) {
     for (int i = LAYERS - 1; i >= 0; i--) {
         uint64_t g = alloc(l, 8192);
         vg__plan_release(l->p, l->act[i], l->act_size[i]);
-        vg__plan_release(l->p, g, 8192);
+        if (g_keep_grads) /* (the first micro-batch's: kept as the gradients) */
+            g_grads[i] = g;
+        else
+            vg__plan_release(l->p, g, 8192);
     }
     vg__plan_release(l->p, loss, 1024);
     return l->req - first;
@@ -333,6 +338,55 @@ VG_TEST(a_model_made_anew_is_learnt_again_not_resumed) {
     vg__plan_get(l.p, &r);
     CHECK_EQ(r.resumed, 0);
     CHECK_EQ(r.found, 2);
+    placing_done(&l);
+}
+
+/* Gradient accumulation: MICRO micro-batches (step()), the first keeping its gradients,
+ * then the optimizer's own requests and the gradients freed (zero_grad). */
+#define MICRO 10
+static uint64_t optimizer_step(loop_t *l) {
+    uint64_t first = l->req;
+    for (int m = 0; m < MICRO; m++) {
+        g_keep_grads = m == 0;
+        step(l, 1);
+    }
+    g_keep_grads = false;
+    for (int k = 0; k < 100; k++) { /* (the optimizer: more than 5 % of a micro-batch) */
+        uint64_t q = alloc(l, 333 * 512);
+        vg__plan_release(l->p, q, 333 * 512);
+    }
+    for (int i = 0; i < LAYERS; i++)
+        vg__plan_release(l->p, g_grads[i], 8192);
+    return l->req - first;
+}
+
+VG_TEST(gradient_accumulations_outer_step_is_found_and_followed) {
+    /* An outer step longer than the longest step looked for (8,750 requests). The
+     * micro-batch is found first and followed; at each optimizer step its plan waits, and
+     * the gradients freed (an eighth of what outlived its steps) rebuild the state it was
+     * made beside, so it is dropped, and found again in the next micro-batches. After the
+     * second time, a steady distance apart, the outer step is looked for, found, and
+     * followed: no more plans learnt every optimizer step. */
+    g_place = true;
+    loop_t l = {vg__plan_new(true)};
+    params(&l);
+    uint64_t len = 0;
+    for (int s = 0; s < 8; s++)
+        len = optimizer_step(&l);
+    CHECK(len > VG_PLAN_MAX_PERIOD);
+    vg_plan_report_t r;
+    vg__plan_get(l.p, &r);
+    CHECK_EQ(r.period, len);
+    uint64_t height, gen0, gen;
+    CHECK(vg__plan_following(l.p, &height, &gen0));
+    g_placed = 0;
+    for (int s = 0; s < 8; s++)
+        optimizer_step(&l);
+    CHECK(vg__plan_following(l.p, &height, &gen));
+    CHECK_EQ(gen, gen0);           /* (the same plan all along) */
+    CHECK(g_placed > 7 * len);     /* (nearly every request placed by it) */
+    vg__plan_get(l.p, &r);
+    CHECK_EQ(r.period, len);
     placing_done(&l);
 }
 
