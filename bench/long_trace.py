@@ -1,11 +1,13 @@
 """A training trace made long: its events up to a step boundary, then its last two steps
 played again REPLICAS times, so that most of it is the steady state of the loop.
 
-    python3 bench/long_trace.py TRACE.csv[.gz] OUT.csv STEP_ALLOCATIONS REPLICAS
+    python3 bench/long_trace.py [--from=N] TRACE.csv[.gz] OUT.csv STEP_ALLOCATIONS REPLICAS
 
 STEP_ALLOCATIONS is the number of allocations in one step (`vramguard replay --plan=learn
 --json` prints it as step_requests). The two steps copied are the last whole ones but
-one; each copy gets new pointers, and a free in a copy frees the allocation made the same
+one, or with --from=N the two starting at allocation N (a trace of few steps, such as
+gpt_train_accum's four optimizer steps: the two after the first, whose optimizer made
+its state, `--from=10600`); each copy gets new pointers, and a free in a copy frees the allocation made the same
 number of allocations later than the original freed one (two steps on), so lifetimes
 that cross a step boundary are kept. Frees of allocations older than two steps (long-
 lived tensors) are not copied. `vramguard replay OUT.csv --plan=on` then reports, as
@@ -16,6 +18,10 @@ import sys
 
 
 def main(argv):
+    start_at = None
+    if argv and argv[0].startswith("--from="):
+        start_at = int(argv[0][len("--from="):])
+        argv = argv[1:]
     if len(argv) != 4:
         sys.exit(__doc__)
     src, dst, per, reps = argv[0], argv[1], int(argv[2]), int(argv[3])
@@ -31,8 +37,8 @@ def main(argv):
         else:
             evs.append((False, index_of.pop(e[3]), e))
     span = 2 * per
-    first = (n // per - 3) * per
-    if first < span:
+    first = (n // per - 3) * per if start_at is None else start_at
+    if first + span >= n or (first < span if start_at is None else first < 0):
         sys.exit("%s: too short for steps of %d allocations" % (src, per))
     start = next(i for i, (a, g, _) in enumerate(evs) if a and g == first)
     end = next(i for i, (a, g, _) in enumerate(evs) if a and g == first + span)
@@ -50,8 +56,9 @@ def main(argv):
                 out.append(",".join([e[0], e[1], "free", ptr_of[gj], e[4], e[5]]))
     with open(dst, "w") as f:
         f.write("\n".join(out) + "\n")
-    print("%s: %d events (the last two steps, %d events, %d times more)"
-          % (dst, len(out) - 1, end - start, reps))
+    print("%s: %d events (%s, %d events, %d times more)"
+          % (dst, len(out) - 1, "the last two steps" if start_at is None else
+             "two steps from allocation %d" % first, end - start, reps))
 
 
 if __name__ == "__main__":
