@@ -16,7 +16,11 @@
  * height kept. With plan=learn the heap only says
  * what the plan would reserve; with plan=on the plan is packed as soon as it is found and
  * the heap places by it (arena.c; issue 37), after giving up what it can of its height
- * to the holes beside the long-lived tensors (vg__plan_fit_holes).
+ * to the holes beside the long-lived tensors (vg__plan_fit_holes). A step longer than
+ * VG_PLAN_MAX_PERIOD (gradient accumulation: micro-batches, then the optimizer) is looked
+ * for as the distance between two rebuildings of a dormant plan's state at the same
+ * period (zero_grad freeing the gradients), up to VG_PLAN_LONG_PERIOD (plan.c,
+ * outer_step_seen).
  *
  * Not thread-safe: called under the heap's lock.
  */
