@@ -7,10 +7,11 @@ STEP_ALLOCATIONS is the number of allocations in one step (`vramguard replay --p
 --json` prints it as step_requests). The two steps copied are the last whole ones but
 one, or with --from=N the two starting at allocation N (a trace of few steps, such as
 gpt_train_accum's four optimizer steps: the two after the first, whose optimizer made
-its state, `--from=10600`); each copy gets new pointers, and a free in a copy frees the allocation made the same
-number of allocations later than the original freed one (two steps on), so lifetimes
-that cross a step boundary are kept. Frees of allocations older than two steps (long-
-lived tensors) are not copied. `vramguard replay OUT.csv --plan=on` then reports, as
+its state, `--from=10600`); each copy gets new pointers, and a free in a copy frees the
+allocation made the same number of allocations later than the original freed one (two
+steps on), so lifetimes that cross a step boundary are kept. Frees of allocations older
+than two steps (long-lived tensors), or made before the copied steps with a size unlike
+the allocation two steps on, are not copied. `vramguard replay OUT.csv --plan=on` then reports, as
 p50_ns_last_quarter, the median host time of the steady state (bench/RESULTS.md).
 """
 import gzip
@@ -28,10 +29,10 @@ def main(argv):
     with (gzip.open if src.endswith(".gz") else open)(src, "rt") as f:
         lines = f.read().splitlines()
     head, events = lines[0], [line.split(",") for line in lines[1:]]
-    index_of, ptr_of, evs, n = {}, {}, [], 0
+    index_of, ptr_of, size_of, evs, n = {}, {}, {}, [], 0
     for e in events:  # each event with the number of the allocation it makes or frees
         if e[2] == "allocate":
-            index_of[e[3]], ptr_of[n] = n, e[3]
+            index_of[e[3]], ptr_of[n], size_of[n] = n, e[3], e[4]
             evs.append((True, n, e))
             n += 1
         else:
@@ -51,7 +52,8 @@ def main(argv):
                 ptr_of[gj] = "0x%x" % (0x100000000000 + gj * 512)
                 live.add(gj)
                 out.append(",".join([e[0], e[1], "allocate", ptr_of[gj], e[4], e[5]]))
-            elif g >= first - span and gj in live:
+            elif (g >= first - span and gj in live and
+                  (g >= first or size_of[g] == size_of[g + span])):
                 live.discard(gj)
                 out.append(",".join([e[0], e[1], "free", ptr_of[gj], e[4], e[5]]))
     with open(dst, "w") as f:

@@ -23,6 +23,7 @@ struct vg_plan {
                                    fast path's count, for rep.since % rep.period) */
     uint64_t min_p;             /* the smallest period still worth trying */
     uint64_t omin, omax;        /* an outer step looked for, about this long (0: none) */
+    uint64_t outer_until;       /* ... until this request (outer_step_seen) */
     uint64_t rebuilt_at, rebuilt_per; /* a dormant plan's state last rebuilt: when, its period */
     uint64_t cand, cand_at;     /* a period being confirmed, and from which request */
     uint64_t differ;            /* requests of the current period unlike a step before */
@@ -133,17 +134,7 @@ void vg__plan_free(vg_plan_t *p) {
 
 /* Pack the plan found: its height. Only to report it (plan=learn), the lifetimes then go;
  * to follow it, they stay, with their offsets. False when out of memory. */
-static bool pack_(vg_plan_t *p);
-#include <time.h>
-#include <stdio.h>
 static bool pack(vg_plan_t *p) {
-    struct timespec a, b; clock_gettime(CLOCK_MONOTONIC, &a);
-    bool r = pack_(p);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    if (getenv("VGT")) fprintf(stderr, "PACK %u items: %.1f ms\n", p->nitems, (b.tv_sec-a.tv_sec)*1e3+(b.tv_nsec-a.tv_nsec)/1e6);
-    return r;
-}
-static bool pack_(vg_plan_t *p) {
     uint64_t *offsets = malloc((size_t)p->nitems * sizeof *offsets + 1);
     uint64_t h = offsets ? vg__plan_pack(p->items, p->nitems, p->cycle, offsets) : UINT64_MAX;
     if (h == UINT64_MAX) {
@@ -747,18 +738,7 @@ static void successors(vg_plan_t *p) {
 
 #define VG_FIT_MAX_PAGES 64 /* pages given up at most (a packing each) */
 
-static uint64_t fit_holes_(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t nholes, uint64_t page);
-#include <time.h>
-#include <stdio.h>
 uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t nholes,
-                            uint64_t page) {
-    struct timespec a, b; clock_gettime(CLOCK_MONOTONIC, &a);
-    uint64_t r = fit_holes_(p, holes, nholes, page);
-    clock_gettime(CLOCK_MONOTONIC, &b);
-    if (getenv("VGT")) fprintf(stderr, "FIT %u items %u holes: %.1f ms\n", p->nitems, nholes, (b.tv_sec-a.tv_sec)*1e3+(b.tv_nsec-a.tv_nsec)/1e6);
-    return r;
-}
-static uint64_t fit_holes_(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t nholes,
                             uint64_t page) {
     if (!p->off || p->fitted)
         return p->rep.height;
@@ -971,14 +951,17 @@ static bool state_rebuilt(const vg_plan_t *p) {
     return p->ll_freed * 8 > ll;
 }
 
-/* A dormant plan's state rebuilt twice, a steady distance apart: gradient accumulation's
+/* A dormant plan's state rebuilt twice at the same period: gradient accumulation's
  * micro-batch, whose gradients are freed at each optimizer step. The outer step is looked
- * for, about that long. */
+ * for, about as long as the distance between the two, for four times that at most. (A
+ * distance that is no step costs only the search: a plan is made only of a period over
+ * which the sizes repeat and live memory comes back.) */
 static void outer_step_seen(vg_plan_t *p, uint64_t per) {
     uint64_t d = p->n - p->rebuilt_at;
     if (p->rebuilt_at && p->rebuilt_per == per && d > 2 * per && d <= VG_PLAN_LONG_PERIOD) {
         p->omin = d - d / 16;
         p->omax = d + d / 16 < VG_PLAN_LONG_PERIOD ? d + d / 16 : VG_PLAN_LONG_PERIOD;
+        p->outer_until = p->n + 4 * p->omax; /* (found within 2.5 of them, if there) */
     }
     p->rebuilt_at = p->n, p->rebuilt_per = per;
 }
@@ -1058,7 +1041,10 @@ static bool go_dormant(vg_plan_t *p) {
 static __attribute__((noinline)) void period_followed(vg_plan_t *p) {
     if (p->differ * 20 > p->rep.period) {
         bool held = p->rep.since >= VG_PLAN_HELD * p->rep.period;
-        p->min_p = held ? VG_PLAN_MIN_PERIOD : p->confirmed + 1;
+        /* (an outer step's plan dropped early: the micro-batch is looked for again, and
+         * the outer step after two more rebuildings) */
+        p->min_p = held || p->confirmed > VG_PLAN_MAX_PERIOD ? VG_PLAN_MIN_PERIOD
+                                                             : p->confirmed + 1;
         if (!(held && go_dormant(p)))
             plan_clear(p);
         p->rep = (vg_plan_report_t){0};
@@ -1126,7 +1112,10 @@ static void learn(vg_plan_t *p, uint64_t idx) {
         return;
     }
     if (p->omin && idx % 64 == 0) {
-        outer_search(p, idx);
+        if (idx >= p->outer_until)
+            p->omin = p->omax = 0; /* (no such step: the search stops) */
+        else
+            outer_search(p, idx);
         if (p->rep.period)
             return;
     }

@@ -361,9 +361,11 @@ replay_plan_on)
     # been dropped at two optimizer steps, the whole step is looked for, and found before
     # the recorded trace ends. Below plan=off (1.0647 of peak allocated) and expandable
     # segments (1.058, bench/pytorch_alloc_model.py): 1.0436.
-    run 0 "$VG" replay --repeat=1 --plan=on "$TRACES/gpt_train_accum.csv.gz"
+    run 0 "$VG" replay --repeat=1 --plan=on --verbose=1 "$TRACES/gpt_train_accum.csv.gz"
     grep -qE "training step:    9724 requests, found at allocation" "$TMP/out" ||
         fail "accumulation: $(cat "$TMP/out")"
+    grep -q "device 0: a training step of 9724 requests, found at allocation" "$TMP/err" ||
+        fail "accumulation, verbose: $(cat "$TMP/err")"
     run 0 "$VG" replay --json --repeat=1 --plan=on "$TRACES/gpt_train_accum.csv.gz"
     [ "$(json_field plan_placed)" -ge 20000 ] || fail "accum: $(json_field plan_placed) placed"
     [ "$(json_field steps_found)" -ge 2 ] || fail "accum: $(json_field steps_found) steps found"

@@ -390,6 +390,34 @@ VG_TEST(gradient_accumulations_outer_step_is_found_and_followed) {
     placing_done(&l);
 }
 
+VG_TEST(an_outer_steps_plan_dropped_early_lets_the_micro_batch_be_learnt_again) {
+    /* Gradient accumulation's whole step found and followed; before its plan was held
+     * long, the program evaluates, then trains without accumulating (a micro-batch a
+     * step): the plan is dropped, and the micro-batch is looked for and found again (the
+     * search once resumed from above the whole step: beyond the longest step looked for,
+     * it never looked again). */
+    g_place = true;
+    loop_t l = {vg__plan_new(true)};
+    params(&l);
+    uint64_t len, height, gen;
+    vg_plan_report_t r;
+    int s = 0;
+    do {
+        len = optimizer_step(&l);
+        vg__plan_get(l.p, &r);
+    } while (++s < 12 && r.period != len);
+    CHECK_EQ(r.period, len);
+    for (int k = 0; k < 10; k++) /* (600 requests unlike the step: more than 5 % of it) */
+        evaluation(&l);
+    uint64_t micro = 0;
+    for (s = 0; s < 20; s++)
+        micro = step(&l, 1);
+    vg__plan_get(l.p, &r);
+    CHECK_EQ(r.period, micro);
+    CHECK(vg__plan_following(l.p, &height, &gen));
+    placing_done(&l);
+}
+
 VG_TEST(a_pattern_inside_the_step_that_breaks_soon_is_passed_over) {
     /* Each step ends with an optimizer's loop over 8 layers of the same shapes: 80
      * balanced requests a layer (temporaries made and freed), a period of its own that
