@@ -57,6 +57,8 @@
       "what a plan placing two steps would reserve (vramguard replay and verbose=1 say); "   \
       "on: also place the step's tensors where the plan puts them, moving idle pages to "    \
       "them; a step interrupted (an evaluation) takes its plan up again when it comes back; " \
+      "with gradient accumulation, the whole step (up to 12288 requests) is planned once "   \
+      "the micro-batch's plan was dropped at two optimizer steps; "                          \
       "with no step to follow, page moves stop once four times the memory has moved "        \
       "(fast mode; docs/allocator.md, docs/decisions.md A13)")                               \
     X(stack_depth, INT, "12", "0..64",                                                       \
