@@ -13,6 +13,8 @@
 #include "plan.h"
 
 #define VG_PLAN_WINDOW (4u * VG_PLAN_MAX_PERIOD)
+_Static_assert(VG_PLAN_LONG_PERIOD * 5 / 2 <= VG_PLAN_WINDOW,
+               "the whole-step search reads 2.5 periods of the log (outer_search)");
 #define LIVE UINT64_MAX /* freed_at of a request still live */
 #define VG_FIT_RETRIES 4 /* an order failing under a top: tried again, its misfit first */
 
