@@ -125,21 +125,12 @@ static void describe_plan(vg_heap_t *h) {
     char a[32], b[32], c[32];
     vg__plan_get(h->plan, &r);
     if (!r.period && r.found) {
-        if (h->plan_moves)
-            vg__log("device %d: no training step followed at exit; %llu found, each "
-                    "dropped when the program stopped repeating it (a step longer than %d "
-                    "requests is looked for only as gradient accumulation's whole step, up "
-                    "to %d, once its micro-batch's plan was dropped at two optimizer steps: "
-                    "a pattern inside it may be followed meanwhile)",
-                    h->device, (unsigned long long)r.found, VG_PLAN_MAX_PERIOD,
-                    VG_PLAN_LONG_PERIOD);
-        else
-            vg__log("device %d: no training step at exit; %llu found, each dropped when the "
-                    "program stopped repeating it (plan=learn looks for steps of at most %d "
-                    "requests; plan=on also for gradient accumulation's whole step, up to "
-                    "%d)",
-                    h->device, (unsigned long long)r.found, VG_PLAN_MAX_PERIOD,
-                    VG_PLAN_LONG_PERIOD);
+        vg__log("device %d: no training step followed at exit; %llu found, each dropped "
+                "when the program stopped repeating it (steps are looked for up to %d "
+                "requests; %s gradient accumulation's whole step, up to %d, once its "
+                "micro-batch's plan was dropped at two optimizer steps)",
+                h->device, (unsigned long long)r.found, VG_PLAN_MAX_PERIOD,
+                h->plan_moves ? "also" : "with plan=on, also", VG_PLAN_LONG_PERIOD);
     } else if (!r.period) {
         vg__log("device %d: no training step found in its %llu allocations (plan=%s: a "
                 "step is a period of the sizes asked for, %d to %d requests long, after "

@@ -24,7 +24,7 @@ struct vg_plan {
     uint64_t to_check;          /* a step found: requests until a period is followed (the
                                    fast path's count, for rep.since % rep.period) */
     uint64_t min_p;             /* the smallest period still worth trying */
-    uint64_t omin, omax;        /* an outer step looked for, about this long (0: none) */
+    uint64_t outer;             /* an outer step looked for, about this long (0: none) */
     uint64_t outer_until;       /* ... until this request (outer_step_seen) */
     uint64_t rebuilt_at, rebuilt_per; /* a dormant plan's state last rebuilt: when, its period */
     uint64_t cand, cand_at;     /* a period being confirmed, and from which request */
@@ -961,9 +961,8 @@ static bool state_rebuilt(const vg_plan_t *p) {
 static void outer_step_seen(vg_plan_t *p, uint64_t per) {
     uint64_t d = p->n - p->rebuilt_at;
     if (p->rebuilt_at && p->rebuilt_per == per && d > 2 * per && d <= VG_PLAN_LONG_PERIOD) {
-        p->omin = d - d / 16;
-        p->omax = d + d / 16 < VG_PLAN_LONG_PERIOD ? d + d / 16 : VG_PLAN_LONG_PERIOD;
-        p->outer_until = p->n + 4 * p->omax; /* (found within 2.5 of them, if there) */
+        p->outer = d;
+        p->outer_until = p->n + 4 * d; /* (found within 2.5 of them, if there) */
     }
     p->rebuilt_at = p->n, p->rebuilt_per = per;
 }
@@ -1043,10 +1042,10 @@ static bool go_dormant(vg_plan_t *p) {
 static __attribute__((noinline)) void period_followed(vg_plan_t *p) {
     if (p->differ * 20 > p->rep.period) {
         bool held = p->rep.since >= VG_PLAN_HELD * p->rep.period;
-        /* (an outer step's plan dropped early: the micro-batch is looked for again, and
-         * the outer step after two more rebuildings) */
-        p->min_p = held || p->confirmed > VG_PLAN_MAX_PERIOD ? VG_PLAN_MIN_PERIOD
-                                                             : p->confirmed + 1;
+        /* (dropped early, periods longer than the one confirmed are looked for, if the
+         * search reaches them: else, as an outer step's plan, from the smallest again) */
+        p->min_p = held || p->confirmed >= VG_PLAN_MAX_PERIOD ? VG_PLAN_MIN_PERIOD
+                                                              : p->confirmed + 1;
         if (!(held && go_dormant(p)))
             plan_clear(p);
         p->rep = (vg_plan_report_t){0};
@@ -1055,20 +1054,16 @@ static __attribute__((noinline)) void period_followed(vg_plan_t *p) {
     p->to_check = p->rep.period;
 }
 
-static bool balanced(const vg_plan_t *p, uint64_t idx, uint64_t per);
-static uint64_t first_difference(const vg_plan_t *p, uint64_t last, uint64_t per,
-                                 uint64_t count);
-static void make_plan(vg_plan_t *p, uint64_t per);
-
 /* An outer step looked for (outer_step_seen), while no plan is followed (from the state's
  * rebuilding until the inner step is found again: its arena then holds nothing, and is
- * let go for the outer plan's): the smallest period in [omin, omax] over which the last
+ * let go for the outer plan's): the smallest period within 1/16 of it over which the last
  * 1.5 periods of sizes repeat (its step was seen twice already, by the rebuilding) and
  * live memory comes back. The comparison reads 2.5 periods of the log, which its 4 x 8,192
  * requests hold up to 13,107 (VG_PLAN_LONG_PERIOD: 12,288). */
 static __attribute__((noinline)) void outer_search(vg_plan_t *p, uint64_t idx) {
-    uint64_t n = idx + 1;
-    for (uint64_t per = p->omin; per <= p->omax && 3 * per <= n; per++) {
+    uint64_t n = idx + 1, d = p->outer;
+    uint64_t hi = d + d / 16 < VG_PLAN_LONG_PERIOD ? d + d / 16 : VG_PLAN_LONG_PERIOD;
+    for (uint64_t per = d - d / 16; per <= hi && 3 * per <= n; per++) {
         uint64_t want = per + per / 2;
         if (p->mismatch[per] + want >= n) /* (a difference in the last sizes compared) */
             continue;
@@ -1079,10 +1074,9 @@ static __attribute__((noinline)) void outer_search(vg_plan_t *p, uint64_t idx) {
         }
         if (!balanced(p, idx, per))
             continue;
-        p->omin = p->omax = 0;
+        p->outer = 0;
         p->cand = 0;
         p->confirmed = per;
-        p->min_p = VG_PLAN_MIN_PERIOD;
         make_plan(p, per);
         return;
     }
@@ -1113,9 +1107,9 @@ static void learn(vg_plan_t *p, uint64_t idx) {
         watch(p, idx);
         return;
     }
-    if (p->omin && idx % 64 == 0) {
+    if (p->outer && idx % 64 == 0) {
         if (idx >= p->outer_until)
-            p->omin = p->omax = 0; /* (no such step: the search stops) */
+            p->outer = 0; /* (no such step: the search stops) */
         else
             outer_search(p, idx);
         if (p->rep.period)
