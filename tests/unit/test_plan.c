@@ -145,12 +145,18 @@ VG_TEST(a_program_that_changes_loses_its_plan_within_a_twentieth_of_a_period) {
     vg__plan_free(p);
 }
 
-/* plan=on: a loop whose step is found and followed (14 steps), each request asked for its
- * place as arena.c does (g_place); end with placing_done(). */
-static loop_t placing_loop(void) {
+/* plan=on: a loop whose requests ask the plan for their places as arena.c does (g_place),
+ * its parameters made; end with placing_done(). */
+static loop_t placing_start(void) {
     g_place = true;
     loop_t l = {vg__plan_new(true)};
     params(&l);
+    return l;
+}
+
+/* ... and its step found and followed (14 steps). */
+static loop_t placing_loop(void) {
+    loop_t l = placing_start();
     for (int s = 0; s < 14; s++)
         step(&l, 1);
     return l;
@@ -171,9 +177,7 @@ static void evaluation(loop_t *l) {
 }
 
 VG_TEST(a_step_interrupted_by_an_evaluation_takes_its_plan_up_again) {
-    g_place = true;
-    loop_t l = {vg__plan_new(true)};
-    params(&l);
+    loop_t l = placing_start();
     uint64_t len = 0;
     for (int s = 0; s < 14; s++)
         len = step(&l, 1);
@@ -228,9 +232,7 @@ VG_TEST(a_plan_taken_up_a_request_early_is_set_right) {
      * of phase, it places almost nothing; a period later it is dropped, set right by the
      * sizes of its cycle, and taken up again in phase (a review found it kept out of phase
      * for good). */
-    g_place = true;
-    loop_t l = {vg__plan_new(true)};
-    params(&l);
+    loop_t l = placing_start();
     for (int s = 0; s < 16; s++)
         run_step(&l);
     uint64_t height, gen, gen0;
@@ -367,9 +369,7 @@ VG_TEST(gradient_accumulations_outer_step_is_found_and_followed) {
      * made beside, so it is dropped, and found again in the next micro-batches. After the
      * second time, a steady distance apart, the outer step is looked for, found, and
      * followed: no more plans learnt every optimizer step. */
-    g_place = true;
-    loop_t l = {vg__plan_new(true)};
-    params(&l);
+    loop_t l = placing_start();
     uint64_t len = 0;
     for (int s = 0; s < 8; s++)
         len = optimizer_step(&l);
@@ -396,9 +396,7 @@ VG_TEST(an_outer_steps_plan_dropped_early_lets_the_micro_batch_be_learnt_again) 
      * step): the plan is dropped, and the micro-batch is looked for and found again (the
      * search once resumed from above the whole step: beyond the longest step looked for,
      * it never looked again). */
-    g_place = true;
-    loop_t l = {vg__plan_new(true)};
-    params(&l);
+    loop_t l = placing_start();
     uint64_t len, height, gen;
     vg_plan_report_t r;
     int s = 0;
