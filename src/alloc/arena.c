@@ -78,6 +78,8 @@ typedef struct holes {
     uint64_t before_id;         /* blocks of this id or lower, still allocated, stay */
     vg_plan_hole_t *v;
     uint32_t n, cap;
+    uint64_t *paid;             /* the free pages bridged (VG_BRIDGE_PAGES), by address */
+    uint32_t npaid, paid_cap;
 } holes_t;
 
 static bool stays(const vg_block_t *b, uint64_t before_id) { /* (a graph's pool may go) */
@@ -98,11 +100,37 @@ static void hole_add(holes_t *c, uint64_t lo, uint64_t hi) {
     c->v[c->n++] = (vg_plan_hole_t){lo, hi - lo};
 }
 
+/* Free pages (mapped or not) between two kept ones in one free block: the bridge makes
+ * one hole of the free space on both, where a tensor wider than either rest fits, at a
+ * page's cost for each of those pages it touches (vg__plan_fit_holes weighs it). */
+#define VG_BRIDGE_PAGES 2
+
+/* The free pages of block b, between its first and last pages, both kept (kept[i] = 1),
+ * made part of its hole (kept[i] = 2) and paid, if VG_BRIDGE_PAGES or fewer. */
+static void bridge(holes_t *c, vg_segment_t *seg, const vg_block_t *b, uint8_t *kept) {
+    uint64_t page = c->h->page;
+    size_t p = (size_t)((b->addr - seg->base) / page);
+    size_t q = (size_t)((b->addr + b->size - 1 - seg->base) / page);
+    if (q < p + 2 || q - p - 1 > VG_BRIDGE_PAGES || kept[p] != 1 || kept[q] != 1)
+        return;
+    if (c->npaid + (q - p - 1) > c->paid_cap) {
+        uint32_t cap = c->paid_cap ? 2 * c->paid_cap : 64;
+        uint64_t *v = realloc(c->paid, cap * sizeof *v);
+        if (!v)
+            return; /* (no bridge) */
+        c->paid = v, c->paid_cap = cap;
+    }
+    for (size_t i = p + 1; i < q; i++) {
+        kept[i] = 2;
+        c->paid[c->npaid++] = seg->base + i * page;
+    }
+}
+
 /* The holes of a segment: its free blocks' parts on pages where a block that stays has a
- * byte (mapped, and kept mapped while it lives). A hole never crosses a slot's boundary
- * (A5: a block starting a slot never merges with the one below). In the small-request
- * range it may take a tensor above small_max: A6 keeps searches apart, and no search
- * takes a hole's space from the plan (cnn_train: a page less). */
+ * byte (mapped, and kept mapped while it lives), and the pages they bridge. A hole never
+ * crosses a slot's boundary (A5: a block starting a slot never merges with the one below).
+ * In the small-request range it may take a tensor above small_max: A6 keeps searches
+ * apart, and no search takes a hole's space from the plan (cnn_train: a page less). */
 static bool segment_holes(vg_segment_t *seg, void *arg) {
     holes_t *c = arg;
     uint64_t page = c->h->page;
@@ -117,6 +145,9 @@ static bool segment_holes(vg_segment_t *seg, void *arg) {
             for (uint64_t i = (b->addr - seg->base) / page;
                  i <= (b->addr + b->size - 1 - seg->base) / page; i++)
                 kept[i] = 1;
+    for (vg_block_t *b = seg->first; b; b = b->next)
+        if (b->state == VG_BLOCK_FREE)
+            bridge(c, seg, b, kept);
     uint64_t lo = 0, hi = 0; /* the hole being extended */
     for (vg_block_t *b = seg->first; b; b = b->next) {
         if (b->state != VG_BLOCK_FREE)
@@ -138,12 +169,20 @@ static bool segment_holes(vg_segment_t *seg, void *arg) {
     return true;
 }
 
+static int by_address(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
 /* The plan's arena may give up its top pages for the holes (plan.h). */
 static void fit_holes(vg_heap_t *h) {
-    holes_t c = {h, vg__plan_long_lived_before(h->plan), NULL, 0, 0};
+    holes_t c = {h, vg__plan_long_lived_before(h->plan), NULL, 0, 0, NULL, 0, 0};
     vg__heap_each_segment(h, segment_holes, &c);
-    vg__plan_fit_holes(h->plan, c.v, c.n, h->page);
+    if (c.npaid)
+        qsort(c.paid, c.npaid, sizeof *c.paid, by_address);
+    vg__plan_fit_holes(h->plan, c.v, c.n, c.paid, c.npaid, h->page);
     free(c.v);
+    free(c.paid);
 }
 
 /* The block the tensor being placed was last carved as, if it is free now, holds

@@ -740,39 +740,111 @@ static void successors(vg_plan_t *p) {
 
 #define VG_FIT_MAX_PAGES 64 /* pages given up at most (a packing each) */
 
+/* The first of paid[0..n) (sorted) at or above x. */
+static uint32_t first_at_or_above(const uint64_t *paid, uint32_t n, uint64_t x) {
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (paid[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* How many of the paid pages (their addresses, sorted) the items a packing put in holes
+ * touch; used: scratch, npaid entries. */
+static uint32_t paid_touched(const vg_plan_t *p, const uint64_t *hole, const uint64_t *paid,
+                             uint32_t npaid, uint64_t page, uint8_t *used) {
+    uint32_t count = 0;
+    memset(used, 0, npaid);
+    for (uint32_t i = 0; npaid && i < p->nitems; i++) {
+        if (!hole[i])
+            continue;
+        uint64_t end = hole[i] + p->items[i].size;
+        for (uint32_t k = first_at_or_above(paid, npaid, hole[i] / page * page);
+             k < npaid && paid[k] < end; k++)
+            if (!used[k])
+                used[k] = 1, count++;
+    }
+    return count;
+}
+
+/* The holes without their paid pages, into out (room for nholes + npaid). */
+static uint32_t unpaid(const vg_plan_hole_t *holes, uint32_t nholes, const uint64_t *paid,
+                       uint32_t npaid, uint64_t page, vg_plan_hole_t *out) {
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < nholes; k++) {
+        uint64_t lo = holes[k].addr, hi = lo + holes[k].size;
+        for (uint32_t j = first_at_or_above(paid, npaid, lo); j < npaid && paid[j] < hi; j++) {
+            if (paid[j] > lo)
+                out[m++] = (vg_plan_hole_t){lo, paid[j] - lo};
+            lo = paid[j] + page;
+        }
+        if (lo < hi)
+            out[m++] = (vg_plan_hole_t){lo, hi - lo};
+    }
+    return m;
+}
+
+typedef struct fit {
+    vg_plan_t *p;
+    uint64_t page;
+    uint64_t cost, height;      /* the best so far: the arena's pages and the paid pages its
+                                   holes' items touch (bytes), and the arena's height */
+    uint64_t *off, *hole;       /* scratch: a packing */
+    uint8_t *used;              /* scratch: the paid pages touched */
+} fit_t;
+
+/* The arena lowered a page at a time with these holes (plan.h); each packing kept in the
+ * plan if it costs less than the best so far (or as much, with a lower arena). */
+static void lower_with(fit_t *f, const vg_plan_hole_t *holes, uint32_t nholes,
+                       const uint64_t *paid, uint32_t npaid) {
+    vg_plan_t *p = f->p;
+    uint32_t n = p->nitems;
+    uint64_t page = f->page, lowest = p->rep.height, top = UINT64_MAX;
+    uint64_t h = pack_best(p->items, n, p->cycle, top, true, holes, nholes, f->off, f->hole);
+    for (int k = 0; k <= VG_FIT_MAX_PAGES && h != UINT64_MAX; k++) {
+        uint64_t cost = ((h + page - 1) / page +
+                         paid_touched(p, f->hole, paid, npaid, page, f->used)) * page;
+        if (cost < f->cost || (cost == f->cost && h < f->height)) {
+            f->cost = cost, f->height = h;
+            memcpy(p->off, f->off, (size_t)n * sizeof *f->off);
+            memcpy(p->hole, f->hole, (size_t)n * sizeof *f->hole);
+        }
+        lowest = h < lowest ? h : lowest;
+        if (lowest <= page) /* (nothing left to give up) */
+            break;
+        top = (lowest + page - 1) / page * page - page;
+        h = pack_best(p->items, n, p->cycle, top, true, holes, nholes, f->off, f->hole);
+        if (h == UINT64_MAX)
+            h = pack_best(p->items, n, p->cycle, top, false, holes, nholes, f->off, f->hole);
+    }
+}
+
 uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t nholes,
-                            uint64_t page) {
+                            const uint64_t *paid, uint32_t npaid, uint64_t page) {
     if (!p->off || p->fitted)
         return p->rep.height;
     p->fitted = true;
     uint32_t n = p->nitems;
     uint64_t height = p->rep.height;
-    uint64_t *off = malloc((size_t)n * sizeof *off + 1);
-    uint64_t *hole = malloc((size_t)n * sizeof *hole + 1);
+    fit_t f = {p, page, page ? (height + page - 1) / page * page : 0, height,
+               malloc((size_t)n * sizeof *f.off + 1), malloc((size_t)n * sizeof *f.hole + 1),
+               malloc((size_t)npaid + 1)};
+    vg_plan_hole_t *plain = malloc(((size_t)nholes + npaid) * sizeof *plain + 1);
     p->hole = calloc((size_t)n + 1, sizeof *p->hole);
-    bool fitted = false;
-    if (nholes && page && off && hole && p->hole) {
-        /* Every item tries the holes before the arena (largest first, as packed); then the
-         * arena a page lower at a time, with every item trying the holes first again, or
-         * else only what would reach above it going to the holes. */
-        uint64_t top = UINT64_MAX, h = pack_best(p->items, n, p->cycle, top, true, holes,
-                                                 nholes, off, hole);
-        for (int k = 0; k <= VG_FIT_MAX_PAGES; k++) {
-            if (h < height) {
-                fitted = true;
-                height = h;
-                memcpy(p->off, off, (size_t)n * sizeof *off);
-                memcpy(p->hole, hole, (size_t)n * sizeof *hole);
-            }
-            if (height <= page) /* (nothing left to give up) */
-                break;
-            top = (height + page - 1) / page * page - page;
-            h = pack_best(p->items, n, p->cycle, top, true, holes, nholes, off, hole);
-            if (h == UINT64_MAX && (h = pack_best(p->items, n, p->cycle, top, false, holes,
-                                                  nholes, off, hole)) == UINT64_MAX)
-                break;
-        }
+    if (nholes && page && f.off && f.hole && f.used && plain && p->hole) {
+        /* The holes without the pages between (free pages would be mapped for them), then
+         * with them, at their cost. */
+        lower_with(&f, plain, unpaid(holes, nholes, paid, npaid, page, plain), NULL, 0);
+        if (npaid)
+            lower_with(&f, holes, nholes, paid, npaid);
     }
+    bool fitted = f.height < height; /* (a packing kept: it costs less, or is lower) */
+    height = f.height;
+    free(f.off), free(f.hole), free(f.used), free(plain);
     if (!fitted) {
         free(p->hole);
         p->hole = NULL;
@@ -793,8 +865,6 @@ uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t 
         }
         p->ntaken = m;
     }
-    free(off);
-    free(hole);
     p->rep.height = height;
     successors(p);
     return height;

@@ -609,6 +609,9 @@ typedef struct {
     uint64_t placed, in_holes, height, before;
     const vg_plan_hole_t *holes;
     int nholes;
+    const uint64_t *paid; /* the pages the holes bridge (at most 64), ... */
+    int npaid;
+    uint64_t touched;     /* ... and those a place in a hole lay on, as bits */
     struct { uint64_t at, size, freed; } gone[64]; /* the last places in holes freed ... */
     uint64_t ngone, hot; /* ... and tensors put where one left less than 8 requests before */
     uint64_t lo, hi;     /* the lowest and highest byte of any place in a hole */
@@ -624,7 +627,8 @@ static void place(placer_t *c, uint64_t size) {
     if (vg__plan_fit_due(c->p, r)) { /* (before its first place, as arena.c does) */
         CHECK_EQ(c->before, 0); /* (one plan) */
         vg__plan_following(c->p, &c->before, &gen);
-        c->height = vg__plan_fit_holes(c->p, c->holes, (uint32_t)c->nholes, HOLE_PAGE);
+        c->height = vg__plan_fit_holes(c->p, c->holes, (uint32_t)c->nholes, c->paid,
+                                       (uint32_t)c->npaid, HOLE_PAGE);
         CHECK(!vg__plan_fit_due(c->p, r));
     }
     uint32_t item;
@@ -638,6 +642,9 @@ static void place(placer_t *c, uint64_t size) {
             CHECK_MSG(inside, "request %llu at %#llx: in no hole", (unsigned long long)r,
                       (unsigned long long)a);
             c->in_holes++;
+            for (int k = 0; k < c->npaid; k++)
+                if (a < c->paid[k] + HOLE_PAGE && c->paid[k] < a + size)
+                    c->touched |= 1ull << k;
             for (uint64_t k = 0; k < c->ngone && k < 64; k++)
                 c->hot += c->gone[k].freed + 8 > r && /* (VG_PLAN_COOL) */
                           a < c->gone[k].at + c->gone[k].size && c->gone[k].at < a + size;
@@ -696,11 +703,14 @@ static void placed_step(placer_t *c) {
     unplace(c, loss, 1024);
 }
 
-/* The loop followed with these holes (each placement checked by place()). */
-static void follow_with_holes(placer_t *c, const vg_plan_hole_t *holes, int nholes) {
+/* The loop followed with these holes, some bridging the paid pages (each placement
+ * checked by place()). */
+static void follow_with_bridges(placer_t *c, const vg_plan_hole_t *holes, int nholes,
+                                const uint64_t *paid, int npaid) {
     memset(c, 0, sizeof *c);
     c->p = vg__plan_new(true);
     c->holes = holes, c->nholes = nholes;
+    c->paid = paid, c->npaid = npaid;
     for (int k = 0; k < 4096; k++)
         c->at[k] = UINT64_MAX;
     for (int i = 0; i < PARAMS; i++)
@@ -735,6 +745,10 @@ static void follow_with_holes(placer_t *c, const vg_plan_hole_t *holes, int nhol
     }
 }
 
+static void follow_with_holes(placer_t *c, const vg_plan_hole_t *holes, int nholes) {
+    follow_with_bridges(c, holes, nholes, NULL, 0);
+}
+
 VG_TEST(a_plan_gives_up_its_top_pages_to_holes_and_no_two_live_places_meet) {
     static placer_t c;
     vg_plan_hole_t holes[2] = {{HOLE_AT, 3 * 4096}, {HOLE_AT + 65536, 4096 + 512}};
@@ -748,6 +762,32 @@ VG_TEST(a_plan_gives_up_its_top_pages_to_holes_and_no_two_live_places_meet) {
               "height %llu", (unsigned long long)c.height);
     CHECK(c.in_holes > 0);
     vg__plan_free(c.p);
+}
+
+/* A fit's pages: the arena's, and the paid pages its places in holes lay on. */
+static uint64_t fit_pages(const placer_t *c) {
+    return (c->height + HOLE_PAGE - 1) / HOLE_PAGE + (uint64_t)__builtin_popcountll(c->touched);
+}
+
+VG_TEST(a_hole_bridging_free_pages_is_taken_where_it_costs_fewer_pages) {
+    /* 3072 bytes free at the end of a kept page and at the start of another, two free
+     * pages between (arena.c's bridge). Apart, the rests hold no activation (4096): at the
+     * step's peak, 12 activations and a gradient (8192), the arena keeps 14 pages. As one
+     * hole of 14,336 bytes, three activations and the loss fit there at once: the arena
+     * needs 11 pages, and the bridge two, so the fit takes it. */
+    static placer_t rests, bridged;
+    static const vg_plan_hole_t apart[2] = {{HOLE_AT + 1024, 3072},
+                                            {HOLE_AT + 3 * HOLE_PAGE, 3072}};
+    static const vg_plan_hole_t one[1] = {{HOLE_AT + 1024, 3072 + 2 * HOLE_PAGE + 3072}};
+    static const uint64_t paid[2] = {HOLE_AT + HOLE_PAGE, HOLE_AT + 2 * HOLE_PAGE};
+    follow_with_holes(&rests, apart, 2);
+    follow_with_bridges(&bridged, one, 1, paid, 2);
+    CHECK_EQ(fit_pages(&rests), 14);
+    CHECK_EQ(bridged.height, 11 * HOLE_PAGE);
+    CHECK_EQ(bridged.touched, 3); /* (both paid pages) */
+    CHECK_EQ(fit_pages(&bridged), 13);
+    vg__plan_free(rests.p);
+    vg__plan_free(bridged.p);
 }
 
 VG_TEST(holes_too_small_for_any_request_change_nothing) {
