@@ -703,10 +703,10 @@ static void placed_step(placer_t *c) {
     unplace(c, loss, 1024);
 }
 
-/* The loop followed with these holes, some bridging the paid pages (each placement
- * checked by place()). */
-static void follow_with_bridges(placer_t *c, const vg_plan_hole_t *holes, int nholes,
-                                const uint64_t *paid, int npaid) {
+/* A loop of this step followed with these holes, some bridging the paid pages (each
+ * placement checked by place()). */
+static void follow_steps(placer_t *c, void (*step)(placer_t *), const vg_plan_hole_t *holes,
+                         int nholes, const uint64_t *paid, int npaid) {
     memset(c, 0, sizeof *c);
     c->p = vg__plan_new(true);
     c->holes = holes, c->nholes = nholes;
@@ -717,7 +717,7 @@ static void follow_with_bridges(placer_t *c, const vg_plan_hole_t *holes, int nh
         vg__plan_alloc(c->p, c->req++, 65536);
     for (int s = 0; s < 14; s++) {
         uint64_t first = c->req, placed = c->placed;
-        placed_step(c);
+        step(c);
         if (s >= 10) /* (followed: every request placed) */
             CHECK_EQ(c->placed - placed, c->req - first);
     }
@@ -746,7 +746,7 @@ static void follow_with_bridges(placer_t *c, const vg_plan_hole_t *holes, int nh
 }
 
 static void follow_with_holes(placer_t *c, const vg_plan_hole_t *holes, int nholes) {
-    follow_with_bridges(c, holes, nholes, NULL, 0);
+    follow_steps(c, placed_step, holes, nholes, NULL, 0);
 }
 
 VG_TEST(a_plan_gives_up_its_top_pages_to_holes_and_no_two_live_places_meet) {
@@ -781,11 +781,46 @@ VG_TEST(a_hole_bridging_free_pages_is_taken_where_it_costs_fewer_pages) {
     static const vg_plan_hole_t one[1] = {{HOLE_AT + 1024, 3072 + 2 * HOLE_PAGE + 3072}};
     static const uint64_t paid[2] = {HOLE_AT + HOLE_PAGE, HOLE_AT + 2 * HOLE_PAGE};
     follow_with_holes(&rests, apart, 2);
-    follow_with_bridges(&bridged, one, 1, paid, 2);
+    follow_steps(&bridged, placed_step, one, 1, paid, 2);
     CHECK_EQ(fit_pages(&rests), 14);
     CHECK_EQ(bridged.height, 11 * HOLE_PAGE);
     CHECK_EQ(bridged.touched, 3); /* (both paid pages) */
     CHECK_EQ(fit_pages(&bridged), 13);
+    vg__plan_free(rests.p);
+    vg__plan_free(bridged.p);
+}
+
+/* Four tensors of 3072 bytes live together, and 60 of 512 one at a time beside them. */
+static void step_of_three_pages(placer_t *c) {
+    uint64_t big[4];
+    for (int i = 0; i < 4; i++) {
+        big[i] = c->req;
+        place(c, 3072);
+    }
+    for (int t = 0; t < 60; t++) {
+        uint64_t r = c->req;
+        place(c, 512);
+        unplace(c, r, 512);
+    }
+    for (int i = 0; i < 4; i++)
+        unplace(c, big[i], 3072);
+}
+
+VG_TEST(a_hole_bridging_a_free_page_is_left_where_it_saves_no_page) {
+    /* The step needs three pages of the arena; the 512-byte rests take its small
+     * tensors. A 3072-byte tensor in the bridge would lower the arena by less than a
+     * page and map the page between: not taken. */
+    static placer_t rests, bridged;
+    static const vg_plan_hole_t apart[2] = {{HOLE_AT + HOLE_PAGE - 512, 512},
+                                            {HOLE_AT + 2 * HOLE_PAGE, 512}};
+    static const vg_plan_hole_t one[1] = {{HOLE_AT + HOLE_PAGE - 512, HOLE_PAGE + 1024}};
+    static const uint64_t paid[1] = {HOLE_AT + HOLE_PAGE};
+    follow_steps(&rests, step_of_three_pages, apart, 2, NULL, 0);
+    follow_steps(&bridged, step_of_three_pages, one, 1, paid, 1);
+    CHECK_EQ(rests.height, 3 * HOLE_PAGE);
+    CHECK(rests.in_holes > 0);
+    CHECK_EQ(bridged.height, 3 * HOLE_PAGE);
+    CHECK_EQ(bridged.touched, 0);
     vg__plan_free(rests.p);
     vg__plan_free(bridged.p);
 }
