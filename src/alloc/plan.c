@@ -797,15 +797,26 @@ typedef struct fit {
     uint8_t *used;              /* scratch: the paid pages touched */
 } fit_t;
 
-/* The arena lowered a page at a time with these holes (plan.h); each packing kept in the
- * plan if it costs less than the best so far (or as much, with a lower arena). */
+/* The arena lowered a page at a time with these holes (plan.h), from a page below `from`
+ * (UINT64_MAX: from the packing under no top); each packing kept in the plan if it costs
+ * less than the best so far (or as much, with a lower arena). */
 static void lower_with(fit_t *f, const vg_plan_hole_t *holes, uint32_t nholes,
-                       const uint64_t *paid, uint32_t npaid) {
+                       const uint64_t *paid, uint32_t npaid, uint64_t from) {
     vg_plan_t *p = f->p;
     uint32_t n = p->nitems;
-    uint64_t page = f->page, lowest = p->rep.height, top = UINT64_MAX;
-    uint64_t h = pack_best(p->items, n, p->cycle, top, true, holes, nholes, f->off, f->hole);
-    for (int k = 0; k <= VG_FIT_MAX_PAGES && h != UINT64_MAX; k++) {
+    uint64_t page = f->page, lowest = from == UINT64_MAX ? p->rep.height : from;
+    for (int k = 0; k <= VG_FIT_MAX_PAGES; k++) {
+        uint64_t top = UINT64_MAX, h;
+        if (k > 0 || from != UINT64_MAX) {
+            if (lowest <= page) /* (nothing left to give up) */
+                break;
+            top = (lowest + page - 1) / page * page - page;
+        }
+        h = pack_best(p->items, n, p->cycle, top, true, holes, nholes, f->off, f->hole);
+        if (h == UINT64_MAX && top != UINT64_MAX)
+            h = pack_best(p->items, n, p->cycle, top, false, holes, nholes, f->off, f->hole);
+        if (h == UINT64_MAX)
+            break;
         uint64_t cost = ((h + page - 1) / page +
                          paid_touched(p, f->hole, paid, npaid, page, f->used)) * page;
         if (cost < f->cost || (cost == f->cost && h < f->height)) {
@@ -814,12 +825,6 @@ static void lower_with(fit_t *f, const vg_plan_hole_t *holes, uint32_t nholes,
             memcpy(p->hole, f->hole, (size_t)n * sizeof *f->hole);
         }
         lowest = h < lowest ? h : lowest;
-        if (lowest <= page) /* (nothing left to give up) */
-            break;
-        top = (lowest + page - 1) / page * page - page;
-        h = pack_best(p->items, n, p->cycle, top, true, holes, nholes, f->off, f->hole);
-        if (h == UINT64_MAX)
-            h = pack_best(p->items, n, p->cycle, top, false, holes, nholes, f->off, f->hole);
     }
 }
 
@@ -838,9 +843,10 @@ uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t 
     if (nholes && page && f.off && f.hole && f.used && plain && p->hole) {
         /* The holes without the pages between (free pages would be mapped for them), then
          * with them, at their cost. */
-        lower_with(&f, plain, unpaid(holes, nholes, paid, npaid, page, plain), NULL, 0);
-        if (npaid)
-            lower_with(&f, holes, nholes, paid, npaid);
+        lower_with(&f, plain, unpaid(holes, nholes, paid, npaid, page, plain), NULL, 0,
+                   UINT64_MAX);
+        if (npaid) /* (an arena no lower than the best so far costs no less with them) */
+            lower_with(&f, holes, nholes, paid, npaid, f.height);
     }
     bool fitted = f.height < height; /* (a packing kept: it costs less, or is lower) */
     height = f.height;
