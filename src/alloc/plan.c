@@ -795,11 +795,13 @@ typedef struct fit {
                                    holes' items touch (bytes), and the arena's height */
     uint64_t *off, *hole;       /* scratch: a packing */
     uint8_t *used;              /* scratch: the paid pages touched */
+    uint32_t touched;           /* the paid pages the best so far touches */
 } fit_t;
 
 /* The arena lowered a page at a time with these holes (plan.h), from a page below `from`
  * (UINT64_MAX: from the packing under no top); each packing kept in the plan if it costs
- * less than the best so far (or as much, with a lower arena). */
+ * less than the best so far, or as much with fewer paid pages (a free page mapped for
+ * nothing saved, and moved away whenever idle), or with as many and a lower arena. */
 static void lower_with(fit_t *f, const vg_plan_hole_t *holes, uint32_t nholes,
                        const uint64_t *paid, uint32_t npaid, uint64_t from) {
     vg_plan_t *p = f->p;
@@ -817,10 +819,12 @@ static void lower_with(fit_t *f, const vg_plan_hole_t *holes, uint32_t nholes,
             h = pack_best(p->items, n, p->cycle, top, false, holes, nholes, f->off, f->hole);
         if (h == UINT64_MAX)
             break;
-        uint64_t cost = ((h + page - 1) / page +
-                         paid_touched(p, f->hole, paid, npaid, page, f->used)) * page;
-        if (cost < f->cost || (cost == f->cost && h < f->height)) {
-            f->cost = cost, f->height = h;
+        uint32_t touched = paid_touched(p, f->hole, paid, npaid, page, f->used);
+        uint64_t cost = ((h + page - 1) / page + touched) * page;
+        if (cost < f->cost ||
+            (cost == f->cost &&
+             (touched < f->touched || (touched == f->touched && h < f->height)))) {
+            f->cost = cost, f->height = h, f->touched = touched;
             memcpy(p->off, f->off, (size_t)n * sizeof *f->off);
             memcpy(p->hole, f->hole, (size_t)n * sizeof *f->hole);
         }

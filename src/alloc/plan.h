@@ -100,7 +100,8 @@ typedef struct vg_plan_hole {
  * while what would reach above it fits in a hole for as long as it lives. Some holes bridge
  * free pages (paid: their addresses, sorted), which cost a page each once a tensor is put
  * on them: the holes are fitted without those pages, then with them, and the packing kept
- * is the one whose arena pages and paid pages touched are fewest (then the lowest arena),
+ * is the one whose arena pages and paid pages touched are fewest (then the fewest paid
+ * pages, then the lowest arena),
  * if it is below the plan's own height; vg__plan_place then gives those in holes by
  * address. Returns the height. O(tensors^2) a packing: 20-90 ms on the traces of
  * bench/traces, twice that with paid pages. */

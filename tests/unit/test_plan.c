@@ -790,12 +790,13 @@ VG_TEST(a_hole_bridging_free_pages_is_taken_where_it_costs_fewer_pages) {
     vg__plan_free(bridged.p);
 }
 
-/* Four tensors of 3072 bytes live together, and 60 of 512 one at a time beside them. */
-static void step_of_three_pages(placer_t *c) {
+/* Four tensors of `wide` bytes live together, and 60 of 512 one at a time beside them. */
+static uint64_t wide = 6144;
+static void step_of_wide_tensors(placer_t *c) {
     uint64_t big[4];
     for (int i = 0; i < 4; i++) {
         big[i] = c->req;
-        place(c, 3072);
+        place(c, wide);
     }
     for (int t = 0; t < 60; t++) {
         uint64_t r = c->req;
@@ -803,23 +804,47 @@ static void step_of_three_pages(placer_t *c) {
         unplace(c, r, 512);
     }
     for (int i = 0; i < 4; i++)
-        unplace(c, big[i], 3072);
+        unplace(c, big[i], wide);
+}
+
+/* The loop of step_of_wide_tensors followed with 512-byte rests at the end of one kept page
+ * and the start of another, `between` free pages in between: apart (rests), and bridged. */
+static void rests_and_bridge(placer_t *rests, placer_t *bridged, int between) {
+    static vg_plan_hole_t apart[2], one[1];
+    static uint64_t paid[2];
+    apart[0] = (vg_plan_hole_t){HOLE_AT + HOLE_PAGE - 512, 512};
+    apart[1] = (vg_plan_hole_t){HOLE_AT + (1 + (uint64_t)between) * HOLE_PAGE, 512};
+    one[0] = (vg_plan_hole_t){HOLE_AT + HOLE_PAGE - 512, 1024 + (uint64_t)between * HOLE_PAGE};
+    for (int k = 0; k < between; k++)
+        paid[k] = HOLE_AT + (1 + (uint64_t)k) * HOLE_PAGE;
+    follow_steps(rests, step_of_wide_tensors, apart, 2, NULL, 0);
+    follow_steps(bridged, step_of_wide_tensors, one, 1, paid, between);
+}
+
+VG_TEST(a_hole_bridging_free_pages_is_left_where_they_cost_more_than_they_save) {
+    /* The step needs six pages of the arena (four tensors of 6144); the rests take its
+     * small tensors. One of 6144 in the bridge (9216 bytes) lowers the arena to five
+     * pages, and touches both pages between: seven in all. Not taken. */
+    static placer_t rests, bridged;
+    wide = 6144;
+    rests_and_bridge(&rests, &bridged, 2);
+    CHECK_EQ(rests.height, 6 * HOLE_PAGE);
+    CHECK(rests.in_holes > 0);
+    CHECK_EQ(bridged.height, 6 * HOLE_PAGE);
+    CHECK_EQ(bridged.touched, 0);
+    vg__plan_free(rests.p);
+    vg__plan_free(bridged.p);
 }
 
 VG_TEST(a_hole_bridging_a_free_page_is_left_where_it_saves_no_page) {
-    /* The step needs three pages of the arena; the 512-byte rests take its small
-     * tensors. A 3072-byte tensor in the bridge would lower the arena by less than a
-     * page and map the page between: not taken. */
+    /* Four tensors of 4096, a bridge of 512 + one page + 512: one tensor there lowers the
+     * arena from four pages to three, and maps the page between. As many pages either way:
+     * the one that maps no free page is kept. */
     static placer_t rests, bridged;
-    static const vg_plan_hole_t apart[2] = {{HOLE_AT + HOLE_PAGE - 512, 512},
-                                            {HOLE_AT + 2 * HOLE_PAGE, 512}};
-    static const vg_plan_hole_t one[1] = {{HOLE_AT + HOLE_PAGE - 512, HOLE_PAGE + 1024}};
-    static const uint64_t paid[1] = {HOLE_AT + HOLE_PAGE};
-    follow_steps(&rests, step_of_three_pages, apart, 2, NULL, 0);
-    follow_steps(&bridged, step_of_three_pages, one, 1, paid, 1);
-    CHECK_EQ(rests.height, 3 * HOLE_PAGE);
-    CHECK(rests.in_holes > 0);
-    CHECK_EQ(bridged.height, 3 * HOLE_PAGE);
+    wide = 4096;
+    rests_and_bridge(&rests, &bridged, 1);
+    CHECK_EQ(rests.height, 4 * HOLE_PAGE);
+    CHECK_EQ(bridged.height, 4 * HOLE_PAGE);
     CHECK_EQ(bridged.touched, 0);
     vg__plan_free(rests.p);
     vg__plan_free(bridged.p);
