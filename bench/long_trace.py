@@ -11,8 +11,9 @@ its state, `--from=10600`); each copy gets new pointers, and a free in a copy fr
 allocation made the same number of allocations later than the original freed one (two
 steps on), so lifetimes that cross a step boundary are kept. Frees of allocations older
 than two steps (long-lived tensors), or made before the copied steps with a size unlike
-the allocation two steps on, are not copied. `vramguard replay OUT.csv --plan=on` then reports, as
-p50_ns_last_quarter, the median host time of the steady state (bench/RESULTS.md).
+the allocation two steps on, are not copied. `vramguard replay OUT.csv --plan=on` then
+reports, as p50_ns_last_quarter, the median host time of the steady state
+(bench/RESULTS.md).
 """
 import gzip
 import sys

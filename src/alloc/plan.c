@@ -351,6 +351,19 @@ static int by_lo(const void *x, const void *y) {
     return a < b ? -1 : a > b;
 }
 
+/* The first of v[0..n) (sorted by lo) whose lo is x or more. */
+static uint32_t first_from(const span_t *v, uint32_t n, uint64_t x) {
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (v[mid].lo < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* The lowest x in [lo, hi) where [x, x + size) misses every span of busy (sorted by lo),
  * or UINT64_MAX. */
 static uint64_t lowest_fit(const span_t *busy, uint32_t n, uint64_t lo, uint64_t hi,
@@ -390,15 +403,8 @@ static uint64_t in_a_hole_from(packer_t *pk, uint32_t i, uint32_t nholed, uint32
             continue;
         /* (each item in a hole lies inside it, and holes do not overlap: the spans below
          * this hole's first end at or below it, and change nothing) */
-        uint32_t lo = 0, hi = nb;
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) / 2;
-            if (pk->busy[mid].lo < hl->addr)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        uint64_t x = lowest_fit(pk->busy + lo, nb - lo, hl->addr, hl->addr + hl->size, size);
+        uint32_t from = first_from(pk->busy, nb, hl->addr);
+        uint64_t x = lowest_fit(pk->busy + from, nb - from, hl->addr, hl->addr + hl->size, size);
         if (x != UINT64_MAX)
             best = x, best_size = hl->size;
     }

@@ -101,10 +101,9 @@ typedef struct vg_plan_hole {
  * free pages (paid: their addresses, sorted), which cost a page each once a tensor is put
  * on them: the holes are fitted without those pages, then with them, and the packing kept
  * is the one whose arena pages and paid pages touched are fewest (then the fewest paid
- * pages, then the lowest arena),
- * if it is below the plan's own height; vg__plan_place then gives those in holes by
- * address. Returns the height. O(tensors^2) a packing: 20-90 ms on the traces of
- * bench/traces, twice that with paid pages. */
+ * pages, then the lowest arena), if it is below the plan's own height; vg__plan_place then
+ * gives those in holes by address. Returns the height. O(tensors^2) a packing: 20-90 ms on
+ * the traces of bench/traces, up to twice that with paid pages. */
 uint64_t vg__plan_fit_holes(vg_plan_t *p, const vg_plan_hole_t *holes, uint32_t nholes,
                             const uint64_t *paid, uint32_t npaid, uint64_t page);
 /* The place vg__plan_place gave was not free: a miss. More than 5 % of a period's

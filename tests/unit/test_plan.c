@@ -791,8 +791,7 @@ VG_TEST(a_hole_bridging_free_pages_is_taken_where_it_costs_fewer_pages) {
 }
 
 /* Four tensors of `wide` bytes live together, and 60 of 512 one at a time beside them. */
-static uint64_t wide = 6144;
-static void step_of_wide_tensors(placer_t *c) {
+static void step_of_four(placer_t *c, uint64_t wide) {
     uint64_t big[4];
     for (int i = 0; i < 4; i++) {
         big[i] = c->req;
@@ -807,9 +806,13 @@ static void step_of_wide_tensors(placer_t *c) {
         unplace(c, big[i], wide);
 }
 
-/* The loop of step_of_wide_tensors followed with 512-byte rests at the end of one kept page
- * and the start of another, `between` free pages in between: apart (rests), and bridged. */
-static void rests_and_bridge(placer_t *rests, placer_t *bridged, int between) {
+static void step_of_four_4096(placer_t *c) { step_of_four(c, 4096); }
+static void step_of_four_6144(placer_t *c) { step_of_four(c, 6144); }
+
+/* The loop of this step followed with 512-byte rests at the end of one kept page and the
+ * start of another, `between` free pages in between: apart (rests), and bridged. */
+static void rests_and_bridge(placer_t *rests, placer_t *bridged, void (*step)(placer_t *),
+                             int between) {
     static vg_plan_hole_t apart[2], one[1];
     static uint64_t paid[2];
     apart[0] = (vg_plan_hole_t){HOLE_AT + HOLE_PAGE - 512, 512};
@@ -817,8 +820,8 @@ static void rests_and_bridge(placer_t *rests, placer_t *bridged, int between) {
     one[0] = (vg_plan_hole_t){HOLE_AT + HOLE_PAGE - 512, 1024 + (uint64_t)between * HOLE_PAGE};
     for (int k = 0; k < between; k++)
         paid[k] = HOLE_AT + (1 + (uint64_t)k) * HOLE_PAGE;
-    follow_steps(rests, step_of_wide_tensors, apart, 2, NULL, 0);
-    follow_steps(bridged, step_of_wide_tensors, one, 1, paid, between);
+    follow_steps(rests, step, apart, 2, NULL, 0);
+    follow_steps(bridged, step, one, 1, paid, between);
 }
 
 VG_TEST(a_hole_bridging_free_pages_is_left_where_they_cost_more_than_they_save) {
@@ -826,8 +829,7 @@ VG_TEST(a_hole_bridging_free_pages_is_left_where_they_cost_more_than_they_save) 
      * small tensors. One of 6144 in the bridge (9216 bytes) lowers the arena to five
      * pages, and touches both pages between: seven in all. Not taken. */
     static placer_t rests, bridged;
-    wide = 6144;
-    rests_and_bridge(&rests, &bridged, 2);
+    rests_and_bridge(&rests, &bridged, step_of_four_6144, 2);
     CHECK_EQ(rests.height, 6 * HOLE_PAGE);
     CHECK(rests.in_holes > 0);
     CHECK_EQ(bridged.height, 6 * HOLE_PAGE);
@@ -841,8 +843,7 @@ VG_TEST(a_hole_bridging_a_free_page_is_left_where_it_saves_no_page) {
      * arena from four pages to three, and maps the page between. As many pages either way:
      * the one that maps no free page is kept. */
     static placer_t rests, bridged;
-    wide = 4096;
-    rests_and_bridge(&rests, &bridged, 1);
+    rests_and_bridge(&rests, &bridged, step_of_four_4096, 1);
     CHECK_EQ(rests.height, 4 * HOLE_PAGE);
     CHECK_EQ(bridged.height, 4 * HOLE_PAGE);
     CHECK_EQ(bridged.touched, 0);
