@@ -161,10 +161,13 @@ static void describe_plan(vg_heap_t *h) {
         vg__log("device %d: plan=on took its plan up again %llu time%s, when the step came back "
                 "after an interruption (an evaluation, a checkpoint)", h->device,
                 (unsigned long long)r.resumed, r.resumed == 1 ? "" : "s");
-    if (h->plan_moves && vg__heap_settling(h, 0))
-        vg__log("device %d: plan=on found no step to follow and settled: requests that would "
-                "map pages go where pages are mapped, after %llu pages moved without a plan "
-                "(docs/allocator.md)", h->device, (unsigned long long)h->moved_unplanned);
+    if (h->plan_moves && vg__heap_settling(h, 0)) /* (a step found at the end: not yet) */
+        vg__log("device %d: plan=on %s settled: requests that would map pages go where "
+                "pages are mapped, after %llu pages moved without a plan (docs/allocator.md)",
+                h->device,
+                r.period ? "had not followed the step found at the end yet, and"
+                         : "found no step to follow and",
+                (unsigned long long)h->moved_unplanned);
 }
 
 void vg__heaps_describe_exit(void) {

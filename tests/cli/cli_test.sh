@@ -366,6 +366,8 @@ replay_plan_on)
         fail "accumulation: $(cat "$TMP/out")"
     grep -q "device 0: a training step of 9724 requests, found at allocation" "$TMP/err" ||
         fail "accumulation, verbose: $(cat "$TMP/err")"
+    ! grep -q "found no step to follow" "$TMP/err" ||
+        fail "accumulation: a step found, and said to be none: $(cat "$TMP/err")"
     run 0 "$VG" replay --json --repeat=1 --plan=on "$TRACES/gpt_train_accum.csv.gz"
     [ "$(json_field plan_placed)" -ge 20000 ] || fail "accum: $(json_field plan_placed) placed"
     [ "$(json_field steps_found)" -ge 2 ] || fail "accum: $(json_field steps_found) steps found"
